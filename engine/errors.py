@@ -1,0 +1,51 @@
+"""Every error Sluice's engine raises, one hierarchy by area (STYLE section 5).
+
+Messages name the parameter, the value, the rule and the way out.  Protocol
+outcomes (a duplicate acknowledgement, a declined checkpoint) are values, not
+exceptions; these classes are for definitions that cannot run, data that cannot
+be read and invariants that broke.
+"""
+
+from __future__ import annotations
+
+
+class SluiceError(Exception):
+    """Base of every error raised by Sluice."""
+
+
+class JobDefinitionError(SluiceError, ValueError):
+    """A job, window or strategy definition is invalid; raised at build time, before any data flows."""
+
+    def __init__(self, parameter: str, value: object, rule: str, hint: str | None = None) -> None:
+        self.parameter = parameter
+        self.value = value
+        self.rule = rule
+        self.hint = hint
+        message = f"`{parameter}` {rule}; got {value!r}"
+        if hint:
+            message += f". {hint}"
+        super().__init__(message)
+
+
+class StateSerializationError(SluiceError, TypeError):
+    """A value put into keyed state cannot be persisted without pickle (convert it to dict/list/tuple/scalars)."""
+
+
+class CorruptSnapshotError(SluiceError):
+    """A snapshot is missing files, fails its checksums or contradicts its own metadata; it is refused, never partially restored."""
+
+
+class UnsupportedFormatVersion(CorruptSnapshotError):
+    """A persisted document carries a format version this Sluice cannot read (written by a newer release?)."""
+
+
+class CheckpointDeclinedError(SluiceError):
+    """A checkpoint could not be taken or completed; carries the CheckpointFailureReason."""
+
+
+class JobFailedError(SluiceError, RuntimeError):
+    """A job failed more often than its restart or tolerable-failure policy allows."""
+
+
+class IllegalStateError(SluiceError, RuntimeError):
+    """An internal invariant broke: this is a bug in Sluice, report it with the message."""

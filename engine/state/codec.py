@@ -1,0 +1,109 @@
+"""Values in state as data, never pickle (ARCHITECTURE section 5, STYLE section 9).
+
+State values, keys and accumulators are encoded to canonical JSON text.  Plain
+JSON types map to themselves; the few Python types JSON lacks are tagged with a
+single-key object whose key starts with ``$``:
+
+==========  ===================================
+tuple       ``{"$t": [...]}``
+bytes       ``{"$b": "<base64>"}``
+dict        plain object when every key is a ``str`` not starting with ``$``,
+            otherwise ``{"$m": [[k, v], ...]}``
+float nan   ``{"$f": "nan"}`` / ``"inf"`` / ``"-inf"`` (JSON has no such numbers)
+==========  ===================================
+
+Anything else (objects, sets, functions) is refused with a
+:class:`StateSerializationError` that says how to make it storable; decoding
+builds only these types, so reading a snapshot never runs code.
+
+``encode_key`` is canonical (sorted object keys, no spaces) because key groups
+are derived from its bytes and must agree across processes and runtimes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from typing import Any
+
+from engine.errors import CorruptSnapshotError, StateSerializationError
+
+_TAGS = ("$t", "$b", "$m", "$f")
+
+
+def _to_jsonable(value: Any, path: str) -> Any:
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return {"$f": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if isinstance(value, list):
+        return [_to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, tuple):
+        return {"$t": [_to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(value)]}
+    if isinstance(value, (bytes, bytearray)):
+        return {"$b": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and not k.startswith("$") for k in value):
+            return {k: _to_jsonable(v, f"{path}.{k}") for k, v in value.items()}
+        return {"$m": [[_to_jsonable(k, f"{path}<key>"), _to_jsonable(v, f"{path}[{k!r}]")] for k, v in value.items()]}
+    # numpy scalars and similar expose .item(); accept them as their Python value
+    item = getattr(value, "item", None)
+    if callable(item) and type(value).__module__ == "numpy":
+        return _to_jsonable(item(), path)
+    raise StateSerializationError(
+        f"cannot store {type(value).__module__}.{type(value).__qualname__} at {path} in state: Sluice persists "
+        "state without pickle and accepts None, bool, int, float, str, bytes, list, tuple and dict. "
+        "Convert the value (e.g. dataclasses.asdict(obj) or a tuple) before emitting it into a window."
+    )
+
+
+def _from_jsonable(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_from_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        if len(value) == 1:
+            (tag, inner), = value.items()
+            if tag == "$t":
+                return tuple(_from_jsonable(v) for v in inner)
+            if tag == "$b":
+                return base64.b64decode(inner)
+            if tag == "$m":
+                return {_freeze(_from_jsonable(k)): _from_jsonable(v) for k, v in inner}
+            if tag == "$f":
+                return float(inner)
+        for k in value:
+            if k.startswith("$"):
+                raise CorruptSnapshotError(f"unknown tag {k!r} in encoded state value {value!r}")
+        return {k: _from_jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _freeze(value: Any) -> Any:
+    """Dict keys decoded from lists must be hashable again: lists inside become tuples only if needed."""
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def encode(value: Any) -> str:
+    """Encode a state value to JSON text (raises StateSerializationError for unsupported types)."""
+    return json.dumps(_to_jsonable(value, "value"), separators=(",", ":"), allow_nan=False)
+
+
+def decode(text: str) -> Any:
+    """Decode JSON text written by :func:`encode`; builds only plain data types."""
+    try:
+        raw = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise CorruptSnapshotError(f"state value is not valid JSON ({exc}): {text[:80]!r}") from exc
+    return _from_jsonable(raw)
+
+
+def encode_key(key: Any) -> str:
+    """Canonical encoding of a key: equal keys give equal text in every process."""
+    return json.dumps(_to_jsonable(key, "key"), separators=(",", ":"), sort_keys=True, allow_nan=False)
