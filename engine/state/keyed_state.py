@@ -1,0 +1,565 @@
+"""The heap keyed state backend: state per (key, namespace), partitioned by key group (seed 002).
+
+Seed 000: a window is only an identifier; "the window's elements are stored in
+Key/Value state, the key being the window".  Here the *namespace* is the window
+(TimeWindow, GlobalWindow) or :data:`VOID_NAMESPACE` for per-key state, and the
+key is the stream key set with :meth:`HeapKeyedStateBackend.set_current_key`.
+
+Storage: for every state name a :class:`_StateTable` holding one plain dict per
+key group, ``(key, namespace) -> value``.  Operations act on the backend's
+current key and the state object's current namespace; the hot path is a list
+index, one flag check and one dict operation.
+
+Copy-on-write snapshots (seed 002, "Asynchronous State Snapshots"):
+:meth:`HeapKeyedStateBackend.snapshot` hands the current group dicts to the
+snapshot and marks them *shared*; the first access (read or write) to a shared
+group afterwards replaces it with a copy, and mutable values in it (lists, map
+dicts, accumulators) are copied too, so nothing reachable from the snapshot is
+ever mutated again.  Reads also copy because callers may mutate what they read
+(an accumulator updated in place, a list returned by ``get()``).  The cost is
+O(group size) once per touched group per snapshot, paid during processing, not
+in the synchronous part.
+
+Keys must be hashable (return a tuple, not a list, from ``key_by``).  Keys are
+compared with Python equality inside the backend and encoded with
+:func:`engine.state.codec.encode_key` for key groups and snapshots.
+
+``ListState.get()`` / ``ReducingState.get()`` / ``AggregatingState.get()`` return
+None when the state holds nothing for the current key and namespace (Flink's
+internal behaviour; the window operator relies on it to tell "empty" from
+"no window contents").  ``ValueState.update(None)`` clears, as in Flink.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+
+from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
+from engine.state import codec
+from engine.state.descriptors import (
+    AggregatingState,
+    AggregatingStateDescriptor,
+    ListState,
+    ListStateDescriptor,
+    MapState,
+    MapStateDescriptor,
+    ReducingState,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    ValueState,
+    ValueStateDescriptor,
+)
+from engine.state.key_groups import KeyGroupRange, key_group_for_encoded_key
+from engine.state.snapshot import (
+    VOID_NAMESPACE,
+    KeyedStateSnapshot,
+    StateTableSnapshot,
+    VoidNamespace,
+    decode_namespace,
+    validate_state_table,
+)
+
+__all__ = [
+    "VOID_NAMESPACE",
+    "VoidNamespace",
+    "HeapKeyedStateBackend",
+    "InternalKvState",
+    "InternalValueState",
+    "InternalListState",
+    "InternalMapState",
+    "InternalReducingState",
+    "InternalAggregatingState",
+]
+
+_MISSING = object()
+#: bound of the key -> key group caches; cleared wholesale when reached (cheap, keeps memory flat)
+_KEY_CACHE_LIMIT = 100_000
+_IMMUTABLE_SCALARS = (int, float, str, bool, type(None), bytes)
+
+
+def _copy_value(value: Any) -> Any:
+    if type(value) in _IMMUTABLE_SCALARS:
+        return value
+    return copy.deepcopy(value)
+
+
+class _StateTable:
+    """All entries of one state name: one dict per key group plus its shared-with-a-snapshot flag."""
+
+    __slots__ = ("name", "kind", "groups", "shared")
+
+    def __init__(self, name: str, kind: str, num_groups: int) -> None:
+        self.name = name
+        self.kind = kind
+        self.groups: list[dict] = [{} for _ in range(num_groups)]
+        self.shared: list[bool] = [False] * num_groups
+
+    def unshare(self, index: int) -> dict:
+        """Copy group ``index`` (and its mutable values) so the snapshot's dict stays untouched."""
+        old = self.groups[index]
+        if self.kind == "list":
+            new = {k: v.copy() for k, v in old.items()}
+        elif self.kind == "map":
+            new = {k: dict(v) for k, v in old.items()}
+        else:
+            new = {k: _copy_value(v) for k, v in old.items()}
+        self.groups[index] = new
+        self.shared[index] = False
+        return new
+
+    def freeze(self) -> tuple[dict, ...]:
+        """Hand the current dicts to a snapshot; later accesses copy first."""
+        shared = self.shared
+        for i in range(len(shared)):
+            shared[i] = True
+        return tuple(self.groups)
+
+    def num_entries(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+
+class InternalKvState:
+    """Common part of the state objects: the table, the backend (for the current key) and the namespace."""
+
+    __slots__ = ("_backend", "_table", "_namespace", "descriptor")
+    kind = ""
+
+    def __init__(self, backend: HeapKeyedStateBackend, table: _StateTable, descriptor: StateDescriptor) -> None:
+        self._backend = backend
+        self._table = table
+        self._namespace: Any = VOID_NAMESPACE
+        self.descriptor = descriptor
+
+    @property
+    def name(self) -> str:
+        return self._table.name
+
+    def set_current_namespace(self, namespace: Any) -> None:
+        self._namespace = namespace
+
+    def get_current_namespace(self) -> Any:
+        return self._namespace
+
+    def _group(self) -> dict:
+        index = self._backend._group_index
+        table = self._table
+        if table.shared[index]:
+            return table.unshare(index)
+        return table.groups[index]
+
+    def clear(self) -> None:
+        self._group().pop((self._backend._current_key, self._namespace), None)
+
+    def get_internal(self) -> Any:
+        """The raw stored value (list, accumulator, ...) or None."""
+        return self._group().get((self._backend._current_key, self._namespace))
+
+    def update_internal(self, value: Any) -> None:
+        """Replace the raw stored value; None clears."""
+        if value is None:
+            self.clear()
+        else:
+            self._group()[(self._backend._current_key, self._namespace)] = value
+
+    def has_entry(self) -> bool:
+        """True if there is an entry for the current key and namespace."""
+        return (self._backend._current_key, self._namespace) in self._group()
+
+
+class InternalValueState(InternalKvState, ValueState):
+    __slots__ = ()
+    kind = "value"
+
+    def value(self) -> Any:
+        v = self._group().get((self._backend._current_key, self._namespace), _MISSING)
+        if v is _MISSING:
+            return self.descriptor.default  # type: ignore[attr-defined]
+        return v
+
+    def update(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+        else:
+            self._group()[(self._backend._current_key, self._namespace)] = value
+
+
+class _MergingState(InternalKvState):
+    """List, reducing and aggregating state: their contents of several namespaces can be merged (sessions)."""
+
+    __slots__ = ()
+
+    def _merge_values(self, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
+        """Move the current key's contents of every ``sources`` namespace into ``target`` (Flink's
+        AbstractHeapMergingState.mergeNamespaces: sources merged in order, then ``merge(target, merged)``)."""
+        group = self._group()
+        key = self._backend._current_key
+        merged = _MISSING
+        for source in sources:
+            value = group.pop((key, source), _MISSING)
+            if value is _MISSING:
+                continue
+            merged = value if merged is _MISSING else self._merge_values(merged, value)
+        if merged is _MISSING:
+            return
+        existing = group.get((key, target), _MISSING)
+        group[(key, target)] = merged if existing is _MISSING else self._merge_values(existing, merged)
+
+
+class InternalListState(_MergingState, ListState):
+    __slots__ = ()
+    kind = "list"
+
+    def get(self) -> list | None:
+        """The stored list (callers must not mutate it; use update) or None when empty."""
+        return self._group().get((self._backend._current_key, self._namespace))
+
+    def add(self, value: Any) -> None:
+        group = self._group()
+        ck = (self._backend._current_key, self._namespace)
+        lst = group.get(ck)
+        if lst is None:
+            group[ck] = [value]
+        else:
+            lst.append(value)
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        values = list(values)
+        if not values:
+            return
+        group = self._group()
+        ck = (self._backend._current_key, self._namespace)
+        lst = group.get(ck)
+        if lst is None:
+            group[ck] = values
+        else:
+            lst.extend(values)
+
+    def update(self, values: list[Any]) -> None:
+        """Replace the list; an empty list clears (as in Flink)."""
+        values = list(values) if values is not None else []
+        if values:
+            self._group()[(self._backend._current_key, self._namespace)] = values
+        else:
+            self.clear()
+
+    def _merge_values(self, a: list, b: list) -> list:
+        return a + b
+
+
+class InternalMapState(InternalKvState, MapState):
+    __slots__ = ()
+    kind = "map"
+
+    def _map(self, create: bool) -> dict | None:
+        group = self._group()
+        ck = (self._backend._current_key, self._namespace)
+        m = group.get(ck)
+        if m is None and create:
+            m = group[ck] = {}
+        return m
+
+    def get(self, key: Any) -> Any:
+        m = self._map(False)
+        return None if m is None else m.get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        self._map(True)[key] = value  # type: ignore[index]
+
+    def put_all(self, entries: dict) -> None:
+        self._map(True).update(entries)  # type: ignore[union-attr]
+
+    def remove(self, key: Any) -> None:
+        m = self._map(False)
+        if m is not None:
+            m.pop(key, None)
+            if not m:
+                self.clear()
+
+    def contains(self, key: Any) -> bool:  # type: ignore[override]
+        m = self._map(False)
+        return m is not None and key in m
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        m = self._map(False)
+        return iter(list(m.items())) if m else iter(())
+
+    def keys(self) -> Iterator[Any]:
+        m = self._map(False)
+        return iter(list(m)) if m else iter(())
+
+    def values(self) -> Iterator[Any]:
+        m = self._map(False)
+        return iter(list(m.values())) if m else iter(())
+
+    def is_empty(self) -> bool:
+        return not self._map(False)
+
+
+class InternalReducingState(_MergingState, ReducingState):
+    __slots__ = ()
+    kind = "reducing"
+
+    def get(self) -> Any:
+        return self._group().get((self._backend._current_key, self._namespace))
+
+    def add(self, value: Any) -> None:
+        group = self._group()
+        ck = (self._backend._current_key, self._namespace)
+        current = group.get(ck, _MISSING)
+        group[ck] = value if current is _MISSING else self.descriptor.reduce_function(current, value)  # type: ignore[attr-defined]
+
+    def _merge_values(self, a: Any, b: Any) -> Any:
+        return self.descriptor.reduce_function(a, b)  # type: ignore[attr-defined]
+
+
+class InternalAggregatingState(_MergingState, AggregatingState):
+    __slots__ = ()
+    kind = "aggregating"
+
+    def get(self) -> Any:
+        """``get_result`` of the accumulator, or None when nothing was added."""
+        acc = self._group().get((self._backend._current_key, self._namespace), _MISSING)
+        if acc is _MISSING:
+            return None
+        return self.descriptor.aggregate_function.get_result(acc)  # type: ignore[attr-defined]
+
+    def add(self, value: Any) -> None:
+        group = self._group()
+        ck = (self._backend._current_key, self._namespace)
+        fn = self.descriptor.aggregate_function  # type: ignore[attr-defined]
+        acc = group.get(ck, _MISSING)
+        if acc is _MISSING:
+            acc = fn.create_accumulator()
+        group[ck] = fn.add(value, acc)
+
+    def _merge_values(self, a: Any, b: Any) -> Any:
+        return self.descriptor.aggregate_function.merge(a, b)  # type: ignore[attr-defined]
+
+
+_KIND_BY_DESCRIPTOR: dict[type, tuple[str, type[InternalKvState]]] = {
+    ValueStateDescriptor: ("value", InternalValueState),
+    ListStateDescriptor: ("list", InternalListState),
+    MapStateDescriptor: ("map", InternalMapState),
+    ReducingStateDescriptor: ("reducing", InternalReducingState),
+    AggregatingStateDescriptor: ("aggregating", InternalAggregatingState),
+}
+
+
+class HeapKeyedStateBackend:
+    """Keyed state of one subtask: the key groups in ``key_group_range`` of ``max_parallelism``.
+
+    Call :meth:`set_current_key` before using any state object; a state object
+    acts on that key and on its own namespace (``set_current_namespace``).
+    """
+
+    def __init__(self, max_parallelism: int, key_group_range: KeyGroupRange) -> None:
+        if not isinstance(max_parallelism, int) or max_parallelism < 1:
+            raise JobDefinitionError("max_parallelism", max_parallelism, "must be a positive int")
+        if len(key_group_range) and (
+            key_group_range.start_key_group < 0 or key_group_range.end_key_group >= max_parallelism
+        ):
+            raise JobDefinitionError(
+                "key_group_range", key_group_range, f"must lie within [0, {max_parallelism - 1}]"
+            )
+        self.max_parallelism = max_parallelism
+        self.key_group_range = key_group_range
+        self._start = key_group_range.start_key_group
+        self._num_groups = len(key_group_range)
+        self._tables: dict[str, _StateTable] = {}
+        self._states: dict[str, InternalKvState] = {}
+        self._current_key: Any = None
+        self._group_index: int = None  # type: ignore[assignment]  # indexing with None fails loudly before set_current_key
+        self.current_key_group: int | None = None
+        self._simple_key_cache: dict[Any, int] = {}
+        self._encoded_key_cache: dict[str, int] = {}
+
+    # ---- keys -------------------------------------------------------------------------------
+    def set_current_key(self, key: Any) -> None:
+        """Make ``key`` the key every state object acts on (computes and checks its key group)."""
+        t = type(key)
+        if t is str or t is int:
+            group = self._simple_key_cache.get(key)
+            if group is None:
+                group = self._key_group_of_encoded(codec.encode_key(key), key)
+                cache = self._simple_key_cache
+                if len(cache) >= _KEY_CACHE_LIMIT:
+                    cache.clear()
+                cache[key] = group
+        else:
+            try:
+                hash(key)
+            except TypeError:
+                raise JobDefinitionError(
+                    "key", key, "must be hashable", "Return a tuple instead of a list (or dict) from key_by"
+                ) from None
+            encoded = codec.encode_key(key)
+            group = self._encoded_key_cache.get(encoded)
+            if group is None:
+                group = self._key_group_of_encoded(encoded, key)
+                cache = self._encoded_key_cache
+                if len(cache) >= _KEY_CACHE_LIMIT:
+                    cache.clear()
+                cache[encoded] = group
+        self._current_key = key
+        self._group_index = group - self._start
+        self.current_key_group = group
+
+    def _key_group_of_encoded(self, encoded: str, key: Any) -> int:
+        group = key_group_for_encoded_key(encoded, self.max_parallelism)
+        if not self.key_group_range.contains(group):
+            raise IllegalStateError(
+                f"key {key!r} belongs to key group {group}, outside this backend's range "
+                f"[{self.key_group_range.start_key_group}, {self.key_group_range.end_key_group}] "
+                f"(max_parallelism {self.max_parallelism}): records were routed to the wrong subtask"
+            )
+        return group
+
+    def get_current_key(self) -> Any:
+        return self._current_key
+
+    # ---- state objects ----------------------------------------------------------------------
+    def get_partitioned_state(self, descriptor: StateDescriptor) -> InternalKvState:
+        """The state object for ``descriptor``; the same name always returns the same object."""
+        existing = self._states.get(descriptor.name)
+        if existing is not None:
+            if type(existing.descriptor) is not type(descriptor):
+                raise JobDefinitionError(
+                    "state_descriptor",
+                    descriptor,
+                    f"reuses the name {descriptor.name!r} of a {existing.kind} state",
+                    "Give every piece of state its own name",
+                )
+            return existing
+        kind_and_class = _KIND_BY_DESCRIPTOR.get(type(descriptor))
+        if kind_and_class is None:
+            raise JobDefinitionError(
+                "state_descriptor", descriptor, "must be a Value/List/Map/Reducing/AggregatingStateDescriptor"
+            )
+        kind, cls = kind_and_class
+        if kind == "reducing" and not callable(getattr(descriptor, "reduce_function", None)):
+            raise JobDefinitionError("reduce_function", None, "is required for a ReducingStateDescriptor")
+        if kind == "aggregating" and descriptor.aggregate_function is None:  # type: ignore[attr-defined]
+            raise JobDefinitionError("aggregate_function", None, "is required for an AggregatingStateDescriptor")
+        table = self._tables.get(descriptor.name)
+        if table is None:
+            table = self._tables[descriptor.name] = _StateTable(descriptor.name, kind, self._num_groups)
+        elif table.kind != kind:
+            raise JobDefinitionError(
+                "state_descriptor",
+                descriptor,
+                f"declares {descriptor.name!r} as {kind} state but the restored snapshot holds it as {table.kind} state",
+                "Keep the state kind when changing a job, or start without the snapshot",
+            )
+        state = cls(self, table, descriptor)
+        self._states[descriptor.name] = state
+        return state
+
+    # ---- inspection -------------------------------------------------------------------------
+    def get_keys(self, state_name: str, namespace: Any) -> Iterator[Any]:
+        """Keys that have an entry in ``state_name`` under ``namespace`` (a snapshot of them, safe to mutate state while iterating)."""
+        table = self._tables.get(state_name)
+        if table is None:
+            return iter(())
+        return iter([k for g in table.groups for (k, ns) in g if ns == namespace])
+
+    def get_keys_and_namespaces(self, state_name: str) -> Iterator[tuple[Any, Any]]:
+        """Every ``(key, namespace)`` with an entry in ``state_name`` (materialized first, safe to mutate state while iterating)."""
+        table = self._tables.get(state_name)
+        if table is None:
+            return iter(())
+        return iter([kn for g in table.groups for kn in g])
+
+    def num_entries(self, state_name: str | None = None) -> int:
+        if state_name is not None:
+            table = self._tables.get(state_name)
+            return 0 if table is None else table.num_entries()
+        return sum(t.num_entries() for t in self._tables.values())
+
+    @property
+    def state_names(self) -> list[str]:
+        return sorted(self._tables)
+
+    # ---- snapshot and restore ---------------------------------------------------------------
+    def snapshot(self) -> KeyedStateSnapshot:
+        """Synchronous part of a snapshot: O(states x key groups), copies no entry (see module docstring)."""
+        tables = {
+            name: StateTableSnapshot(name, table.kind, table.freeze()) for name, table in self._tables.items()
+        }
+        return KeyedStateSnapshot(self.max_parallelism, self.key_group_range, tables)
+
+    def restore_from_arrow(self, tables: dict[str, pa.Table]) -> None:
+        """Load state written by :meth:`KeyedStateSnapshot.to_arrow_tables`, keeping only rows of this
+        backend's key groups (rescaling: every new subtask reads all old files and filters).
+
+        Restores into an empty backend only; columns, kinds and key-group placement are checked and
+        a mismatch raises CorruptSnapshotError naming the table and column.
+        """
+        if self.num_entries():
+            raise IllegalStateError("restore_from_arrow needs an empty backend; it already holds state")
+        import pyarrow.compute as pc
+
+        start, end = self.key_group_range.start_key_group, self.key_group_range.end_key_group
+        for name, arrow_table in tables.items():
+            kind = validate_state_table(name, arrow_table, self.max_parallelism)
+            table = self._tables.get(name)
+            if table is None:
+                table = self._tables[name] = _StateTable(name, kind, self._num_groups)
+            elif table.kind != kind:
+                raise CorruptSnapshotError(
+                    f"state table {name!r} holds {kind} state but the job declares {table.kind} state"
+                )
+            if self._num_groups == 0 or arrow_table.num_rows == 0:
+                continue
+            key_group_col = arrow_table.column("key_group")
+            mask = pc.and_(pc.greater_equal(key_group_col, start), pc.less_equal(key_group_col, end))
+            mine = arrow_table.filter(mask)
+            self._load_rows(name, kind, table, mine)
+
+    def _load_rows(self, name: str, kind: str, table: _StateTable, rows: pa.Table) -> None:
+        groups = rows.column("key_group").to_pylist()
+        keys = rows.column("key").to_pylist()
+        namespaces = rows.column("namespace").to_pylist()
+        values = rows.column("value").to_pylist()
+        key_cache: dict[str, Any] = {}
+        ns_cache: dict[str, Any] = {}
+        for row, (group, encoded_key, encoded_ns, encoded_value) in enumerate(zip(groups, keys, namespaces, values)):
+            key = key_cache.get(encoded_key, _MISSING)
+            if key is _MISSING:
+                if key_group_for_encoded_key(encoded_key, self.max_parallelism) != group:
+                    raise CorruptSnapshotError(
+                        f"state table {name!r} column 'key_group': row {row} places key {encoded_key} in group "
+                        f"{group}, but the key hashes to another group"
+                    )
+                try:
+                    key = _hashable(codec.decode(encoded_key))
+                except CorruptSnapshotError as exc:
+                    raise CorruptSnapshotError(f"state table {name!r} column 'key': row {row}: {exc}") from exc
+                key_cache[encoded_key] = key
+            namespace = ns_cache.get(encoded_ns, _MISSING)
+            if namespace is _MISSING:
+                try:
+                    namespace = ns_cache[encoded_ns] = decode_namespace(encoded_ns)
+                except CorruptSnapshotError as exc:
+                    raise CorruptSnapshotError(f"state table {name!r} column 'namespace': row {row}: {exc}") from exc
+            try:
+                value = codec.decode(encoded_value)
+            except CorruptSnapshotError as exc:
+                raise CorruptSnapshotError(f"state table {name!r} column 'value': row {row}: {exc}") from exc
+            if kind == "list" and not isinstance(value, list):
+                raise CorruptSnapshotError(f"state table {name!r} column 'value': row {row} of a list state is not a list")
+            if kind == "map" and not isinstance(value, dict):
+                raise CorruptSnapshotError(f"state table {name!r} column 'value': row {row} of a map state is not a map")
+            table.groups[group - self._start][(key, namespace)] = value
+
+
+def _hashable(value: Any) -> Any:
+    """Keys decode as plain data; a list inside a key (never produced by encode_key of a hashable key) becomes a tuple."""
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
