@@ -1,0 +1,178 @@
+"""Starting the SparkSession the Spark runtime, its tests and its benchmarks run in.
+
+Why a helper rather than ``SparkSession.builder`` at each call site (ARCHITECTURE section 8):
+
+* Spark's Python workers are started by the JVM with ``PYSPARK_PYTHON``; unset, they run
+  whatever ``python3`` is on the PATH, which lacks Sluice's dependencies.  Both it and
+  ``PYSPARK_DRIVER_PYTHON`` are pinned to :data:`sys.executable` *before* the JVM starts (the JVM
+  reads them once, at launch) and are also passed as ``spark.executorEnv.*`` so executors of a
+  ``local-cluster`` master see them.
+* Local defaults suited to one machine: few shuffle partitions (Spark's 200 would make every
+  epoch schedule 200 tiny tasks), Arrow for pandas/Arrow UDFs, no UI, WARN logs, and a fresh
+  ``spark.local.dir`` per session so shuffle files of concurrent runs never mix and are removed by
+  :func:`stop_spark`.
+
+Masters:
+
+``local[N]``
+    one JVM, N task threads; the embedded default.
+``local-cluster[W,C,M]``
+    W worker/executor JVMs with C cores and M MiB each, started by the driver JVM on loopback.
+    Each executor runs its own Python workers, so it proves nothing depends on driver memory.
+    Requirements (verified with the pip-installed PySpark 4.2 here): ``SPARK_HOME`` must point at
+    a directory with ``jars/`` and ``bin/`` (the ``pyspark`` package itself is such a directory;
+    :func:`pyspark.find_spark_home._find_spark_home` returns it, and the executor command is built
+    from ``$SPARK_HOME/jars/*``), ``java`` on the PATH, and the worker memory M must be at least
+    ``spark.executor.memory`` (set here to M, default 1024 MiB would otherwise not fit a smaller M).
+    Executors are separate processes: anything a task imports must be importable by
+    :data:`sys.executable` (Sluice is installed in the venv, so ``engine`` is).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+from typing import Any, Mapping
+
+from engine.errors import JobDefinitionError
+
+_LOCAL_DIR_CONF = "spark.local.dir"
+_LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]$")
+_LOCAL = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$")
+_SLUICE_LOCAL_DIR_MARK = "spark.sluice.ownedLocalDir"
+
+
+def pin_python_interpreter() -> None:
+    """Make Spark start its Python workers (and driver shell) with the interpreter running Sluice.
+
+    Also binds Spark to loopback unless ``SPARK_LOCAL_IP`` is set: local and local-cluster masters
+    never need another interface, and this host name resolves to 127.0.0.1 anyway.
+    """
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def ensure_spark_home() -> str:
+    """Point ``SPARK_HOME`` at the pip-installed PySpark unless the user already set one."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    home = os.environ.get("SPARK_HOME") or _find_spark_home()
+    os.environ["SPARK_HOME"] = home
+    return home
+
+
+def default_conf(
+    master: str,
+    *,
+    shuffle_partitions: int = 4,
+    driver_memory: str = "1g",
+    ui_enabled: bool = False,
+    local_dir: str | None = None,
+) -> dict[str, str]:
+    """The configuration Sluice starts a session with; ``conf`` given to :func:`get_or_create_spark` overrides it."""
+    if not isinstance(shuffle_partitions, int) or shuffle_partitions < 1:
+        raise JobDefinitionError("shuffle_partitions", shuffle_partitions, "must be a positive int")
+    conf = {
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.default.parallelism": str(shuffle_partitions),
+        "spark.ui.enabled": "true" if ui_enabled else "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
+        "spark.driver.memory": driver_memory,
+        "spark.sql.adaptive.enabled": "false",  # AQE would coalesce key-group partitions away
+        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+    }
+    if local_dir is not None:
+        conf[_LOCAL_DIR_CONF] = local_dir
+    cluster = _LOCAL_CLUSTER.match(master)
+    if cluster:
+        conf["spark.executor.memory"] = f"{cluster.group(3)}m"
+        conf["spark.executor.cores"] = cluster.group(2)
+    return conf
+
+
+def check_master(master: str) -> None:
+    if not isinstance(master, str) or not (_LOCAL.match(master) or _LOCAL_CLUSTER.match(master) or "://" in master):
+        raise JobDefinitionError(
+            "master",
+            master,
+            "must be local, local[N], local[*], local-cluster[workers,cores,memory_mib] or a cluster URL",
+            "For tests use local[2]; to prove executors are separate processes use local-cluster[2,1,1024]",
+        )
+
+
+def get_or_create_spark(
+    master: str = "local[2]",
+    app_name: str = "sluice",
+    conf: Mapping[str, Any] | None = None,
+    *,
+    shuffle_partitions: int = 4,
+    driver_memory: str = "1g",
+    ui_enabled: bool = False,
+    log_level: str = "WARN",
+) -> Any:
+    """Return the active SparkSession or start one configured for Sluice.
+
+    If a session is already active its JVM settings (master, driver memory, local dir) cannot
+    change; it is returned as is, with only ``log_level`` applied.  Call :func:`stop_spark` first
+    to start a different master.
+    """
+    check_master(master)
+    pin_python_interpreter()
+    ensure_spark_home()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.sparkContext.setLogLevel(log_level)
+        return active
+
+    local_dir = tempfile.mkdtemp(prefix="sluice-spark-")
+    settings = default_conf(
+        master,
+        shuffle_partitions=shuffle_partitions,
+        driver_memory=driver_memory,
+        ui_enabled=ui_enabled,
+        local_dir=local_dir,
+    )
+    settings[_SLUICE_LOCAL_DIR_MARK] = local_dir
+    settings.update({k: str(v) for k, v in (conf or {}).items()})
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
+
+
+def stop_spark(spark: Any) -> None:
+    """Stop the session, its JVM (so no Spark process outlives the caller) and remove its local dir."""
+    from pyspark import SparkContext
+
+    owned_dir = spark.sparkContext.getConf().get(_SLUICE_LOCAL_DIR_MARK, None)
+    spark.stop()
+    gateway = SparkContext._gateway
+    if gateway is not None:
+        proc = getattr(gateway, "proc", None)
+        gateway.shutdown()
+        if proc is not None:
+            # The JVM PySpark launched exits when its stdin closes (it watches it for the parent's death).
+            if proc.stdin is not None:
+                proc.stdin.close()
+            try:
+                proc.wait(timeout=30)
+            except Exception:  # it ignored that: end it, it is ours
+                proc.kill()
+                proc.wait(timeout=30)
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    if owned_dir:
+        shutil.rmtree(owned_dir, ignore_errors=True)
