@@ -53,3 +53,357 @@ class MergingWindowAssigner(WindowAssigner[W]):
     @abstractmethod
     def merge_windows(self, windows: Collection[W], callback: Callable[[Collection[W], W], None]) -> None:
         """Find windows that should merge and call ``callback(to_be_merged, merge_result)`` for each group."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Built-in assigners (Flink Java semantics; seed 000 "Time Window / Session Window / Count Window")
+# ---------------------------------------------------------------------------------------------
+
+import dataclasses as _dc  # noqa: E402 - the built-ins below are kept apart from the bases above
+
+from engine.api.time import SizeLike, positive_millis, to_millis  # noqa: E402
+from engine.errors import JobDefinitionError  # noqa: E402
+from engine.windowing.windows import GLOBAL_WINDOW, GlobalWindow, TimeWindow  # noqa: E402
+
+_MISSING_TIMESTAMP_HINT = (
+    "Record has no timestamp, so an event-time window cannot place it. Did you forget "
+    "stream.assign_timestamps_and_watermarks(WatermarkStrategy...with_timestamp_assigner(...))? "
+    "For windows by arrival time use a processing-time assigner instead"
+)
+
+
+def _require_timestamp(assigner: str, timestamp: int | None, element: Any) -> int:
+    if timestamp is None:
+        raise JobDefinitionError(f"{assigner}: timestamp of {element!r}", None, "must be set", _MISSING_TIMESTAMP_HINT)
+    return timestamp
+
+
+def _check_offset(assigner: str, offset_ms: int, bound_ms: int, bound_name: str, offset: Any) -> None:
+    # Flink: "TumblingEventTimeWindows parameters must satisfy abs(offset) < size" (sliding: < slide)
+    if abs(offset_ms) >= bound_ms:
+        raise JobDefinitionError(
+            "offset",
+            offset,
+            f"must satisfy abs(offset) < {bound_name} ({bound_ms} ms) for {assigner}",
+            "An offset only shifts window boundaries within one period (e.g. Time.hours(-8) for UTC+8 days)",
+        )
+
+
+def merge_time_windows(windows: Collection[TimeWindow], callback: Any) -> None:
+    """Flink's ``TimeWindow.mergeWindows``: sort by start, sweep, and merge every run of intersecting
+    windows into their cover; ``callback(to_be_merged, merge_result)`` is called for each run of 2 or more.
+
+    ``callback`` is a callable or a :class:`MergingWindowAssigner.MergeCallback`.
+    """
+    merged: list[tuple[TimeWindow, list[TimeWindow]]] = []
+    current: tuple[TimeWindow, list[TimeWindow]] | None = None
+    for candidate in sorted(windows, key=lambda w: w.start):
+        if current is None:
+            current = (candidate, [candidate])
+        elif current[0].intersects(candidate):
+            current = (current[0].cover(candidate), current[1] + [candidate])
+        else:
+            merged.append(current)
+            current = (candidate, [candidate])
+    if current is not None:
+        merged.append(current)
+    call = callback.merge if hasattr(callback, "merge") else callback
+    for result, members in merged:
+        if len(members) > 1:
+            call(members, result)
+
+
+@_dc.dataclass(frozen=True, slots=True)
+class TumblingEventTimeWindows(WindowAssigner[TimeWindow]):
+    """Fixed-size, non-overlapping event-time windows [start, start + size), start = ts - (ts - offset) mod size.
+
+    ``offset`` shifts the boundaries (e.g. ``Time.hours(-8)`` for days in UTC+8); |offset| < size.
+    Negative timestamps are placed with a floor modulo, as Flink does since 1.7.
+    """
+
+    size_ms: int
+    offset_ms: int = 0
+
+    @staticmethod
+    def of(size: SizeLike, offset: SizeLike = 0) -> TumblingEventTimeWindows:
+        size_ms = positive_millis(size, "size")
+        offset_ms = to_millis(offset, "offset")
+        _check_offset("TumblingEventTimeWindows", offset_ms, size_ms, "size", offset)
+        return TumblingEventTimeWindows(size_ms, offset_ms)
+
+    def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:
+        ts = _require_timestamp("TumblingEventTimeWindows", timestamp, element)
+        start = ts - (ts - self.offset_ms) % self.size_ms
+        return [TimeWindow(start, start + self.size_ms)]
+
+    def get_default_trigger(self) -> Trigger:
+        from engine.windowing.triggers import EventTimeTrigger
+
+        return EventTimeTrigger.create()
+
+    def is_event_time(self) -> bool:
+        return True
+
+    def get_size(self) -> int:
+        return self.size_ms
+
+    def __str__(self) -> str:
+        return f"TumblingEventTimeWindows({self.size_ms})"
+
+
+@_dc.dataclass(frozen=True, slots=True)
+class SlidingEventTimeWindows(WindowAssigner[TimeWindow]):
+    """Windows of ``size`` starting every ``slide`` (an element falls into ceil(size / slide) windows,
+    seed 000 "Sliding Time Window"); |offset| < slide, as Flink requires."""
+
+    size_ms: int
+    slide_ms: int
+    offset_ms: int = 0
+
+    @staticmethod
+    def of(size: SizeLike, slide: SizeLike, offset: SizeLike = 0) -> SlidingEventTimeWindows:
+        size_ms = positive_millis(size, "size")
+        slide_ms = positive_millis(slide, "slide")
+        offset_ms = to_millis(offset, "offset")
+        _check_offset("SlidingEventTimeWindows", offset_ms, slide_ms, "slide", offset)
+        return SlidingEventTimeWindows(size_ms, slide_ms, offset_ms)
+
+    def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:
+        ts = _require_timestamp("SlidingEventTimeWindows", timestamp, element)
+        return _sliding_windows(ts, self.size_ms, self.slide_ms, self.offset_ms)
+
+    def get_default_trigger(self) -> Trigger:
+        from engine.windowing.triggers import EventTimeTrigger
+
+        return EventTimeTrigger.create()
+
+    def is_event_time(self) -> bool:
+        return True
+
+    def get_size(self) -> int:
+        return self.size_ms
+
+    def get_slide(self) -> int:
+        return self.slide_ms
+
+    def __str__(self) -> str:
+        return f"SlidingEventTimeWindows({self.size_ms}, {self.slide_ms})"
+
+
+def _sliding_windows(ts: int, size_ms: int, slide_ms: int, offset_ms: int) -> list[TimeWindow]:
+    # Flink: lastStart = getWindowStartWithOffset(ts, offset, slide); for (start = lastStart; start > ts - size; start -= slide)
+    last_start = ts - (ts - offset_ms) % slide_ms
+    return [TimeWindow(start, start + size_ms) for start in range(last_start, ts - size_ms, -slide_ms)]
+
+
+@_dc.dataclass(frozen=True, slots=True)
+class TumblingProcessingTimeWindows(WindowAssigner[TimeWindow]):
+    """Tumbling windows over the operator's processing time (the element's timestamp is ignored).
+
+    Not supported: Flink's ``WindowStagger`` (all panes start aligned to the offset).
+    """
+
+    size_ms: int
+    offset_ms: int = 0
+
+    @staticmethod
+    def of(size: SizeLike, offset: SizeLike = 0) -> TumblingProcessingTimeWindows:
+        size_ms = positive_millis(size, "size")
+        offset_ms = to_millis(offset, "offset")
+        _check_offset("TumblingProcessingTimeWindows", offset_ms, size_ms, "size", offset)
+        return TumblingProcessingTimeWindows(size_ms, offset_ms)
+
+    def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:
+        now = context.get_current_processing_time()
+        start = now - (now - self.offset_ms) % self.size_ms
+        return [TimeWindow(start, start + self.size_ms)]
+
+    def get_default_trigger(self) -> Trigger:
+        from engine.windowing.triggers import ProcessingTimeTrigger
+
+        return ProcessingTimeTrigger.create()
+
+    def is_event_time(self) -> bool:
+        return False
+
+    def get_size(self) -> int:
+        return self.size_ms
+
+    def __str__(self) -> str:
+        return f"TumblingProcessingTimeWindows({self.size_ms})"
+
+
+@_dc.dataclass(frozen=True, slots=True)
+class SlidingProcessingTimeWindows(WindowAssigner[TimeWindow]):
+    """Sliding windows over processing time; seed 000 walks through exactly this assigner."""
+
+    size_ms: int
+    slide_ms: int
+    offset_ms: int = 0
+
+    @staticmethod
+    def of(size: SizeLike, slide: SizeLike, offset: SizeLike = 0) -> SlidingProcessingTimeWindows:
+        size_ms = positive_millis(size, "size")
+        slide_ms = positive_millis(slide, "slide")
+        offset_ms = to_millis(offset, "offset")
+        _check_offset("SlidingProcessingTimeWindows", offset_ms, slide_ms, "slide", offset)
+        return SlidingProcessingTimeWindows(size_ms, slide_ms, offset_ms)
+
+    def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:
+        return _sliding_windows(context.get_current_processing_time(), self.size_ms, self.slide_ms, self.offset_ms)
+
+    def get_default_trigger(self) -> Trigger:
+        from engine.windowing.triggers import ProcessingTimeTrigger
+
+        return ProcessingTimeTrigger.create()
+
+    def is_event_time(self) -> bool:
+        return False
+
+    def get_size(self) -> int:
+        return self.size_ms
+
+    def get_slide(self) -> int:
+        return self.slide_ms
+
+    def __str__(self) -> str:
+        return f"SlidingProcessingTimeWindows({self.size_ms}, {self.slide_ms})"
+
+
+class SessionWindowTimeGapExtractor(ABC):
+    """Gives the session gap for one element (Flink's SessionWindowTimeGapExtractor); must return > 0 ms."""
+
+    @abstractmethod
+    def extract(self, element: Any) -> int: ...
+
+
+def _gap_extractor(extractor: Any) -> Callable[[Any], Any]:
+    if isinstance(extractor, SessionWindowTimeGapExtractor):
+        return extractor.extract
+    if callable(extractor):
+        return extractor
+    raise JobDefinitionError(
+        "session_window_time_gap_extractor",
+        extractor,
+        "must be a SessionWindowTimeGapExtractor or a callable element -> gap in ms",
+    )
+
+
+def _dynamic_gap(assigner: str, extract: Callable[[Any], Any], element: Any) -> int:
+    raw = extract(element)
+    gap = to_millis(raw, "session gap returned by the gap extractor")
+    if gap <= 0:
+        # Flink: "Dynamic session time gap must satisfy 0 < gap"
+        raise JobDefinitionError(
+            f"{assigner}: session gap extracted from {element!r}", raw, "must satisfy 0 < gap (ms)",
+            "Fix the gap extractor passed to with_dynamic_gap so it returns a positive gap for every element",
+        )
+    return gap
+
+
+@_dc.dataclass(frozen=True, slots=True)
+class EventTimeSessionWindows(MergingWindowAssigner[TimeWindow]):
+    """Session windows (seed 000 "Session Window"): every element opens [ts, ts + gap); windows that
+    intersect (or touch) are merged by :meth:`merge_windows`.  ``gap_extractor`` makes the gap dynamic."""
+
+    gap_ms: int | None
+    gap_extractor: Callable[[Any], Any] | None = None
+
+    @staticmethod
+    def with_gap(gap: SizeLike) -> EventTimeSessionWindows:
+        return EventTimeSessionWindows(positive_millis(gap, "gap"))
+
+    @staticmethod
+    def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor | Callable[[Any], Any]) -> EventTimeSessionWindows:
+        return EventTimeSessionWindows(None, _gap_extractor(extractor))
+
+    def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:
+        ts = _require_timestamp("EventTimeSessionWindows", timestamp, element)
+        gap = self.gap_ms if self.gap_extractor is None else _dynamic_gap("EventTimeSessionWindows", self.gap_extractor, element)
+        return [TimeWindow(ts, ts + gap)]
+
+    def merge_windows(self, windows: Collection[TimeWindow], callback: Any) -> None:
+        merge_time_windows(windows, callback)
+
+    def get_default_trigger(self) -> Trigger:
+        from engine.windowing.triggers import EventTimeTrigger
+
+        return EventTimeTrigger.create()
+
+    def is_event_time(self) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return f"EventTimeSessionWindows({self.gap_ms if self.gap_extractor is None else 'dynamic'})"
+
+
+@_dc.dataclass(frozen=True, slots=True)
+class ProcessingTimeSessionWindows(MergingWindowAssigner[TimeWindow]):
+    """Session windows over processing time: every element opens [now, now + gap)."""
+
+    gap_ms: int | None
+    gap_extractor: Callable[[Any], Any] | None = None
+
+    @staticmethod
+    def with_gap(gap: SizeLike) -> ProcessingTimeSessionWindows:
+        return ProcessingTimeSessionWindows(positive_millis(gap, "gap"))
+
+    @staticmethod
+    def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor | Callable[[Any], Any]) -> ProcessingTimeSessionWindows:
+        return ProcessingTimeSessionWindows(None, _gap_extractor(extractor))
+
+    def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:
+        now = context.get_current_processing_time()
+        gap = (
+            self.gap_ms
+            if self.gap_extractor is None
+            else _dynamic_gap("ProcessingTimeSessionWindows", self.gap_extractor, element)
+        )
+        return [TimeWindow(now, now + gap)]
+
+    def merge_windows(self, windows: Collection[TimeWindow], callback: Any) -> None:
+        merge_time_windows(windows, callback)
+
+    def get_default_trigger(self) -> Trigger:
+        from engine.windowing.triggers import ProcessingTimeTrigger
+
+        return ProcessingTimeTrigger.create()
+
+    def is_event_time(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return f"ProcessingTimeSessionWindows({self.gap_ms if self.gap_extractor is None else 'dynamic'})"
+
+
+@_dc.dataclass(frozen=True, slots=True)
+class GlobalWindows(WindowAssigner[GlobalWindow]):
+    """Every element goes to the one :data:`GLOBAL_WINDOW` (seed 000: the base of count windows).
+
+    The default trigger never fires, so a trigger must be set (``count_window`` sets CountTrigger).
+    ``create_with_end_of_stream_trigger()`` fires once when the watermark reaches its end (MAX_WATERMARK).
+    """
+
+    end_of_stream_trigger: bool = False
+
+    @staticmethod
+    def create() -> GlobalWindows:
+        return GlobalWindows()
+
+    @staticmethod
+    def create_with_end_of_stream_trigger() -> GlobalWindows:
+        return GlobalWindows(True)
+
+    def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[GlobalWindow]:
+        return [GLOBAL_WINDOW]
+
+    def get_default_trigger(self) -> Trigger:
+        from engine.windowing.triggers import EndOfStreamTrigger, NeverTrigger
+
+        return EndOfStreamTrigger() if self.end_of_stream_trigger else NeverTrigger()
+
+    def is_event_time(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return "GlobalWindows()"

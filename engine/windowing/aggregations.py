@@ -1,0 +1,223 @@
+"""Built-in window aggregations: ``.sum/.min/.max/.min_by/.max_by(field)`` and ``reduce`` as AggregateFunctions.
+
+Seed 000: "Flink optimises aggregations such as sum and min: it keeps only one
+result value per window and folds every arriving element into it."  These are
+Flink's ``SumAggregator`` and ``ComparableAggregator`` with Java semantics:
+
+* ``sum(field)``, ``min(field)``, ``max(field)`` return the window's FIRST element
+  with ``field`` replaced by the aggregate (the other fields are those of the
+  first element, not of the element holding the min/max);
+* ``min_by(field)`` / ``max_by(field)`` return the whole element holding the
+  minimum / maximum, the first one on ties.
+
+``field`` is a tuple (or list) position or a dict key; position 0 of a plain
+scalar stream means the scalar itself (Flink's rule for basic types).  Results
+are new values: elements are never mutated.  Accumulators are the partial
+result element itself (or None before the first element), so they are plain
+data the state codec can persist.
+
+Vectorized fast path: each built-in has a ``vectorized`` attribute, a
+:class:`VectorizedAggregation` ``(kind, field)`` with kind in
+``{"sum", "min", "max", "min_by", "max_by"}`` (None for ``ReduceAggregate``),
+so a runtime may compute a (key, window) group's result from columns instead
+of calling ``add`` per element.  The result must be exactly the one ``add``
+folding the elements in arrival order gives:
+
+* sum/min/max: the group's first row in arrival order with ``field`` set to the
+  column's sum/min/max;
+* min_by/max_by: the first row in arrival order whose ``field`` equals the
+  column's min/max;
+* merging two partial results (``merge``) is ``reduce(earlier, later)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from engine.api.functions import AggregateFunction, ReduceFunction
+from engine.errors import JobDefinitionError
+
+AGGREGATION_KINDS = ("sum", "min", "max", "min_by", "max_by")
+
+
+@dataclass(frozen=True, slots=True)
+class VectorizedAggregation:
+    """What a built-in aggregation computes, for runtimes that aggregate columns (see module docstring)."""
+
+    kind: str
+    field: int | str
+
+
+def _check_field(field: Any) -> int | str:
+    if isinstance(field, bool) or not isinstance(field, (int, str)) or (isinstance(field, int) and field < 0):
+        raise JobDefinitionError(
+            "field", field, "must be a tuple position (int >= 0) or a dict key (str)", "e.g. .sum(1) or .sum('amount')"
+        )
+    return field
+
+
+def get_field(value: Any, field: int | str) -> Any:
+    """The aggregated field of ``value`` (tuple/list position, dict key, or the scalar itself for position 0)."""
+    try:
+        if isinstance(value, (tuple, list)):
+            return value[field]  # type: ignore[index]
+        if isinstance(value, dict):
+            return value[field]
+    except (IndexError, KeyError, TypeError):
+        pass
+    else:
+        if field == 0:
+            return value
+    raise JobDefinitionError(
+        "field",
+        field,
+        f"does not exist in the element {value!r}",
+        "Use a tuple position for tuple elements and a key for dict elements",
+    )
+
+
+def set_field(value: Any, field: int | str, new: Any) -> Any:
+    """A copy of ``value`` with ``field`` replaced by ``new`` (the input is never mutated)."""
+    if isinstance(value, tuple):
+        return value[:field] + (new,) + value[field + 1 :]  # type: ignore[operator]
+    if isinstance(value, list):
+        copy = list(value)
+        copy[field] = new  # type: ignore[index]
+        return copy
+    if isinstance(value, dict):
+        copy = dict(value)
+        copy[field] = new
+        return copy
+    return new  # scalar stream, position 0
+
+
+class _FieldAggregate(AggregateFunction):
+    """Common part: the accumulator is the partial result element (None before the first element)."""
+
+    kind = ""
+
+    def __init__(self, field: int | str) -> None:
+        self.field = _check_field(field)
+        self.vectorized = VectorizedAggregation(self.kind, self.field)
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        raise NotImplementedError
+
+    def create_accumulator(self) -> Any:
+        return None
+
+    def add(self, value: Any, accumulator: Any) -> Any:
+        if accumulator is None:
+            get_field(value, self.field)  # fail on the first element, not only on the second
+            return value
+        return self.reduce(accumulator, value)
+
+    def get_result(self, accumulator: Any) -> Any:
+        return accumulator
+
+    def merge(self, acc_a: Any, acc_b: Any) -> Any:
+        if acc_a is None:
+            return acc_b
+        if acc_b is None:
+            return acc_a
+        return self.reduce(acc_a, acc_b)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.field!r})"
+
+
+class SumAggregate(_FieldAggregate):
+    """``.sum(field)``: the first element with ``field`` replaced by the sum (Flink's SumAggregator)."""
+
+    kind = "sum"
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        return set_field(value1, self.field, get_field(value1, self.field) + get_field(value2, self.field))
+
+
+class MinAggregate(_FieldAggregate):
+    """``.min(field)``: the first element with ``field`` replaced by the minimum (ComparableAggregator MIN)."""
+
+    kind = "min"
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        o1, o2 = get_field(value1, self.field), get_field(value2, self.field)
+        # MinComparator.isExtremal: 1 if o1 < o2 else 0; on 0 value1 takes o2
+        return value1 if o1 < o2 else set_field(value1, self.field, o2)
+
+
+class MaxAggregate(_FieldAggregate):
+    """``.max(field)``: the first element with ``field`` replaced by the maximum (ComparableAggregator MAX)."""
+
+    kind = "max"
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        o1, o2 = get_field(value1, self.field), get_field(value2, self.field)
+        return value1 if o1 > o2 else set_field(value1, self.field, o2)
+
+
+class MinByAggregate(_FieldAggregate):
+    """``.min_by(field)``: the element with the smallest ``field``, the first one on ties (ComparableAggregator MINBY, first=True)."""
+
+    kind = "min_by"
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        return value2 if get_field(value2, self.field) < get_field(value1, self.field) else value1
+
+
+class MaxByAggregate(_FieldAggregate):
+    """``.max_by(field)``: the element with the largest ``field``, the first one on ties (ComparableAggregator MAXBY, first=True)."""
+
+    kind = "max_by"
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        return value2 if get_field(value2, self.field) > get_field(value1, self.field) else value1
+
+
+_BY_KIND: dict[str, type[_FieldAggregate]] = {
+    "sum": SumAggregate,
+    "min": MinAggregate,
+    "max": MaxAggregate,
+    "min_by": MinByAggregate,
+    "max_by": MaxByAggregate,
+}
+
+
+def builtin_aggregation(kind: str, field: int | str) -> _FieldAggregate:
+    """The AggregateFunction behind ``windowed_stream.<kind>(field)``."""
+    cls = _BY_KIND.get(kind)
+    if cls is None:
+        raise JobDefinitionError("kind", kind, f"must be one of {', '.join(AGGREGATION_KINDS)}")
+    return cls(field)
+
+
+class ReduceAggregate(AggregateFunction):
+    """A ReduceFunction (or callable ``(a, b) -> c``) as an AggregateFunction: the accumulator is the
+    reduced value so far (None before the first element), merge is ``reduce(a, b)``."""
+
+    vectorized: VectorizedAggregation | None = None
+
+    def __init__(self, reduce_function: ReduceFunction | Callable[[Any, Any], Any]) -> None:
+        if isinstance(reduce_function, ReduceFunction):
+            self.reduce_function = reduce_function.reduce
+        elif callable(reduce_function):
+            self.reduce_function = reduce_function
+        else:
+            raise JobDefinitionError("reduce_function", reduce_function, "must be a ReduceFunction or a callable (a, b) -> c")
+
+    def create_accumulator(self) -> Any:
+        return None
+
+    def add(self, value: Any, accumulator: Any) -> Any:
+        return value if accumulator is None else self.reduce_function(accumulator, value)
+
+    def get_result(self, accumulator: Any) -> Any:
+        return accumulator
+
+    def merge(self, acc_a: Any, acc_b: Any) -> Any:
+        if acc_a is None:
+            return acc_b
+        if acc_b is None:
+            return acc_a
+        return self.reduce_function(acc_a, acc_b)
