@@ -1,0 +1,61 @@
+"""Sluice's public API: ``from engine import ...`` (ARCHITECTURE section 2).
+
+Names follow PyFlink's DataStream API; behaviour follows Flink's Java API and the
+seed documents where PyFlink differs.
+"""
+
+from engine.api.datastream import DataStream, KeyedStream, SingleOutputStreamOperator, TimeCharacteristic
+from engine.api.environment import JobExecutionResult, StreamExecutionEnvironment
+from engine.api.functions import (
+    AggregateFunction,
+    OutputTag,
+    ProcessWindowFunction,
+    ReduceFunction,
+    WindowFunction,
+)
+from engine.api.time import Duration, Time
+from engine.api.windowed_stream import AllWindowedStream, WindowedStream
+from engine.checkpointing.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
+from engine.clock import ManualClock, SystemClock
+from engine.elements import MAX_WATERMARK, MIN_WATERMARK
+from engine.errors import (
+    CorruptSnapshotError,
+    JobDefinitionError,
+    SluiceError,
+    StateSerializationError,
+)
+from engine.state.descriptors import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from engine.watermarks.generators import WatermarkGenerator, WatermarkOutput
+from engine.watermarks.strategy import TimestampAssigner, WatermarkStrategy
+from engine.windowing.assigners import (
+    EventTimeSessionWindows,
+    GlobalWindows,
+    MergingWindowAssigner,
+    ProcessingTimeSessionWindows,
+    SlidingEventTimeWindows,
+    SlidingProcessingTimeWindows,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+    WindowAssigner,
+)
+from engine.windowing.evictors import CountEvictor, DeltaEvictor, Evictor, TimeEvictor, TimestampedValue
+from engine.windowing.triggers import (
+    ContinuousEventTimeTrigger,
+    ContinuousProcessingTimeTrigger,
+    CountTrigger,
+    DeltaTrigger,
+    EventTimeTrigger,
+    ProcessingTimeTrigger,
+    PurgingTrigger,
+    Trigger,
+    TriggerResult,
+)
+from engine.windowing.windows import GlobalWindow, TimeWindow
+
+__all__ = [name for name in dir() if not name.startswith("_") and name[0].isupper()]

@@ -1,0 +1,230 @@
+"""``DataStream``, ``KeyedStream`` and ``SingleOutputStreamOperator`` (PyFlink's DataStream API).
+
+Methods only record transformations in the logical graph (engine.api.graph)
+after validating their arguments; running happens in ``execute`` /
+``execute_and_collect`` through the environment's runtime.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from engine.api.functions import OutputTag
+from engine.api.graph import (
+    AsyncTransformation,
+    MapTransformation,
+    Partitioning,
+    PartitionTransformation,
+    SideOutputTransformation,
+    SinkTransformation,
+    SourceTransformation,
+    TimestampsAndWatermarksTransformation,
+    Transformation,
+    UnionTransformation,
+)
+from engine.api.time import SizeLike, positive_millis
+from engine.api.windowed_stream import AllWindowedStream, WindowedStream
+from engine.errors import JobDefinitionError
+
+if TYPE_CHECKING:
+    from engine.api.environment import StreamExecutionEnvironment
+    from engine.windowing.assigners import WindowAssigner
+
+
+def _check_callable(fn: Any, parameter: str, method_name: str | None = None) -> Callable[..., Any]:
+    """Accept a plain callable or a PyFlink-style function object with ``method_name``."""
+    if method_name and hasattr(fn, method_name) and callable(getattr(fn, method_name)):
+        return getattr(fn, method_name)
+    if callable(fn):
+        return fn
+    expected = f"a callable or an object with a {method_name}() method" if method_name else "a callable"
+    raise JobDefinitionError(parameter, fn, f"must be {expected}")
+
+
+class DataStream:
+    """A stream of records in the logical graph."""
+
+    def __init__(self, env: StreamExecutionEnvironment, node: Transformation) -> None:
+        self._env = env
+        self._node = node
+
+    # -- configuration of the node that produced this stream ------------------------------------
+    def set_parallelism(self, parallelism: int) -> DataStream:
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+            raise JobDefinitionError("parallelism", parallelism, "must be an int >= 1")
+        self._node.parallelism = parallelism
+        return self
+
+    def uid(self, uid: str) -> DataStream:
+        """A stable operator id: state in savepoints is matched to operators by uid."""
+        if not isinstance(uid, str) or not uid:
+            raise JobDefinitionError("uid", uid, "must be a non-empty string")
+        self._node.uid = uid
+        return self
+
+    def name(self, name: str) -> DataStream:
+        self._node.name = name
+        return self
+
+    def get_name(self) -> str:
+        return self._node.name
+
+    # -- transformations -----------------------------------------------------------------------
+    def map(self, func: Any) -> SingleOutputStreamOperator:
+        fn = _check_callable(func, "func", "map")
+        return self._add(MapTransformation(name="Map", inputs=[self._node], kind="map", fn=fn))
+
+    def filter(self, func: Any) -> SingleOutputStreamOperator:
+        fn = _check_callable(func, "func", "filter")
+        return self._add(MapTransformation(name="Filter", inputs=[self._node], kind="filter", fn=fn))
+
+    def flat_map(self, func: Any) -> SingleOutputStreamOperator:
+        fn = _check_callable(func, "func", "flat_map")
+        return self._add(MapTransformation(name="FlatMap", inputs=[self._node], kind="flat_map", fn=fn))
+
+    def key_by(self, key_selector: Any) -> KeyedStream:
+        fn = _check_callable(key_selector, "key_selector", "get_key")
+        node = PartitionTransformation(name="KeyBy", inputs=[self._node], partitioning=Partitioning.HASH, key_selector=fn)
+        return KeyedStream(self._env, node, fn)
+
+    def rebalance(self) -> DataStream:
+        return DataStream(self._env, PartitionTransformation(name="Rebalance", inputs=[self._node],
+                                                             partitioning=Partitioning.REBALANCE))
+
+    def union(self, *streams: DataStream) -> DataStream:
+        for i, s in enumerate(streams):
+            if not isinstance(s, DataStream):
+                raise JobDefinitionError(f"streams[{i}]", s, "must be a DataStream")
+            if s._env is not self._env:
+                raise JobDefinitionError(f"streams[{i}]", s, "belongs to another StreamExecutionEnvironment")
+        node = UnionTransformation(name="Union", inputs=[self._node] + [s._node for s in streams])
+        return DataStream(self._env, node)
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> SingleOutputStreamOperator:
+        """Assign event timestamps and generate watermarks.
+
+        Directly after a source (nothing in between), the strategy runs per source
+        split, as Flink's ``from_source(source, strategy)`` does; elsewhere it runs per
+        subtask.
+        """
+        from engine.watermarks.strategy import WatermarkStrategy
+
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            raise JobDefinitionError(
+                "watermark_strategy", watermark_strategy, "must be a WatermarkStrategy",
+                "Use WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5))",
+            )
+        return self._add(TimestampsAndWatermarksTransformation(
+            name="Timestamps/Watermarks", inputs=[self._node], watermark_strategy=watermark_strategy))
+
+    def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
+        return AllWindowedStream(self, window_assigner)
+
+    def add_async(self, async_function: Any, timeout: SizeLike, capacity: int = 100,
+                  ordered: bool = True) -> SingleOutputStreamOperator:
+        """Async I/O for enrichment calls (Flink's AsyncDataStream.orderedWait / unorderedWait)."""
+        if not hasattr(async_function, "async_invoke"):
+            raise JobDefinitionError("async_function", async_function, "must define `async def async_invoke(value)`")
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise JobDefinitionError("capacity", capacity, "must be an int >= 1")
+        return self._add(AsyncTransformation(name="AsyncWait", inputs=[self._node], async_function=async_function,
+                                             timeout_ms=positive_millis(timeout, "timeout"), capacity=capacity,
+                                             ordered=ordered))
+
+    # -- sinks ---------------------------------------------------------------------------------
+    def sink_to(self, sink: Any) -> DataStream:
+        node = SinkTransformation(name=f"Sink({type(sink).__name__})", inputs=[self._node], sink=sink)
+        self._env._register_sink(node)
+        return DataStream(self._env, node)
+
+    add_sink = sink_to
+
+    def print(self) -> DataStream:
+        from engine.io.sink import PrintSink
+
+        return self.sink_to(PrintSink())
+
+    def write_files(self, path: str, format: str = "parquet") -> DataStream:
+        """Write to a local or ``s3://`` folder; exactly-once under checkpointing (two-phase commit)."""
+        from engine.io.sink import FileSink
+
+        if format not in ("parquet", "jsonl"):
+            raise JobDefinitionError("format", format, "must be 'parquet' or 'jsonl'")
+        return self.sink_to(FileSink(path, format=format))
+
+    def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> list[Any]:
+        """Run the job (bounded input) and return this stream's records as a list."""
+        result = self._env._execute_collect(self._node, job_name)
+        return result if limit is None else result[:limit]
+
+    def _add(self, node: Transformation) -> SingleOutputStreamOperator:
+        return SingleOutputStreamOperator(self._env, node)
+
+
+class SingleOutputStreamOperator(DataStream):
+    """A stream produced by an operator that may also have side outputs."""
+
+    def get_side_output(self, output_tag: OutputTag) -> DataStream:
+        if not isinstance(output_tag, OutputTag):
+            raise JobDefinitionError("output_tag", output_tag, "must be an OutputTag")
+        node = SideOutputTransformation(name=f"SideOutput({output_tag.tag_id})", inputs=[self._node], tag=output_tag)
+        return DataStream(self._env, node)
+
+
+class KeyedStream(DataStream):
+    """A stream partitioned by key (key groups); windows on it are per key."""
+
+    def __init__(self, env: StreamExecutionEnvironment, node: Transformation, key_selector: Callable[[Any], Any]) -> None:
+        super().__init__(env, node)
+        self._key_selector = key_selector
+
+    def window(self, window_assigner: WindowAssigner) -> WindowedStream:
+        return WindowedStream(self, self._key_selector, window_assigner)
+
+    def time_window(self, size: SizeLike, slide: SizeLike | None = None) -> WindowedStream:
+        """Tumbling or sliding time window following the environment's time characteristic (seed 000)."""
+        from engine.windowing import assigners as a
+
+        processing = self._env.get_stream_time_characteristic() == TimeCharacteristic.ProcessingTime
+        if slide is None:
+            assigner = (a.TumblingProcessingTimeWindows if processing else a.TumblingEventTimeWindows).of(size)
+        else:
+            assigner = (a.SlidingProcessingTimeWindows if processing else a.SlidingEventTimeWindows).of(size, slide)
+        return self.window(assigner)
+
+    def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
+        """Tumbling: GlobalWindows + PurgingTrigger(CountTrigger(size)); sliding: GlobalWindows +
+        CountEvictor(size) + CountTrigger(slide) (seed 000, Flink's Java API)."""
+        from engine.windowing.assigners import GlobalWindows
+        from engine.windowing.evictors import CountEvictor
+        from engine.windowing.triggers import CountTrigger, PurgingTrigger
+
+        for name, value in (("size", size), ("slide", slide)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise JobDefinitionError(name, value, "must be an int >= 1 (a number of elements)")
+        windowed = self.window(GlobalWindows.create())
+        if slide is None:
+            return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))
+        return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
+
+
+class TimeCharacteristic:
+    """Flink's (deprecated but still meaningful for ``time_window``) time characteristic."""
+
+    EventTime = "EventTime"
+    ProcessingTime = "ProcessingTime"
+    IngestionTime = "IngestionTime"
+
+
+def accepts_arity(fn: Callable[..., Any], n: int) -> bool:
+    """Whether ``fn`` can be called with ``n`` positional arguments (decided once, at build time)."""
+    try:
+        inspect.signature(fn).bind(*([None] * n))
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def as_iterable(result: Any) -> Iterable[Any]:
+    return () if result is None else result

@@ -1,0 +1,207 @@
+"""``StreamExecutionEnvironment``: the entry point of a job (PyFlink names).
+
+It owns the job-wide settings (parallelism, max parallelism = number of key
+groups, runtime, checkpointing, time characteristic, clock) and the sinks
+registered so far; ``execute`` hands the graph to the chosen runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from engine.api.datastream import DataStream, TimeCharacteristic
+from engine.api.graph import SinkTransformation, SourceTransformation, Transformation
+from engine.errors import JobDefinitionError
+from engine.state.key_groups import DEFAULT_MAX_PARALLELISM, UPPER_BOUND_MAX_PARALLELISM
+
+RUNTIMES = ("local", "spark")
+
+
+@dataclass
+class JobExecutionResult:
+    """What a finished (bounded) job reports."""
+
+    job_name: str
+    job_id: str
+    runtime: str
+    net_runtime_ms: int
+    #: counters summed over subtasks: records in/out, late records dropped, dead letters, checkpoints ...
+    metrics: dict[str, int] = field(default_factory=dict)
+    #: records that could not be processed: dicts with value, error, stage
+    dead_letters: list[dict[str, Any]] = field(default_factory=list)
+    #: collected records per collect target node id (execute_and_collect)
+    collected: dict[int, list[Any]] = field(default_factory=dict)
+    completed_checkpoints: list[int] = field(default_factory=list)
+    restarts: int = 0
+
+    def get_job_id(self) -> str:
+        return self.job_id
+
+    def get_net_runtime(self) -> int:
+        return self.net_runtime_ms
+
+    @property
+    def dead_letter_count(self) -> int:
+        return len(self.dead_letters)
+
+
+class StreamExecutionEnvironment:
+    def __init__(self) -> None:
+        from engine.checkpointing.config import CheckpointConfig
+
+        self._parallelism = 1
+        self._max_parallelism = DEFAULT_MAX_PARALLELISM
+        self._runtime = "local"
+        self._time_characteristic = TimeCharacteristic.EventTime
+        self._checkpoint_config = CheckpointConfig()
+        self._sinks: list[SinkTransformation] = []
+        self._clock: Any = None
+        self._runtime_options: dict[str, Any] = {}
+
+    @staticmethod
+    def get_execution_environment(config: dict[str, Any] | None = None) -> StreamExecutionEnvironment:
+        env = StreamExecutionEnvironment()
+        for key, value in (config or {}).items():
+            env.set_runtime_option(key, value)
+        return env
+
+    # -- settings ------------------------------------------------------------------------------
+    def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+            raise JobDefinitionError("parallelism", parallelism, "must be an int >= 1")
+        self._parallelism = parallelism
+        return self
+
+    def get_parallelism(self) -> int:
+        return self._parallelism
+
+    def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
+        """The number of key groups: fixed for the life of the job's state (rescaling works within it)."""
+        if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, int) or not (
+            1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM
+        ):
+            raise JobDefinitionError("max_parallelism", max_parallelism,
+                                     f"must be an int between 1 and {UPPER_BOUND_MAX_PARALLELISM}")
+        self._max_parallelism = max_parallelism
+        return self
+
+    def get_max_parallelism(self) -> int:
+        return self._max_parallelism
+
+    def set_runtime(self, runtime: str) -> StreamExecutionEnvironment:
+        if runtime not in RUNTIMES:
+            raise JobDefinitionError("runtime", runtime, f"must be one of {RUNTIMES}")
+        self._runtime = runtime
+        return self
+
+    def get_runtime(self) -> str:
+        return self._runtime
+
+    def set_runtime_option(self, key: str, value: Any) -> StreamExecutionEnvironment:
+        """Runtime-specific settings, e.g. ``bundle_size`` (records a source reads per step)."""
+        self._runtime_options[key] = value
+        return self
+
+    def get_runtime_options(self) -> dict[str, Any]:
+        return dict(self._runtime_options)
+
+    def set_stream_time_characteristic(self, characteristic: str) -> StreamExecutionEnvironment:
+        allowed = (TimeCharacteristic.EventTime, TimeCharacteristic.ProcessingTime, TimeCharacteristic.IngestionTime)
+        if characteristic not in allowed:
+            raise JobDefinitionError("characteristic", characteristic, f"must be one of {allowed}")
+        self._time_characteristic = characteristic
+        return self
+
+    def get_stream_time_characteristic(self) -> str:
+        return self._time_characteristic
+
+    def set_clock(self, clock: Any) -> StreamExecutionEnvironment:
+        """Inject the processing-time clock (a ManualClock makes processing-time jobs exact in tests)."""
+        if not hasattr(clock, "now_ms"):
+            raise JobDefinitionError("clock", clock, "must have a now_ms() method (engine.clock.ManualClock)")
+        self._clock = clock
+        return self
+
+    def get_clock(self) -> Any:
+        if self._clock is None:
+            from engine.clock import SystemClock
+
+            self._clock = SystemClock()
+        return self._clock
+
+    def enable_checkpointing(self, interval_ms: int, mode: Any = None) -> StreamExecutionEnvironment:
+        from engine.checkpointing.config import CheckpointingMode
+
+        self._checkpoint_config.set_checkpoint_interval(interval_ms)
+        self._checkpoint_config.set_checkpointing_mode(mode or CheckpointingMode.EXACTLY_ONCE)
+        return self
+
+    def get_checkpoint_config(self) -> Any:
+        return self._checkpoint_config
+
+    def is_checkpointing_enabled(self) -> bool:
+        return self._checkpoint_config.is_checkpointing_enabled()
+
+    # -- sources -------------------------------------------------------------------------------
+    def from_collection(self, collection: Iterable[Any], type_info: Any = None) -> DataStream:
+        from engine.io.collection_source import CollectionSource
+
+        items = list(collection)
+        return self.from_source(CollectionSource(items), source_name="Collection Source")
+
+    def from_source(self, source: Any, watermark_strategy: Any = None, source_name: str = "Source") -> DataStream:
+        from engine.io.source import Source
+
+        if not isinstance(source, Source):
+            raise JobDefinitionError("source", source, "must be an engine Source (e.g. GeneratorSource, FileSource)")
+        if watermark_strategy is not None:
+            from engine.watermarks.strategy import WatermarkStrategy
+
+            if not isinstance(watermark_strategy, WatermarkStrategy):
+                raise JobDefinitionError("watermark_strategy", watermark_strategy, "must be a WatermarkStrategy")
+        node = SourceTransformation(name=source_name, source=source, watermark_strategy=watermark_strategy)
+        return DataStream(self, node)
+
+    def read_files(self, path: str, format: str = "parquet") -> DataStream:
+        """Read a local or ``s3://`` folder, one split per file; records are dicts."""
+        from engine.io.file_source import FileSource
+
+        if format not in ("parquet", "jsonl", "csv"):
+            raise JobDefinitionError("format", format, "must be 'parquet', 'jsonl' or 'csv'")
+        return self.from_source(FileSource(path, format=format), source_name=f"Files({path})")
+
+    # -- execution -----------------------------------------------------------------------------
+    def _register_sink(self, node: SinkTransformation) -> None:
+        self._sinks.append(node)
+
+    def _runtime_instance(self) -> Any:
+        if self._runtime == "spark":
+            from engine.runtime.spark.runtime import SparkRuntime
+
+            return SparkRuntime(self)
+        from engine.runtime.local.runtime import LocalRuntime
+
+        return LocalRuntime(self)
+
+    def execute(self, job_name: str = "sluice-job") -> JobExecutionResult:
+        if not self._sinks:
+            raise JobDefinitionError("sinks", [], "must not be empty: add a sink (print(), write_files(), sink_to())")
+        return self._runtime_instance().execute(job_name, list(self._sinks), collect=[])
+
+    def _execute_collect(self, node: Transformation, job_name: str) -> list[Any]:
+        result = self._runtime_instance().execute(job_name, list(self._sinks), collect=[node])
+        self._last_result = result
+        return result.collected[node.id]
+
+    def execute_and_collect_streams(self, streams: dict[str, DataStream],
+                                    job_name: str = "collect") -> tuple[dict[str, list[Any]], JobExecutionResult]:
+        """Run the job once and collect several streams (e.g. a window result and its late side output)."""
+        nodes = [s._node for s in streams.values()]
+        result = self._runtime_instance().execute(job_name, list(self._sinks), collect=nodes)
+        self._last_result = result
+        return {name: result.collected[s._node.id] for name, s in streams.items()}, result
+
+    def get_last_result(self) -> JobExecutionResult | None:
+        """The JobExecutionResult of the last execute_and_collect (metrics, dead letters)."""
+        return getattr(self, "_last_result", None)

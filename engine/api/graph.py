@@ -1,0 +1,126 @@
+"""The logical job graph the DataStream API builds and both runtimes translate.
+
+A job is a DAG of transformations (Flink's ``Transformation``s): the API only
+records what the user asked for and validates it; ``engine.runtime.local`` and
+``engine.runtime.spark`` decide how to run it.  Nodes hold user functions as
+Python objects; nothing here is persisted (a job spec is re-imported by path,
+never stored).
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+_ids = itertools.count(1)
+
+
+def next_node_id() -> int:
+    return next(_ids)
+
+
+class Partitioning(enum.Enum):
+    """How records travel from one vertex's subtasks to the next one's."""
+
+    FORWARD = "FORWARD"  # same subtask index, same parallelism (chained where possible)
+    REBALANCE = "REBALANCE"  # round-robin
+    HASH = "HASH"  # by key group of the key selector's result (key_by)
+
+
+@dataclass(eq=False)
+class Transformation:
+    """A node of the logical graph."""
+
+    name: str
+    inputs: list[Transformation] = field(default_factory=list)
+    parallelism: int | None = None  # None: the environment's default
+    uid: str | None = None
+    id: int = field(default_factory=next_node_id)
+
+    def operator_uid(self) -> str:
+        """Stable id for state: the user's uid, else derived from the name and position in the graph."""
+        return self.uid or f"{self.name}-{self.id}"
+
+
+@dataclass(eq=False)
+class SourceTransformation(Transformation):
+    source: Any = None  # engine.io.source.Source
+    #: a strategy given at the source runs per split (Flink's per-split watermark generation)
+    watermark_strategy: Any = None
+
+
+@dataclass(eq=False)
+class MapTransformation(Transformation):
+    """map / filter / flat_map: ``kind`` says which; ``fn`` is the user callable."""
+
+    kind: str = "map"
+    fn: Callable[..., Any] | None = None
+
+
+@dataclass(eq=False)
+class TimestampsAndWatermarksTransformation(Transformation):
+    watermark_strategy: Any = None
+
+
+@dataclass(eq=False)
+class PartitionTransformation(Transformation):
+    partitioning: Partitioning = Partitioning.HASH
+    key_selector: Callable[[Any], Any] | None = None
+
+
+@dataclass(eq=False)
+class UnionTransformation(Transformation):
+    pass
+
+
+@dataclass(eq=False)
+class WindowTransformation(Transformation):
+    """A (keyed or all-) window: assigner, trigger, evictor, lateness, late tag and the window function."""
+
+    key_selector: Callable[[Any], Any] | None = None
+    assigner: Any = None
+    trigger: Any = None
+    evictor: Any = None
+    allowed_lateness_ms: int = 0
+    late_data_tag: Any = None
+    #: normalized function spec, see engine.api.windowed_stream.WindowFunctionSpec
+    function: Any = None
+    non_keyed: bool = False
+
+
+@dataclass(eq=False)
+class AsyncTransformation(Transformation):
+    async_function: Any = None
+    timeout_ms: int = 0
+    capacity: int = 100
+    ordered: bool = True
+
+
+@dataclass(eq=False)
+class SideOutputTransformation(Transformation):
+    tag: Any = None
+
+
+@dataclass(eq=False)
+class SinkTransformation(Transformation):
+    sink: Any = None
+
+
+def topological_order(sinks: list[Transformation]) -> list[Transformation]:
+    """Every node reachable from ``sinks``, inputs before consumers, in a deterministic order."""
+    seen: dict[int, Transformation] = {}
+    order: list[Transformation] = []
+
+    def visit(node: Transformation) -> None:
+        if node.id in seen:
+            return
+        seen[node.id] = node
+        for inp in node.inputs:
+            visit(inp)
+        order.append(node)
+
+    for s in sorted(sinks, key=lambda n: n.id):
+        visit(s)
+    return order

@@ -1,0 +1,223 @@
+"""Subtasks of the local runtime: source tasks and stream tasks, each running a chain of operators.
+
+A :class:`SourceTask` reads its assigned splits round-robin, one bundle at a
+time, stamps records and generates watermarks per split, and pushes results
+into its chain.  A :class:`StreamTask` consumes an input gate: buffers go to
+the chain head's ``process_batch``; watermarks and statuses go through the
+StatusWatermarkValve (seed 004) when the gate has more than one channel;
+barriers and cancel markers go to the barrier handler (seed 003) once
+checkpointing is enabled; end-of-partition finishes a channel.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from engine.elements import (
+    MAX_WATERMARK,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    EndOfPartition,
+    StreamRecord,
+    Watermark,
+    WatermarkStatus,
+    WatermarkStatusElement,
+    END_OF_PARTITION,
+)
+from engine.runtime.local.channels import InputGate
+from engine.runtime.local.writers import FanOutOutput, RecordWriter
+from engine.watermarks.valve import StatusWatermarkValve, ValveOutput
+
+
+class Subtask:
+    """What the scheduler sees of a task."""
+
+    name: str
+    finished: bool = False
+    operators: list[Any]
+    outputs: list[FanOutOutput]
+
+    def writers(self) -> list[RecordWriter]:
+        return [w for out in self.outputs for w in out.all_writers()]
+
+    def is_backpressured(self) -> bool:
+        return any(w.is_backpressured() for w in self.writers())
+
+    def flush(self) -> None:
+        for w in self.writers():
+            w.flush()
+
+    def broadcast(self, element: Any) -> None:
+        """Send a non-record element (barrier, cancel marker, end of partition) on every network output."""
+        for w in self.writers():
+            w.broadcast(element)
+
+    def advance_processing_time(self, now_ms: int) -> None:
+        for op in self.operators:
+            op.advance_processing_time(now_ms)
+
+    def finish_chain(self) -> None:
+        for op in self.operators:
+            op.finish()
+        self.flush()
+        self.broadcast(END_OF_PARTITION)
+        self.finished = True
+
+    def close(self) -> None:
+        for op in self.operators:
+            op.close()
+
+
+class _HeadValveOutput(ValveOutput):
+    def __init__(self, head: Any) -> None:
+        self.head = head
+
+    def emit_watermark(self, watermark: Watermark) -> None:
+        self.head.process_watermark(watermark)
+
+    def emit_watermark_status(self, status: WatermarkStatus) -> None:
+        self.head.process_watermark_status(status)
+
+
+class StreamTask(Subtask):
+    def __init__(self, name: str, gate: InputGate, head: Any, operators: list[Any], outputs: list[FanOutOutput]) -> None:
+        self.name = name
+        self.gate = gate
+        self.head = head
+        self.operators = operators
+        self.outputs = outputs
+        self.valve = StatusWatermarkValve(len(gate.channels), _HeadValveOutput(head))
+        #: set by the runtime when checkpointing is enabled: handles barriers and cancel markers
+        self.barrier_handler: Any = None
+        self.finished = False
+
+    def runnable(self) -> bool:
+        return not self.finished and (self.gate.has_available() or self._ready_to_finish()) and not self.is_backpressured()
+
+    def _ready_to_finish(self) -> bool:
+        return self.gate.all_finished() and not self.gate.buffered()
+
+    def step(self, budget: int) -> int:
+        processed = 0
+        gate, head = self.gate, self.head
+        while processed < budget:
+            polled = gate.poll()
+            if polled is None:
+                break
+            channel, element = polled
+            if type(element) is list:
+                head.process_batch(element)
+                processed += len(element)
+            elif isinstance(element, Watermark):
+                self.valve.input_watermark(element, channel)
+                processed += 1
+            elif isinstance(element, WatermarkStatusElement):
+                self.valve.input_watermark_status(element.status, channel)
+            elif isinstance(element, CheckpointBarrier):
+                self._on_barrier(element, channel)
+            elif isinstance(element, CancelCheckpointMarker):
+                self._on_cancel(element, channel)
+            elif isinstance(element, EndOfPartition):
+                gate.channels[channel].finished = True
+                if self.barrier_handler is not None:
+                    self.barrier_handler.process_end_of_partition(channel)
+            else:
+                head.process_element(element)
+                processed += 1
+            if self.is_backpressured():
+                break
+        self.flush()
+        if self._ready_to_finish() and not self.finished:
+            self.finish_chain()
+        return processed
+
+    def _on_barrier(self, barrier: CheckpointBarrier, channel: int) -> None:
+        if self.barrier_handler is None:
+            return  # checkpointing disabled: barriers cannot appear
+        self.barrier_handler.process_barrier(barrier, channel)
+
+    def _on_cancel(self, marker: CancelCheckpointMarker, channel: int) -> None:
+        if self.barrier_handler is not None:
+            self.barrier_handler.process_cancellation_barrier(marker, channel)
+
+
+class SplitState:
+    """A split being read by a source task: its reader and the offset Sn a barrier would record."""
+
+    def __init__(self, split: Any, reader: Any) -> None:
+        self.split = split
+        self.reader = reader
+        self.finished = False
+
+    @property
+    def split_id(self) -> str:
+        return self.split.split_id
+
+    def offset(self) -> Any:
+        return self.reader.current_offset()
+
+
+class SourceTask(Subtask):
+    """Reads splits and feeds the chain; generates watermarks per split through ``stage``."""
+
+    def __init__(self, name: str, splits: list[SplitState], stage: Any, head_output: FanOutOutput,
+                 operators: list[Any], outputs: list[FanOutOutput], bundle_size: int,
+                 dead_letter: Callable[[Any, BaseException, str], None], bounded: bool) -> None:
+        self.name = name
+        self.splits = splits
+        self.stage = stage
+        self.head_output = head_output
+        self.operators = operators
+        self.outputs = outputs
+        self.bundle_size = bundle_size
+        self.dead_letter = dead_letter
+        self.bounded = bounded
+        self._next_split = 0
+        self.finished = False
+        self.records_read = 0
+        #: set by the runtime: called before each read, may inject a barrier (checkpoint trigger)
+        self.before_read: Callable[[SourceTask], None] | None = None
+
+    def runnable(self) -> bool:
+        return not self.finished and not self.is_backpressured()
+
+    def active_splits(self) -> list[SplitState]:
+        return [s for s in self.splits if not s.finished]
+
+    def step(self, budget: int) -> int:
+        if self.before_read is not None:
+            self.before_read(self)
+        active = self.active_splits()
+        if not active:
+            self._end_of_input()
+            return 0
+        split = active[self._next_split % len(active)]
+        self._next_split += 1
+        batch = split.reader.read(min(budget, self.bundle_size))
+        for dl in batch.dead_letters:
+            self.dead_letter(dl.raw, ValueError(dl.error), f"source:{split.split_id}@{dl.offset}")
+        if batch.values:
+            records = self.stage.stamp(split.split_id, batch.values)
+            self.records_read += len(batch.values)
+            if records:
+                self.head_output.collect_batch(records)
+        if batch.finished:
+            split.finished = True
+            self.stage.split_finished(split.split_id)
+        wm = self.stage.periodic_watermark()
+        if wm is not None:
+            self.head_output.emit_watermark(wm)
+        status = self.stage.status_change()
+        if status is not None:
+            self.head_output.emit_watermark_status(status)
+        self.flush()
+        if not self.active_splits() and self.bounded:
+            self._end_of_input()
+        return len(batch.values)
+
+    def _end_of_input(self) -> None:
+        if self.finished:
+            return
+        if self.stage.last_emitted_watermark() < MAX_WATERMARK:
+            self.head_output.emit_watermark(Watermark(MAX_WATERMARK))
+        self.finish_chain()

@@ -1,0 +1,131 @@
+"""Outputs of a subtask: fan-out to chained operators and record writers onto network channels.
+
+A :class:`RecordWriter` partitions records to the channels of one edge
+(forward, round-robin or by key group, Flink's ChannelSelector) and ships them
+in buffers; a :class:`FanOutOutput` is the ``Output`` of one node in a chain and
+hands each result to the chained operators that consume it and to the record
+writers of the node's network edges, main output and side outputs apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from engine.api.functions import OutputTag
+from engine.api.graph import Partitioning
+from engine.elements import StreamElement, StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
+from engine.operators.base import Output
+from engine.runtime.local.channels import Channel
+from engine.state.codec import encode_key
+from engine.state.key_groups import key_group_for_encoded_key, operator_index_for_key_group
+
+_KEY_CACHE_LIMIT = 1 << 18
+
+
+class RecordWriter:
+    def __init__(self, channels: list[Channel], partitioning: Partitioning, key_selector: Callable[[Any], Any] | None,
+                 max_parallelism: int, dead_letter: Callable[[Any, BaseException, str], None], start: int = 0) -> None:
+        self.channels = channels
+        self.partitioning = partitioning
+        self.key_selector = key_selector
+        self.max_parallelism = max_parallelism
+        self.dead_letter = dead_letter
+        self._buffers: list[list[StreamRecord]] = [[] for _ in channels]
+        self._rr = start % max(1, len(channels))
+        self._target_cache: dict[Any, int] = {}
+
+    def emit(self, record: StreamRecord) -> None:
+        n = len(self.channels)
+        if n == 1:
+            self._buffers[0].append(record)
+        elif self.partitioning is Partitioning.HASH:
+            target = self._target_of(record)
+            if target is not None:
+                self._buffers[target].append(record)
+        else:
+            self._buffers[self._rr].append(record)
+            self._rr = (self._rr + 1) % n
+
+    def _target_of(self, record: StreamRecord) -> int | None:
+        try:
+            key = self.key_selector(record.value)  # type: ignore[misc]
+        except Exception as exc:  # a key selector failing on a record is bad data, not a bug in the job
+            self.dead_letter(record.value, exc, "key_selector")
+            return None
+        cache = self._target_cache
+        try:
+            return cache[key]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable key: compute without caching
+            return self._compute_target(key)
+        target = self._compute_target(key)
+        if len(cache) < _KEY_CACHE_LIMIT:
+            cache[key] = target
+        return target
+
+    def _compute_target(self, key: Any) -> int:
+        kg = key_group_for_encoded_key(encode_key(key), self.max_parallelism)
+        return operator_index_for_key_group(self.max_parallelism, len(self.channels), kg)
+
+    def flush(self) -> None:
+        for i, buf in enumerate(self._buffers):
+            if buf:
+                self.channels[i].put(buf)
+                self._buffers[i] = []
+
+    def broadcast(self, element: StreamElement) -> None:
+        self.flush()
+        for ch in self.channels:
+            ch.put(element)
+
+    def is_backpressured(self) -> bool:
+        return any(ch.is_full() for ch in self.channels)
+
+
+class FanOutOutput(Output):
+    """The Output of one node: chained consumers get elements directly, network edges through writers."""
+
+    def __init__(self) -> None:
+        self.chained_main: list[Any] = []  # operators
+        self.chained_side: dict[str, list[Any]] = {}
+        self.writers_main: list[RecordWriter] = []
+        self.writers_side: dict[str, list[RecordWriter]] = {}
+
+    def all_writers(self) -> list[RecordWriter]:
+        return self.writers_main + [w for ws in self.writers_side.values() for w in ws]
+
+    def all_chained(self) -> list[Any]:
+        return self.chained_main + [op for ops in self.chained_side.values() for op in ops]
+
+    def collect(self, record: StreamRecord) -> None:
+        for op in self.chained_main:
+            op.process_element(record)
+        for w in self.writers_main:
+            w.emit(record)
+
+    def collect_batch(self, records: list[StreamRecord]) -> None:
+        for op in self.chained_main:
+            op.process_batch(records)
+        for w in self.writers_main:
+            for r in records:
+                w.emit(r)
+
+    def collect_side(self, tag: OutputTag, record: StreamRecord) -> None:
+        for op in self.chained_side.get(tag.tag_id, ()):
+            op.process_element(record)
+        for w in self.writers_side.get(tag.tag_id, ()):
+            w.emit(record)
+
+    def emit_watermark(self, watermark: Watermark) -> None:
+        # watermarks go to every consumer, side outputs included (Flink broadcasts them on all outputs)
+        for op in self.all_chained():
+            op.process_watermark(watermark)
+        for w in self.all_writers():
+            w.broadcast(watermark)
+
+    def emit_watermark_status(self, status: WatermarkStatus) -> None:
+        for op in self.all_chained():
+            op.process_watermark_status(status)
+        for w in self.all_writers():
+            w.broadcast(WatermarkStatusElement(status))
