@@ -1,0 +1,239 @@
+"""File formats for event files: decoding rows with exact row offsets, encoding sink output.
+
+Reading: a file is decoded once into *rows*, and a row's index is its offset,
+so a reader created at row k resumes exactly there (seed 002).  A row that is
+not a record (invalid JSON, a CSV row of the wrong width) becomes a
+:class:`DeadLetter` at its offset instead of failing the job; blank lines are
+rows that carry nothing.
+
+- ``jsonl``: one row per physical line (``\\n``-separated); each non-blank line
+  must be a JSON object.
+- ``csv``: the first row is the header; each following CSV row (a quoted field
+  may span lines) is one row; with ``infer_types`` cells become int, float or
+  None (empty) where they read as such, else stay str.
+- ``parquet``: one row per table row, read a row group at a time.
+
+Writing (sinks): dict values become rows; a tuple or list becomes
+``{"f0": .., "f1": ..}`` for Parquet and a JSON array for JSON lines; any
+other value becomes ``{"value": v}`` for Parquet.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import JobDefinitionError
+from engine.io.source import DeadLetter
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+FORMATS = ("parquet", "jsonl", "csv")
+EXTENSIONS = {"parquet": "parquet", "jsonl": "jsonl", "csv": "csv"}
+
+_INT = re.compile(r"[+-]?(0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def check_format(fmt: str, allowed: Sequence[str] = FORMATS) -> str:
+    if fmt not in allowed:
+        raise JobDefinitionError("format", fmt, f"must be one of {', '.join(repr(f) for f in allowed)}")
+    return fmt
+
+
+class RowFile:
+    """A decoded file: ``len(rows)`` offsets; ``row(i)`` is a record dict, a DeadLetter, or None (blank)."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def rows(self, start: int, stop: int) -> tuple[list[dict], list[DeadLetter]]:
+        raise NotImplementedError
+
+    def arrow(self, start: int, stop: int) -> tuple[pa.RecordBatch, list[DeadLetter]]:
+        import pyarrow as pa
+
+        records, dead = self.rows(start, stop)
+        return pa.RecordBatch.from_pylist(records), dead
+
+
+class JsonLinesFile(RowFile):
+    def __init__(self, data: bytes) -> None:
+        self._lines = data.split(b"\n")
+        if self._lines and self._lines[-1] == b"":
+            self._lines.pop()  # the final newline ends the last line; it does not start a new one
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def rows(self, start: int, stop: int) -> tuple[list[dict], list[DeadLetter]]:
+        records: list[dict] = []
+        dead: list[DeadLetter] = []
+        for offset in range(start, stop):
+            line = self._lines[offset]
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except (ValueError, UnicodeDecodeError) as exc:
+                dead.append(DeadLetter(line.decode("utf-8", "replace"), f"invalid JSON: {exc}", offset))
+                continue
+            if not isinstance(value, dict):
+                dead.append(DeadLetter(line.decode("utf-8", "replace"),
+                                       f"expected a JSON object per line, got {type(value).__name__}", offset))
+                continue
+            records.append(value)
+        return records, dead
+
+
+class CsvFile(RowFile):
+    def __init__(self, data: bytes, infer_types: bool = True) -> None:
+        text = data.decode("utf-8-sig", "replace")
+        consumed: list[str] = []
+
+        def lines():
+            for line in io.StringIO(text, newline=""):
+                consumed.append(line)
+                yield line
+
+        self._infer = infer_types
+        # one entry per CSV row after the header: (fields, raw text, error or None)
+        self._rows: list[tuple[list[str], str, str | None]] = []
+        self._header: list[str] | None = None
+        try:
+            for row in csv.reader(lines()):
+                raw = "".join(consumed).rstrip("\r\n")
+                consumed.clear()
+                if self._header is None:
+                    if row:
+                        self._header = row
+                    continue
+                self._rows.append((row, raw, None))
+        except csv.Error as exc:  # e.g. an unterminated quote swallowed the rest of the file: one dead letter
+            self._rows.append(([], "".join(consumed), f"malformed CSV: {exc}"))
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def rows(self, start: int, stop: int) -> tuple[list[dict], list[DeadLetter]]:
+        records: list[dict] = []
+        dead: list[DeadLetter] = []
+        header = self._header or []
+        for offset in range(start, stop):
+            row, raw, error = self._rows[offset]
+            if error is not None:
+                dead.append(DeadLetter(raw, error, offset))
+                continue
+            if not row:
+                continue  # a blank line
+            if len(row) != len(header):
+                dead.append(DeadLetter(raw, f"CSV row has {len(row)} fields, the header has {len(header)}", offset))
+                continue
+            if self._infer:
+                records.append({name: _infer(cell) for name, cell in zip(header, row)})
+            else:
+                records.append(dict(zip(header, row)))
+        return records, dead
+
+
+class ParquetFile(RowFile):
+    """Rows of a Parquet file, a row group decoded at a time (the last one kept for sequential reads)."""
+
+    def __init__(self, data: bytes) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self._file = pq.ParquetFile(pa.BufferReader(data))
+        self._starts = [0]
+        for i in range(self._file.num_row_groups):
+            self._starts.append(self._starts[-1] + self._file.metadata.row_group(i).num_rows)
+        self._cached: tuple[int, pa.Table] | None = None
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def _group(self, i: int) -> pa.Table:
+        if self._cached is None or self._cached[0] != i:
+            self._cached = (i, self._file.read_row_group(i))
+        return self._cached[1]
+
+    def _slice(self, start: int, stop: int) -> pa.Table:
+        import bisect
+
+        import pyarrow as pa
+
+        pieces = []
+        pos = start
+        while pos < stop:
+            g = bisect.bisect_right(self._starts, pos) - 1
+            group_start, group_stop = self._starts[g], self._starts[g + 1]
+            take = min(stop, group_stop) - pos
+            pieces.append(self._group(g).slice(pos - group_start, take))
+            pos += take
+        if not pieces:
+            return self._file.schema_arrow.empty_table()
+        return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+
+    def rows(self, start: int, stop: int) -> tuple[list[dict], list[DeadLetter]]:
+        return self._slice(start, stop).to_pylist(), []
+
+    def arrow(self, start: int, stop: int) -> tuple[pa.RecordBatch, list[DeadLetter]]:
+        table = self._slice(start, stop).combine_chunks()
+        batches = table.to_batches()
+        if not batches:
+            import pyarrow as pa
+
+            return pa.RecordBatch.from_pylist([], schema=table.schema), []
+        return batches[0], []
+
+
+def decode(fmt: str, data: bytes, *, infer_types: bool = True) -> RowFile:
+    if fmt == "jsonl":
+        return JsonLinesFile(data)
+    if fmt == "csv":
+        return CsvFile(data, infer_types)
+    if fmt == "parquet":
+        return ParquetFile(data)
+    raise JobDefinitionError("format", fmt, f"must be one of {FORMATS}")
+
+
+def _infer(cell: str) -> Any:
+    if cell == "":
+        return None
+    if _INT.fullmatch(cell):
+        return int(cell)
+    if _FLOAT.fullmatch(cell):
+        return float(cell)
+    return cell
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def _as_row(value: Any) -> dict:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, (tuple, list)):
+        return {f"f{i}": v for i, v in enumerate(value)}
+    return {"value": value}
+
+
+def encode(fmt: str, values: Sequence[Any]) -> bytes:
+    """Bytes of one output file holding ``values`` in order."""
+    if fmt == "jsonl":
+        return "".join(json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=True) + "\n"
+                       for v in values).encode("utf-8")
+    if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pylist([_as_row(v) for v in values])
+        sink = io.BytesIO()
+        pq.write_table(table, sink)
+        return sink.getvalue()
+    raise JobDefinitionError("format", fmt, "must be 'parquet' or 'jsonl' for a file sink")

@@ -1,0 +1,31 @@
+"""Where file sources and sinks read and write: the checkpoint package's object stores.
+
+File sources and sinks go through :func:`checkpoints.backends.open_store`, the same
+storage layer checkpoints use, so a local folder (a plain path or ``file:///``)
+and ``s3://bucket/prefix`` behave alike and boto3 stays inside that package
+(ARCHITECTURE section 6, "Backends").  Stores hold configuration only and
+create clients lazily, so sources and sinks can be shipped to Spark executors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checkpoints.backends import ObjectStore, open_store
+from engine.errors import JobDefinitionError
+
+
+def check_folder_uri(parameter: str, uri: object) -> str:
+    if not isinstance(uri, str) or not uri.strip():
+        raise JobDefinitionError(parameter, uri, "must be a local folder path, 'file:///path' or 's3://bucket/prefix'")
+    return uri
+
+
+def open_folder(uri: str, storage_options: dict[str, Any] | None = None) -> ObjectStore:
+    """The store rooted at the folder ``uri`` (``storage_options`` go to the S3 backend: endpoint_url, region...)."""
+    return open_store(uri, **(storage_options or {}))
+
+
+def is_visible_name(name: str) -> bool:
+    """Hidden and bookkeeping files (``_staging/``, ``_SUCCESS``, ``.crc``) are not data, as in Spark and Hadoop."""
+    return not name.startswith(("_", "."))
