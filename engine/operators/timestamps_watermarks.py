@@ -1,0 +1,298 @@
+"""Per-split timestamps and watermarks in a source subtask (Flink's ``ProgressiveTimestampsAndWatermarks``).
+
+ARCHITECTURE section 4: watermark generators run *per source split*.  A
+source subtask reading several splits keeps one timestamp assigner and one
+:class:`~engine.watermarks.generators.WatermarkGenerator` per split and
+combines the splits' watermarks the way Flink's ``WatermarkOutputMultiplexer``
+does (:class:`~engine.watermarks.multi_input.CombinedWatermarkStatus`): the
+subtask watermark is the minimum over non-idle splits, it never regresses, and
+the subtask is IDLE when every split is idle.  Watermarks emitted from
+``on_event`` (punctuated generators) are combined at once; periodic ones after
+every split had its ``on_periodic_emit``.
+
+Every method returns the stream elements to emit, **in order** -- a record
+first, then any watermark its generator produced from it; an ACTIVE status
+before the first record or watermark after IDLE, because records never flow
+between IDLE and ACTIVE (seed 004).  End of bounded input emits
+MAX_WATERMARK.  The class is pure: processing time comes from the injected
+clock.
+
+A timestamp assigner that raises, or returns something other than an int of
+ms, does not fail the job: the record goes to the dead-letter callback (with
+the error) and is counted in :attr:`num_dead_letters`.
+
+:meth:`snapshot` records each split's generator progress, watermark and idle
+flag as JSON data, so a restored subtask does not emit lower watermarks than
+before the failure.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable
+
+from engine.clock import Clock
+from engine.elements import (
+    MAX_WATERMARK,
+    MIN_WATERMARK,
+    StreamElement,
+    StreamRecord,
+    Watermark,
+    WatermarkStatus,
+    WatermarkStatusElement,
+)
+from engine.errors import CorruptSnapshotError, IllegalStateError, UnsupportedFormatVersion
+from engine.state import codec
+from engine.watermarks.generators import WatermarkGenerator, WatermarkOutput
+from engine.watermarks.multi_input import CombinedWatermarkStatus, PartialWatermark
+from engine.watermarks.strategy import TimestampAssigner, WatermarkStrategy
+
+FORMAT_VERSION = 1
+#: the timestamp a generator sees for a record that has none (Flink's TimestampAssigner.NO_TIMESTAMP)
+NO_TIMESTAMP = MIN_WATERMARK
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A record whose timestamp could not be assigned, and why."""
+
+    split_id: Hashable
+    value: Any
+    record_timestamp: int | None
+    error: BaseException
+
+
+class _SplitOutput(WatermarkOutput):
+    """A split's view of the multiplexer; ``immediate`` outputs combine at once, deferred ones on periodic emit."""
+
+    __slots__ = ("_owner", "_partial", "_immediate")
+
+    def __init__(self, owner: SourceTimestampsAndWatermarks, partial: PartialWatermark, immediate: bool) -> None:
+        self._owner = owner
+        self._partial = partial
+        self._immediate = immediate
+
+    def emit_watermark(self, watermark: Watermark) -> None:
+        self._partial.set_watermark(watermark.timestamp)
+        if self._immediate:
+            self._owner._update_combined()
+
+    def mark_idle(self) -> None:
+        self._partial.idle = True
+        if self._immediate:
+            self._owner._update_combined()
+
+    def mark_active(self) -> None:
+        self._partial.idle = False
+        if self._immediate:
+            self._owner._update_combined()
+
+
+class _Split:
+    __slots__ = ("assigner", "generator", "partial", "immediate", "deferred")
+
+    def __init__(self, owner: SourceTimestampsAndWatermarks, assigner: TimestampAssigner, generator: WatermarkGenerator) -> None:
+        self.assigner = assigner
+        self.generator = generator
+        self.partial = PartialWatermark()
+        self.immediate = _SplitOutput(owner, self.partial, immediate=True)
+        self.deferred = _SplitOutput(owner, self.partial, immediate=False)
+
+
+class SourceTimestampsAndWatermarks:
+    """Timestamp assignment and per-split watermark generation for one source subtask."""
+
+    def __init__(
+        self,
+        strategy: WatermarkStrategy,
+        clock: Clock,
+        on_dead_letter: Callable[[DeadLetter], None] | None = None,
+    ) -> None:
+        self._strategy = strategy
+        self._clock = clock
+        self._on_dead_letter = on_dead_letter
+        self._uses_source_timestamp = not strategy.has_timestamp_assigner()
+        self._splits: dict[Hashable, _Split] = {}
+        self._combined = CombinedWatermarkStatus()
+        self._status = WatermarkStatus.ACTIVE
+        self._pending: list[StreamElement] = []
+        self._ended = False
+        self.num_dead_letters = 0
+
+    # ---- splits -----------------------------------------------------------------------------------
+
+    def add_split(self, split_id: Hashable) -> None:
+        """Start tracking a split (also done implicitly by its first record)."""
+        if split_id in self._splits:
+            raise IllegalStateError(f"split {split_id!r} is already assigned to this source subtask")
+        split = _Split(self, self._strategy.create_timestamp_assigner(self._clock), self._strategy.create_watermark_generator(self._clock))
+        self._splits[split_id] = split
+        self._combined.add(split_id, split.partial)
+
+    def on_split_finished(self, split_id: Hashable) -> list[StreamElement]:
+        """A split is exhausted: it no longer holds the subtask's watermark back."""
+        if split_id not in self._splits:
+            raise IllegalStateError(f"unknown split {split_id!r}; assigned: {list(self._splits)!r}")
+        del self._splits[split_id]
+        self._combined.remove(split_id)
+        self._update_combined()
+        return self._take()
+
+    @property
+    def split_ids(self) -> list[Hashable]:
+        return list(self._splits)
+
+    # ---- records and time -----------------------------------------------------------------------------
+
+    def on_record(self, split_id: Hashable, value: Any, record_timestamp: int | None = None) -> list[StreamElement]:
+        """Assign the record's timestamp and run its split's generator.
+
+        Returns ``[StreamRecord, ...watermark/status elements]``, or ``[]`` when
+        the record went to the dead-letter output.
+        """
+        self._check_not_ended("on_record")
+        split = self._splits.get(split_id)
+        if split is None:
+            self.add_split(split_id)
+            split = self._splits[split_id]
+        try:
+            timestamp = self._extract_timestamp(split.assigner, value, record_timestamp)
+        except Exception as error:  # noqa: BLE001 - user code: any failure is a dead letter, the job goes on
+            self.num_dead_letters += 1
+            if self._on_dead_letter is not None:
+                self._on_dead_letter(DeadLetter(split_id, value, record_timestamp, error))
+            return []
+        if split.partial.idle:
+            # records never flow while idle: the split (and, if needed, the subtask) turns active first
+            split.partial.idle = False
+            self._update_combined()
+        self._pending.append(StreamRecord(value, timestamp))
+        split.generator.on_event(value, NO_TIMESTAMP if timestamp is None else timestamp, split.immediate)
+        return self._take()
+
+    def on_periodic_emit(self) -> list[StreamElement]:
+        """Every auto-watermark interval: ask each split's generator, then combine once."""
+        if self._ended:
+            return []
+        for split in self._splits.values():
+            split.generator.on_periodic_emit(split.deferred)
+        self._update_combined()
+        return self._take()
+
+    def end_of_input(self) -> list[StreamElement]:
+        """Bounded input is exhausted: event time ends (MAX_WATERMARK, preceded by ACTIVE if idle)."""
+        if self._ended:
+            return []
+        self._ended = True
+        if self._status.is_idle():
+            self._status = WatermarkStatus.ACTIVE
+            self._pending.append(WatermarkStatusElement(WatermarkStatus.ACTIVE))
+        if self._combined.combined_watermark < MAX_WATERMARK:
+            self._combined.restore_combined(MAX_WATERMARK, False)
+            self._pending.append(Watermark(MAX_WATERMARK))
+        return self._take()
+
+    # ---- views ------------------------------------------------------------------------------------------
+
+    @property
+    def current_watermark(self) -> int:
+        return self._combined.combined_watermark
+
+    @property
+    def status(self) -> WatermarkStatus:
+        return self._status
+
+    def is_ended(self) -> bool:
+        return self._ended
+
+    # ---- snapshot ---------------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Per-split generator progress, watermark and idle flag, plus the combined output, as JSON data."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "combined_watermark": self._combined.combined_watermark,
+            "status": self._status.value,
+            "ended": self._ended,
+            "num_dead_letters": self.num_dead_letters,
+            "splits": [
+                {
+                    "split_id": codec.encode(split_id),
+                    "watermark": split.partial.watermark,
+                    "idle": split.partial.idle,
+                    "generator": split.generator.snapshot_state(),
+                }
+                for split_id, split in self._splits.items()
+            ],
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`snapshot` on a fresh instance; emits nothing."""
+        if self._splits or self._ended:
+            raise IllegalStateError("restore() must be called on a fresh SourceTimestampsAndWatermarks")
+        if not isinstance(state, dict):
+            raise CorruptSnapshotError(f"source watermark state must be an object, got {type(state).__name__}")
+        if state.get("format_version") != FORMAT_VERSION:
+            raise UnsupportedFormatVersion(
+                f"source watermark state format_version {state.get('format_version')!r} is not supported "
+                f"(this Sluice reads {FORMAT_VERSION})"
+            )
+        try:
+            for raw in state["splits"]:
+                split_id = codec.decode(raw["split_id"])
+                self.add_split(split_id)
+                split = self._splits[split_id]
+                split.generator.restore_state(raw["generator"])
+                split.partial.watermark = int(raw["watermark"])
+                split.partial.idle = bool(raw["idle"])
+            status = WatermarkStatus(state["status"])
+            self._combined.restore_combined(int(state["combined_watermark"]), status.is_idle())
+            self._status = status
+            self._ended = bool(state["ended"])
+            self.num_dead_letters = int(state["num_dead_letters"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptSnapshotError(f"source watermark state is malformed ({exc!r})") from exc
+
+    # ---- internals ----------------------------------------------------------------------------------------
+
+    def _extract_timestamp(self, assigner: TimestampAssigner, value: Any, record_timestamp: int | None) -> int | None:
+        timestamp = assigner.extract_timestamp(value, record_timestamp)
+        if timestamp is None and self._uses_source_timestamp:
+            return None  # no assigner and no source timestamp: a record without event time
+        if isinstance(timestamp, bool) or not isinstance(timestamp, numbers.Integral):
+            raise TypeError(
+                f"timestamp assigner returned {timestamp!r} ({type(timestamp).__name__}); it must return an int of "
+                "milliseconds since the epoch"
+            )
+        timestamp = int(timestamp)
+        if not MIN_WATERMARK <= timestamp <= MAX_WATERMARK:
+            raise ValueError(f"timestamp assigner returned {timestamp}, outside the 64-bit range of event time")
+        return timestamp
+
+    def _update_combined(self) -> None:
+        advanced = self._combined.update_combined_watermark()
+        if self._combined.is_idle():
+            if self._status.is_active():
+                self._status = WatermarkStatus.IDLE
+                self._pending.append(WatermarkStatusElement(WatermarkStatus.IDLE))
+            return
+        if self._status.is_idle() and self._splits:
+            self._status = WatermarkStatus.ACTIVE
+            self._pending.append(WatermarkStatusElement(WatermarkStatus.ACTIVE))
+        if advanced:
+            self._pending.append(Watermark(self._combined.combined_watermark))
+
+    def _take(self) -> list[StreamElement]:
+        out, self._pending = self._pending, []
+        return out
+
+    def _check_not_ended(self, what: str) -> None:
+        if self._ended:
+            raise IllegalStateError(f"{what} after end_of_input(): the source subtask has already ended event time")
+
+    def __repr__(self) -> str:
+        return (
+            f"SourceTimestampsAndWatermarks({self._strategy!r}, splits={len(self._splits)}, "
+            f"watermark={self._combined.combined_watermark}, status={self._status.value})"
+        )
