@@ -1,0 +1,145 @@
+"""Shared benchmark helpers: the purchase-event data set, timing, peak memory, the result line.
+
+The Spark benchmarks compare Sluice-on-Spark with Spark Structured Streaming's native windowed
+aggregation *on the same files in the same process* (issue 5), so the data set is written once by
+:func:`generate_purchase_events` and described by a :class:`PurchaseDataset` both runs read.
+
+Data shape (deterministic for a given seed; numpy's PCG64):
+
+* ``user_id`` string ``"user-<i>"``, i uniform in [0, keys);
+* ``qty`` int64 in [1, 10]; ``price`` float64 in [1, 100) rounded to cents;
+* ``ts`` timestamp (ms, UTC): event time advances evenly over ``span_s`` seconds from
+  2024-01-01T00:00:00Z, minus a uniform lag in [0, max_out_of_orderness_ms) so events arrive
+  out of order but never later than the bound (a watermark of that delay drops nothing).
+
+Events are cut into ``files`` Parquet files in event-time order, one per micro-batch / epoch;
+file modification times are set strictly increasing because Spark's file stream source orders
+new files by modification time, not by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+EPOCH_2024_MS = 1_704_067_200_000
+
+
+@dataclass(frozen=True, slots=True)
+class PurchaseDataset:
+    directory: str
+    files: tuple[str, ...]
+    events: int
+    keys: int
+    seed: int
+    span_s: int
+    max_out_of_orderness_ms: int
+    bytes_on_disk: int
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["files"] = len(self.files)
+        return d
+
+
+def generate_purchase_events(
+    directory: str | os.PathLike,
+    *,
+    events: int,
+    keys: int,
+    files: int,
+    seed: int = 42,
+    span_s: int = 3600,
+    max_out_of_orderness_ms: int = 5_000,
+) -> PurchaseDataset:
+    """Write ``events`` purchase events over ``keys`` users as ``files`` Parquet files; see the module doc."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if events < 1 or keys < 1 or files < 1 or files > events:
+        raise ValueError(f"need events >= files >= 1 and keys >= 1; got events={events}, keys={keys}, files={files}")
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    names = pa.array([f"user-{i}" for i in range(keys)], pa.string())
+    bounds = np.linspace(0, events, files + 1).astype(np.int64)
+    paths = []
+    total_bytes = 0
+    base_mtime = time.time() - files - 10
+    for f in range(files):
+        lo, hi = int(bounds[f]), int(bounds[f + 1])
+        n = hi - lo
+        idx = np.arange(lo, hi, dtype=np.int64)
+        ts = EPOCH_2024_MS + (idx * (span_s * 1000)) // events - rng.integers(0, max_out_of_orderness_ms, n)
+        user = pa.DictionaryArray.from_arrays(pa.array(rng.integers(0, keys, n), pa.int32()), names).dictionary_decode()
+        table = pa.table(
+            {
+                "user_id": user,
+                "qty": pa.array(rng.integers(1, 11, n), pa.int64()),
+                "price": pa.array(np.round(rng.uniform(1.0, 100.0, n), 2), pa.float64()),
+                "ts": pa.array(ts, pa.timestamp("ms", tz="UTC")),
+            }
+        )
+        path = out / f"part-{f:06d}.parquet"
+        pq.write_table(table, path)
+        os.utime(path, (base_mtime + f, base_mtime + f))
+        total_bytes += path.stat().st_size
+        paths.append(str(path))
+    return PurchaseDataset(str(out), tuple(paths), events, keys, seed, span_s, max_out_of_orderness_ms, total_bytes)
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this (the driver's Python) process, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def process_peak_rss_mb(pid: int) -> float | None:
+    """Peak resident memory (VmHWM) of another live process, e.g. the Spark JVM; None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
+
+
+def spark_jvm_pid() -> int | None:
+    """The pid of the JVM PySpark launched for this process (local mode: driver and executors)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None) if gateway is not None else None
+    return proc.pid if proc is not None else None
+
+
+class Stopwatch:
+    """Wall-clock timing for benchmarks only (engine code never reads the clock; benchmarks may)."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self._start
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = min(len(ordered) - 1, max(0, round(q / 100.0 * (len(ordered) - 1))))
+    return ordered[pos]
+
+
+def print_result_line(result: dict[str, Any]) -> None:
+    """The machine-readable outcome: exactly one JSON object on the last stdout line."""
+    sys.stdout.flush()
+    print(json.dumps(result, sort_keys=True, default=str), flush=True)
