@@ -1,0 +1,658 @@
+"""The window operator: assigner, trigger, evictor and window function working together (seed 000).
+
+Seed 000 describes the flow this module implements, one step per method:
+
+* every element goes to the :class:`WindowAssigner`, which names its window(s) — "Window 本身只是一个ID
+  标识符"; the contents live in keyed state with the window as namespace;
+* every window has its own :class:`Trigger` (its state in keyed state, its timers in the timer service);
+  its result CONTINUE / FIRE / PURGE / FIRE_AND_PURGE decides whether the contents are evaluated and/or
+  dropped ("一个窗口可以被重复计算多次直到它被 purge");
+* on FIRE the contents go through the :class:`Evictor` (if any), then the window function, then the
+  evictor again (``evict_after``); the remaining elements are written back (Flink's
+  EvictingWindowOperator);
+* incremental functions (reduce/aggregate/sum...) keep one accumulator per window, unless an evictor is
+  set, in which case all elements are kept.
+
+Behaviour follows Flink's Java ``WindowOperator`` / ``EvictingWindowOperator``:
+
+* a window is *late* (``is_window_late``) when it is event-time and ``max_timestamp + allowed_lateness``
+  <= watermark; its element is not added there;
+* an element all of whose windows were late, and that is itself late (``is_element_late``: ``timestamp +
+  allowed_lateness <= watermark``) goes to the late-data side output if set, else it is dropped and
+  counted in ``num_late_records_dropped``;
+* every window gets a cleanup timer at ``max_timestamp + allowed_lateness`` (event time) or
+  ``max_timestamp`` (processing time), never for a window that does not end (GlobalWindow); at cleanup
+  the contents, the trigger state and the function's per-window state are cleared;
+* merging (session) assigners go through :class:`MergingWindowSet`: merged windows' contents and trigger
+  state are merged, their timers cleared, the merge result gets new ones;
+* results carry the timestamp ``window.max_timestamp()`` (Flink's TimestampedCollector).
+
+Errors: exceptions of user functions (assigner, trigger, evictor, window function) propagate and fail the
+task.  A key selector that raises, or a record without timestamp reaching an event-time window, are data
+problems: the record goes to ``context.dead_letter`` and is counted in ``num_dead_letter_records``.
+
+Performance: :meth:`WindowOperator.process_batch` pre-aggregates a batch per (key, window) when that
+cannot change the result (see its docstring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from engine.api.functions import KeyedStateStore, OutputTag, ProcessWindowContext
+from engine.elements import MAX_WATERMARK, StreamRecord, Watermark
+from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
+from engine.operators.base import (
+    MaterializedOperatorSnapshot,
+    OneInputStreamOperator,
+    OperatorContext,
+    OperatorSnapshot,
+    Output,
+    materialize_all,
+)
+from engine.state.descriptors import AggregatingStateDescriptor, ListStateDescriptor, State, StateDescriptor
+from engine.state.key_groups import KeyGroupRange
+from engine.state.keyed_state import HeapKeyedStateBackend
+from engine.state.snapshot import VOID_NAMESPACE, KeyedStateSnapshot
+from engine.timers import InternalTimer, InternalTimerService, TimerServiceSnapshot
+from engine.windowing.assigners import MergingWindowAssigner, WindowAssigner, WindowAssignerContext
+from engine.windowing.evictors import Evictor, EvictorContext, TimestampedValue
+from engine.windowing.internal_window_function import IncrementalAggregation, InternalWindowFunction
+from engine.windowing.merging_window_set import MERGING_WINDOW_SET_STATE, MergingWindowSet
+from engine.windowing.triggers import EventTimeTrigger, OnMergeContext, ProcessingTimeTrigger, Trigger
+
+WINDOW_CONTENTS_STATE = "window-contents"
+KEYED_TABLE_PREFIX = "keyed/"
+TIMERS_TABLE = "timers"
+
+_DEAD = object()
+
+
+class MissingTimestampError(ValueError):
+    """A record reached an event-time window without a timestamp: assign timestamps with a WatermarkStrategy first."""
+
+
+class _ScopedState:
+    """A state object pinned to one namespace: the backend shares one state object per name, so every
+    call re-selects the namespace before delegating (a trigger's and a function's state never collide)."""
+
+    __slots__ = ("_state", "_namespace")
+
+    def __init__(self, state: Any, namespace: Any) -> None:
+        self._state = state
+        self._namespace = namespace
+
+    def __getattr__(self, name: str) -> Any:
+        state = self._state
+        state.set_current_namespace(self._namespace)
+        return getattr(state, name)
+
+
+class _StateStore(KeyedStateStore):
+    def __init__(self, backend: HeapKeyedStateBackend, namespace: Any) -> None:
+        self._backend = backend
+        self._namespace = namespace
+
+    def get_state(self, descriptor: StateDescriptor) -> State:
+        return _ScopedState(self._backend.get_partitioned_state(descriptor), self._namespace)  # type: ignore[return-value]
+
+
+class _Contexts(WindowAssignerContext, EvictorContext):
+    """Processing time and watermark for assigners and evictors."""
+
+    def __init__(self, op: WindowOperator) -> None:
+        self._op = op
+
+    def get_current_processing_time(self) -> int:
+        return self._op.context.clock.now_ms()
+
+    def get_current_watermark(self) -> int:
+        return self._op.timer_service.current_watermark()
+
+
+class _TriggerContext(OnMergeContext):
+    """Flink's WindowOperator.Context: the trigger's view of the current key and window."""
+
+    def __init__(self, op: WindowOperator) -> None:
+        self._op = op
+        self.window: Any = None
+        self.merged_windows: list = []
+
+    def get_current_processing_time(self) -> int:
+        return self._op.context.clock.now_ms()
+
+    def get_current_watermark(self) -> int:
+        return self._op.timer_service.current_watermark()
+
+    def register_processing_time_timer(self, time: int) -> None:
+        self._op.timer_service.register_processing_time_timer(self.window, time)
+
+    def register_event_time_timer(self, time: int) -> None:
+        self._op.timer_service.register_event_time_timer(self.window, time)
+
+    def delete_processing_time_timer(self, time: int) -> None:
+        self._op.timer_service.delete_processing_time_timer(self.window, time)
+
+    def delete_event_time_timer(self, time: int) -> None:
+        self._op.timer_service.delete_event_time_timer(self.window, time)
+
+    def get_partitioned_state(self, state_descriptor: StateDescriptor) -> State:
+        return _ScopedState(self._op.keyed_state_backend.get_partitioned_state(state_descriptor), self.window)  # type: ignore[return-value]
+
+    def merge_partitioned_state(self, state_descriptor: StateDescriptor) -> None:
+        if self.merged_windows:
+            state = self._op.keyed_state_backend.get_partitioned_state(state_descriptor)
+            merge = getattr(state, "merge_namespaces", None)
+            if merge is None:
+                raise JobDefinitionError(
+                    "state_descriptor",
+                    state_descriptor,
+                    "must describe list, reducing or aggregating state to be merged on window merge",
+                )
+            merge(self.window, self.merged_windows)
+
+
+class _ProcessContext(ProcessWindowContext):
+    """What a ProcessWindowFunction sees during a firing or a clear."""
+
+    def __init__(self, op: WindowOperator) -> None:
+        self._op = op
+        self.current_window: Any = None
+
+    def window(self) -> Any:
+        return self.current_window
+
+    def current_processing_time(self) -> int:
+        return self._op.context.clock.now_ms()
+
+    def current_watermark(self) -> int:
+        return self._op.timer_service.current_watermark()
+
+    def window_state(self) -> KeyedStateStore:
+        return _StateStore(self._op.keyed_state_backend, self.current_window)
+
+    def global_state(self) -> KeyedStateStore:
+        return _StateStore(self._op.keyed_state_backend, VOID_NAMESPACE)
+
+    def output(self, output_tag: OutputTag, value: Any) -> None:
+        self._op.output.collect_side(output_tag, StreamRecord(value, self.current_window.max_timestamp()))
+
+
+class WindowOperatorSnapshot(OperatorSnapshot):
+    """Keyed state (copy-on-write) + timers (copied) + watermark, materialized to Arrow on demand."""
+
+    def __init__(self, metadata: dict[str, Any], keyed: KeyedStateSnapshot, timers: TimerServiceSnapshot) -> None:
+        self.metadata = metadata
+        self.keyed = keyed
+        self.timers = timers
+
+    def materialize(self) -> MaterializedOperatorSnapshot:
+        tables = {KEYED_TABLE_PREFIX + name: t for name, t in self.keyed.to_arrow_tables().items()}
+        tables[TIMERS_TABLE] = self.timers.to_arrow_table()
+        return MaterializedOperatorSnapshot(dict(self.metadata), tables)
+
+
+class WindowOperator(OneInputStreamOperator):
+    """Flink's WindowOperator and EvictingWindowOperator in one class (the evictor is optional).
+
+    ``incremental_aggregate``: a reduce callable, ReduceFunction or AggregateFunction, or None.
+    ``window_function``: a ProcessWindowFunction, WindowFunction or callable ``(key, window, inputs)``
+    applied to each firing's inputs, or None to emit the aggregate's result as is.
+    """
+
+    def __init__(
+        self,
+        assigner: WindowAssigner,
+        trigger: Trigger | None = None,
+        evictor: Evictor | None = None,
+        window_function: Any = None,
+        allowed_lateness_ms: int = 0,
+        late_data_output_tag: OutputTag | None = None,
+        key_selector: Callable[[Any], Any] | None = None,
+        incremental_aggregate: Any = None,
+    ) -> None:
+        if not isinstance(assigner, WindowAssigner):
+            raise JobDefinitionError("assigner", assigner, "must be a WindowAssigner")
+        if trigger is None:
+            trigger = assigner.get_default_trigger()
+        if not isinstance(trigger, Trigger):
+            raise JobDefinitionError("trigger", trigger, "must be a Trigger")
+        if evictor is not None and not isinstance(evictor, Evictor):
+            raise JobDefinitionError("evictor", evictor, "must be an Evictor or None")
+        if isinstance(allowed_lateness_ms, bool) or not isinstance(allowed_lateness_ms, int) or allowed_lateness_ms < 0:
+            raise JobDefinitionError("allowed_lateness_ms", allowed_lateness_ms, "must be an int >= 0 (ms)")
+        if late_data_output_tag is not None and not isinstance(late_data_output_tag, OutputTag):
+            raise JobDefinitionError("late_data_output_tag", late_data_output_tag, "must be an OutputTag or None")
+        if key_selector is not None and not callable(key_selector):
+            raise JobDefinitionError("key_selector", key_selector, "must be a callable value -> key")
+        self.merging = isinstance(assigner, MergingWindowAssigner)
+        if self.merging and not trigger.can_merge():
+            raise JobDefinitionError(
+                "trigger",
+                trigger,
+                f"must support merging (can_merge() is True) with the merging assigner {assigner}",
+                "Session windows merge, so their trigger state and timers must merge too",
+            )
+        self.assigner = assigner
+        self.trigger = trigger
+        self.evictor = evictor
+        self.allowed_lateness_ms = allowed_lateness_ms
+        self.late_data_output_tag = late_data_output_tag
+        self.key_selector = key_selector
+        self.incremental = None if incremental_aggregate is None else IncrementalAggregation(incremental_aggregate)
+        self.function = InternalWindowFunction(window_function, self.incremental)
+        self.is_event_time = assigner.is_event_time()
+        #: the window keeps an accumulator (True) or its elements (False; always with an evictor)
+        self.keeps_accumulator = self.incremental is not None and evictor is None
+        if self.keeps_accumulator:
+            self._contents_descriptor: StateDescriptor = AggregatingStateDescriptor(
+                WINDOW_CONTENTS_STATE, aggregate_function=self.incremental
+            )
+        else:
+            self._contents_descriptor = ListStateDescriptor(WINDOW_CONTENTS_STATE)
+        self._fast_batch = (
+            self.keeps_accumulator
+            and not self.merging
+            and (
+                (type(trigger) is EventTimeTrigger and self.is_event_time)
+                or (type(trigger) is ProcessingTimeTrigger and not self.is_event_time)
+            )
+        )
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+    def open(self, context: OperatorContext, output: Output) -> None:
+        super().open(context, output)
+        if self.key_selector is None:
+            raise JobDefinitionError("key_selector", None, "is required: a window operator runs on a keyed stream")
+        self._build_runtime(context.key_group_range)  # type: ignore[arg-type]
+        for fn in self.function.functions():
+            fn.open(context)
+
+    def _build_runtime(self, key_group_range: KeyGroupRange) -> None:
+        ctx = self.context
+        self.keyed_state_backend = HeapKeyedStateBackend(ctx.max_parallelism, key_group_range)
+        self.timer_service = InternalTimerService(self.keyed_state_backend, self, key_group_range, ctx.max_parallelism)
+        self._contents = self.keyed_state_backend.get_partitioned_state(self._contents_descriptor)
+        self._merging_state = (
+            self.keyed_state_backend.get_partitioned_state(MERGING_WINDOW_SET_STATE) if self.merging else None
+        )
+        self._contexts = _Contexts(self)
+        self._trigger_ctx = _TriggerContext(self)
+        self._process_ctx = _ProcessContext(self)
+
+    def close(self) -> None:
+        for fn in self.function.functions():
+            fn.close()
+
+    # ---- time predicates (Flink names) ------------------------------------------------------------------
+    def cleanup_time(self, window: Any) -> int:
+        """When a window's state is dropped; MAX_WATERMARK means never (GlobalWindow, overflow)."""
+        if self.is_event_time:
+            t = window.max_timestamp() + self.allowed_lateness_ms
+            return t if t < MAX_WATERMARK else MAX_WATERMARK
+        return window.max_timestamp()
+
+    def is_window_late(self, window: Any) -> bool:
+        return self.is_event_time and self.cleanup_time(window) <= self.timer_service.current_watermark()
+
+    def is_element_late(self, timestamp: int | None) -> bool:
+        return (
+            self.is_event_time
+            and timestamp is not None
+            and timestamp + self.allowed_lateness_ms <= self.timer_service.current_watermark()
+        )
+
+    def _register_cleanup_timer(self, window: Any) -> None:
+        t = self.cleanup_time(window)
+        if t == MAX_WATERMARK:
+            return
+        if self.is_event_time:
+            self.timer_service.register_event_time_timer(window, t)
+        else:
+            self.timer_service.register_processing_time_timer(window, t)
+
+    def _delete_cleanup_timer(self, window: Any) -> None:
+        t = self.cleanup_time(window)
+        if t == MAX_WATERMARK:
+            return
+        if self.is_event_time:
+            self.timer_service.delete_event_time_timer(window, t)
+        else:
+            self.timer_service.delete_processing_time_timer(window, t)
+
+    # ---- elements ---------------------------------------------------------------------------------------
+    def _key_of(self, record: StreamRecord) -> Any:
+        """The record's key, or _DEAD after handing the record to the dead-letter callback."""
+        if record.timestamp is None and self.is_event_time:
+            self._dead_letter(
+                record.value,
+                MissingTimestampError(
+                    "record has no timestamp, so an event-time window cannot place it; assign timestamps with "
+                    "stream.assign_timestamps_and_watermarks(WatermarkStrategy...) before the window"
+                ),
+                "window_assign",
+            )
+            return _DEAD
+        try:
+            return self.key_selector(record.value)  # type: ignore[misc]
+        except Exception as exc:  # noqa: BLE001 - a failing key selector is a data problem: dead letter
+            self._dead_letter(record.value, exc, "key_selector")
+            return _DEAD
+
+    def _dead_letter(self, value: Any, error: BaseException, stage: str) -> None:
+        self.context.metrics.inc("num_dead_letter_records")
+        self.context.dead_letter(value, error, stage)
+
+    def process_element(self, record: StreamRecord) -> None:
+        key = self._key_of(record)
+        if key is _DEAD:
+            return
+        self.keyed_state_backend.set_current_key(key)
+        self._process_keyed(key, record)
+
+    def _process_keyed(self, key: Any, record: StreamRecord) -> None:
+        value, timestamp = record.value, record.timestamp
+        windows = self.assigner.assign_windows(value, timestamp, self._contexts)
+        trigger = self.trigger
+        ctx = self._trigger_ctx
+        skipped = True
+        if self.merging:
+            merging_windows = self._merging_window_set()
+            for window in windows:
+                actual = merging_windows.add_window(window, self._merge_function(key))
+                if self.is_window_late(actual):
+                    merging_windows.retire_window(actual)
+                    continue
+                skipped = False
+                state_window = merging_windows.get_state_window(actual)
+                if state_window is None:
+                    raise IllegalStateError(f"Window {actual!r} is not in the in-flight window set")
+                self._add_to_contents(state_window, value, timestamp)
+                ctx.window = actual
+                result = trigger.on_element(value, timestamp, actual, ctx)
+                self._apply_trigger_result(result, key, actual, state_window)
+                self._register_cleanup_timer(actual)
+            merging_windows.persist()
+        else:
+            for window in windows:
+                if self.is_window_late(window):
+                    continue
+                skipped = False
+                self._add_to_contents(window, value, timestamp)
+                ctx.window = window
+                result = trigger.on_element(value, timestamp, window, ctx)
+                self._apply_trigger_result(result, key, window, window)
+                self._register_cleanup_timer(window)
+        if skipped and self.is_element_late(timestamp):
+            if self.late_data_output_tag is not None:
+                self.output.collect_side(self.late_data_output_tag, record)
+            else:
+                self.context.metrics.inc("num_late_records_dropped")
+
+    def _apply_trigger_result(self, result: Any, key: Any, window: Any, state_window: Any) -> None:
+        if result.is_fire():
+            contents = self._get_contents(state_window)
+            if contents is not None:
+                self._emit_window_contents(key, window, state_window, contents)
+        if result.is_purge():
+            self._clear_contents(state_window)
+
+    def _merging_window_set(self) -> MergingWindowSet:
+        return MergingWindowSet(self.assigner, self._merging_state)  # type: ignore[arg-type]
+
+    def _merge_function(self, key: Any) -> Callable[[Any, list, Any, list], None]:
+        def merge(merge_result: Any, merged_windows: list, state_window_result: Any, merged_state_windows: list) -> None:
+            if self.is_event_time and merge_result.max_timestamp() + self.allowed_lateness_ms <= self.timer_service.current_watermark():
+                raise IllegalStateError(
+                    "The end timestamp of an event-time window cannot become earlier than the current watermark "
+                    f"by merging. Current watermark: {self.timer_service.current_watermark()} window: {merge_result!r}"
+                )
+            if not self.is_event_time and merge_result.max_timestamp() <= self.context.clock.now_ms():
+                raise IllegalStateError(
+                    "The end timestamp of a processing-time window cannot become earlier than the current "
+                    f"processing time by merging. Current processing time: {self.context.clock.now_ms()} "
+                    f"window: {merge_result!r}"
+                )
+            ctx = self._trigger_ctx
+            ctx.window = merge_result
+            ctx.merged_windows = merged_windows
+            try:
+                self.trigger.on_merge(merge_result, ctx)
+            finally:
+                ctx.merged_windows = []
+            for merged in merged_windows:
+                ctx.window = merged
+                self.trigger.clear(merged, ctx)
+                self._delete_cleanup_timer(merged)
+            self._contents.merge_namespaces(state_window_result, merged_state_windows)  # type: ignore[attr-defined]
+
+        return merge
+
+    # ---- contents ---------------------------------------------------------------------------------------
+    def _add_to_contents(self, namespace: Any, value: Any, timestamp: int | None) -> None:
+        state = self._contents
+        state.set_current_namespace(namespace)
+        if self.keeps_accumulator:
+            state.update_internal(self.incremental.fold(state.get_internal(), value))  # type: ignore[union-attr]
+        elif self.evictor is not None:
+            state.add((value, timestamp))  # type: ignore[attr-defined]
+        else:
+            state.add(value)  # type: ignore[attr-defined]
+
+    def _get_contents(self, namespace: Any) -> Any:
+        state = self._contents
+        state.set_current_namespace(namespace)
+        return state.get_internal()
+
+    def _clear_contents(self, namespace: Any) -> None:
+        state = self._contents
+        state.set_current_namespace(namespace)
+        state.clear()
+
+    def _emit_window_contents(self, key: Any, window: Any, state_window: Any, contents: Any) -> None:
+        pctx = self._process_ctx
+        pctx.current_window = window
+        timestamp = window.max_timestamp()
+        collect = self.output.collect
+        if self.keeps_accumulator:
+            for out in self.function.emit_accumulator(key, window, pctx, contents):
+                collect(StreamRecord(out, timestamp))
+            return
+        if self.evictor is None:
+            for out in self.function.emit_elements(key, window, pctx, list(contents)):
+                collect(StreamRecord(out, timestamp))
+            return
+        # EvictingWindowOperator.emitWindowContents: evict before, function, evict after, write back
+        records = [TimestampedValue(v, t) for v, t in contents]
+        self.evictor.evict_before(records, len(records), window, self._contexts)
+        for out in self.function.emit_elements(key, window, pctx, [r.value for r in records]):
+            collect(StreamRecord(out, timestamp))
+        self.evictor.evict_after(records, len(records), window, self._contexts)
+        state = self._contents
+        state.set_current_namespace(state_window)
+        state.update([(r.value, r.timestamp) for r in records])  # type: ignore[attr-defined]
+
+    # ---- timers -----------------------------------------------------------------------------------------
+    def on_event_time(self, timer: InternalTimer) -> None:
+        self._on_timer(timer, event_time=True)
+
+    def on_processing_time(self, timer: InternalTimer) -> None:
+        self._on_timer(timer, event_time=False)
+
+    def _on_timer(self, timer: InternalTimer, event_time: bool) -> None:
+        key, window = timer.key, timer.namespace
+        ctx = self._trigger_ctx
+        ctx.window = window
+        merging_windows = None
+        if self.merging:
+            merging_windows = self._merging_window_set()
+            state_window = merging_windows.get_state_window(window)
+            if state_window is None:
+                # a timer of a window merged away: its trigger was cleared at the merge
+                return
+        else:
+            state_window = window
+        if event_time:
+            result = self.trigger.on_event_time(timer.timestamp, window, ctx)
+        else:
+            result = self.trigger.on_processing_time(timer.timestamp, window, ctx)
+        self._apply_trigger_result(result, key, window, state_window)
+        if self.is_event_time == event_time and timer.timestamp == self.cleanup_time(window):
+            self._clear_all_state(window, state_window, merging_windows)
+        if merging_windows is not None:
+            merging_windows.persist()
+
+    def _clear_all_state(self, window: Any, state_window: Any, merging_windows: MergingWindowSet | None) -> None:
+        self._clear_contents(state_window)
+        ctx = self._trigger_ctx
+        ctx.window = window
+        self.trigger.clear(window, ctx)
+        self._process_ctx.current_window = window
+        self.function.clear(self._process_ctx)
+        if merging_windows is not None:
+            merging_windows.retire_window(window)
+
+    def process_watermark(self, watermark: Watermark) -> None:
+        """Fire due event-time timers, then forward the watermark (Flink's AbstractStreamOperator, seed 004)."""
+        self.timer_service.advance_watermark(watermark.timestamp)
+        self.output.emit_watermark(watermark)
+
+    def advance_processing_time(self, now_ms: int) -> None:
+        self.timer_service.advance_processing_time(now_ms)
+
+    def current_watermark(self) -> int:
+        return self.timer_service.current_watermark()
+
+    # ---- batches ----------------------------------------------------------------------------------------
+    def process_batch(self, records: Sequence[StreamRecord]) -> None:
+        """Process records that arrived with no watermark between them; same result as one by one.
+
+        Fast path (incremental contents, no evictor, non-merging assigner, the trigger exactly the
+        built-in EventTimeTrigger or ProcessingTimeTrigger): elements are grouped per (key, window) and
+        folded into the accumulator with one state access per group, in arrival order, so even a
+        non-associative aggregate gives the per-element result.  Timers are registered when a group is
+        first seen, in the order per-element processing would register them, so ties fire in the same
+        order.  Those triggers only register a timer per element, which is why skipping the per-element
+        call is exact.  An element with a window at or behind the watermark (late but allowed: each one
+        fires again in Flink, or too late: side output / dropped) takes the per-element path.
+        """
+        if not self._fast_batch:
+            for record in records:
+                self.process_element(record)
+            return
+        backend = self.keyed_state_backend
+        timers = self.timer_service
+        assign = self.assigner.assign_windows
+        actx = self._contexts
+        key_selector = self.key_selector
+        event_time = self.is_event_time
+        lateness = self.allowed_lateness_ms
+        watermark = timers.current_watermark()
+        groups: dict[tuple[Any, Any], list] = {}
+        key_groups: dict[Any, int] = {}
+        for record in records:
+            value, timestamp = record.value, record.timestamp
+            if event_time and timestamp is None:
+                self.process_element(record)  # dead-letters it
+                continue
+            try:
+                key = key_selector(value)  # type: ignore[misc]
+            except Exception as exc:  # noqa: BLE001 - dead letter, as in process_element
+                self._dead_letter(value, exc, "key_selector")
+                continue
+            windows = assign(value, timestamp, actx)
+            if event_time:
+                slow = False
+                for window in windows:
+                    if window.max_timestamp() <= watermark:
+                        slow = True
+                        break
+                if slow:
+                    backend.set_current_key(key)
+                    self._process_keyed(key, record)
+                    continue
+            for window in windows:
+                group = (key, window)
+                values = groups.get(group)
+                if values is not None:
+                    values.append(value)
+                    continue
+                groups[group] = [value]
+                kg = key_groups.get(key)
+                if kg is None:
+                    backend.set_current_key(key)
+                    kg = key_groups[key] = backend.current_key_group  # type: ignore[assignment]
+                max_ts = window.max_timestamp()
+                if event_time:
+                    # EventTimeTrigger.on_element registers max_timestamp, then the cleanup timer
+                    timers.register_event_time_timer_for_key(key, kg, window, max_ts)
+                    cleanup = max_ts + lateness
+                    if cleanup < MAX_WATERMARK:
+                        timers.register_event_time_timer_for_key(key, kg, window, cleanup)
+                else:
+                    timers.register_processing_time_timer_for_key(key, kg, window, max_ts)
+        if not groups:
+            return
+        state = self._contents
+        fold_all = self.incremental.fold_all  # type: ignore[union-attr]
+        set_key = backend.set_current_key
+        set_ns = state.set_current_namespace
+        get = state.get_internal
+        update = state.update_internal
+        for (key, window), values in groups.items():
+            set_key(key)
+            set_ns(window)
+            update(fold_all(get(), values))
+
+    # ---- snapshots --------------------------------------------------------------------------------------
+    def snapshot_state(self, checkpoint_id: int) -> WindowOperatorSnapshot:
+        metadata = self._snapshot_metadata(checkpoint_id)
+        metadata["current_watermark"] = self.timer_service.current_watermark()
+        return WindowOperatorSnapshot(metadata, self.keyed_state_backend.snapshot(), self.timer_service.snapshot())
+
+    def initialize_state(
+        self,
+        snapshots: Any,
+        key_group_range: KeyGroupRange | None = None,
+    ) -> None:
+        """Restore keyed state, merging window sets, timers and the watermark from one or more snapshots.
+
+        With several snapshots (rescaling) each one's rows outside this subtask's key groups are
+        dropped, and the watermark restored is the smallest of theirs (never drops an element the
+        old subtasks would have accepted).
+        """
+        materialized = materialize_all(snapshots)
+        if key_group_range is not None and key_group_range != self.context.key_group_range:
+            self.context.key_group_range = key_group_range
+            self._build_runtime(key_group_range)
+        if self.keyed_state_backend.num_entries() or self.timer_service.num_event_time_timers() or self.timer_service.num_processing_time_timers():
+            raise IllegalStateError("initialize_state must be called before any element is processed")
+        keyed: dict[str, list[pa.Table]] = {}
+        timer_tables: list[pa.Table] = []
+        watermarks: list[int] = []
+        for snap in materialized:
+            if snap.metadata["max_parallelism"] != self.context.max_parallelism:
+                raise CorruptSnapshotError(
+                    f"snapshot of operator {snap.operator_id!r} was taken with max_parallelism "
+                    f"{snap.metadata['max_parallelism']}, the job now has {self.context.max_parallelism}: the number "
+                    "of key groups cannot change across a restore"
+                )
+            for name, table in snap.tables.items():
+                if name == TIMERS_TABLE:
+                    timer_tables.append(table)
+                elif name.startswith(KEYED_TABLE_PREFIX):
+                    keyed.setdefault(name[len(KEYED_TABLE_PREFIX) :], []).append(table)
+                else:
+                    raise CorruptSnapshotError(f"window operator snapshot has an unknown table {name!r}")
+            if "current_watermark" in snap.metadata:
+                watermarks.append(int(snap.metadata["current_watermark"]))
+        self.keyed_state_backend.restore_from_arrow(
+            {name: tables[0] if len(tables) == 1 else pa.concat_tables(tables) for name, tables in keyed.items()}
+        )
+        for table in timer_tables:
+            self.timer_service.restore_from_arrow(table)
+        if watermarks:
+            self.timer_service.set_current_watermark(min(watermarks))
