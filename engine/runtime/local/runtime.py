@@ -35,12 +35,13 @@ from engine.errors import IllegalStateError, JobDefinitionError
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
 from engine.operators.simple import CollectOperator, FilterOperator, FlatMapOperator, MapOperator, SinkOperator
 from engine.runtime.local.channels import Channel, InputGate
-from engine.runtime.local.source_stage import SourceStage
+from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.local.tasks import SourceTask, SplitState, StreamTask, Subtask
 from engine.runtime.local.writers import FanOutOutput, RecordWriter
 from engine.runtime.operator_factory import build_operator
 from engine.runtime.plan import PhysicalPlan, Vertex, build_plan
 from engine.state.key_groups import key_group_range_for_operator
+from engine.watermarks.strategy import WatermarkStrategy
 
 DEFAULT_BUNDLE_SIZE = 1024
 DEFAULT_CHANNEL_CAPACITY = 64
@@ -203,7 +204,11 @@ class LocalJob:
             splits = [s for k, s in enumerate(sorted(source.discover_splits(), key=lambda s: s.split_id))
                       if k % v.parallelism == index]
             states = [SplitState(s, source.create_reader(s, None)) for s in splits]
-            stage = SourceStage(v.source_watermark_strategy, self.clock, [s.split_id for s in splits], self.dead_letter)
+            stage = SourceTimestampsAndWatermarks(
+                v.source_watermark_strategy or WatermarkStrategy.no_watermarks(), self.clock,
+                lambda dl: self.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"))
+            for s in splits:
+                stage.add_split(s.split_id)
             return SourceTask(name, states, stage, outputs[v.head.id], ops, outs, self.runtime.bundle_size,
                               self.dead_letter, bounded=source.is_bounded())
         head = operators[v.head.id]

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from engine.elements import (
-    MAX_WATERMARK,
     CancelCheckpointMarker,
     CheckpointBarrier,
     EndOfPartition,
@@ -158,7 +157,8 @@ class SplitState:
 
 
 class SourceTask(Subtask):
-    """Reads splits and feeds the chain; generates watermarks per split through ``stage``."""
+    """Reads splits and feeds the chain; ``stage`` (a SourceTimestampsAndWatermarks) stamps records and
+    generates watermarks per split (ARCHITECTURE section 4)."""
 
     def __init__(self, name: str, splits: list[SplitState], stage: Any, head_output: FanOutOutput,
                  operators: list[Any], outputs: list[FanOutOutput], bundle_size: int,
@@ -189,35 +189,50 @@ class SourceTask(Subtask):
             self.before_read(self)
         active = self.active_splits()
         if not active:
-            self._end_of_input()
+            if self.bounded:
+                self._end_of_input()
             return 0
         split = active[self._next_split % len(active)]
         self._next_split += 1
         batch = split.reader.read(min(budget, self.bundle_size))
         for dl in batch.dead_letters:
             self.dead_letter(dl.raw, ValueError(dl.error), f"source:{split.split_id}@{dl.offset}")
-        if batch.values:
-            records = self.stage.stamp(split.split_id, batch.values)
-            self.records_read += len(batch.values)
-            if records:
-                self.head_output.collect_batch(records)
+        stage, split_id = self.stage, split.split_id
+        elements: list[Any] = []
+        for value in batch.values:
+            elements.extend(stage.on_record(split_id, value))
+        self.records_read += len(batch.values)
         if batch.finished:
             split.finished = True
-            self.stage.split_finished(split.split_id)
-        wm = self.stage.periodic_watermark()
-        if wm is not None:
-            self.head_output.emit_watermark(wm)
-        status = self.stage.status_change()
-        if status is not None:
-            self.head_output.emit_watermark_status(status)
+            elements.extend(stage.on_split_finished(split_id))
+        elements.extend(stage.on_periodic_emit())
+        self._emit(elements)
         self.flush()
-        if not self.active_splits() and self.bounded:
+        if self.bounded and not self.active_splits():
             self._end_of_input()
         return len(batch.values)
 
+    def _emit(self, elements: list[Any]) -> None:
+        """Push stage output into the chain in order: consecutive records as one batch."""
+        out = self.head_output
+        pending: list[StreamRecord] = []
+        for e in elements:
+            if type(e) is StreamRecord:
+                pending.append(e)
+                continue
+            if pending:
+                out.collect_batch(pending)
+                pending = []
+            if isinstance(e, Watermark):
+                out.emit_watermark(e)
+            elif isinstance(e, WatermarkStatusElement):
+                out.emit_watermark_status(e.status)
+        if pending:
+            out.collect_batch(pending)
+
     def _end_of_input(self) -> None:
+        """Bounded input is exhausted: MAX_WATERMARK (seed 004), then finish the chain and end the partitions."""
         if self.finished:
             return
-        if self.stage.last_emitted_watermark() < MAX_WATERMARK:
-            self.head_output.emit_watermark(Watermark(MAX_WATERMARK))
+        self._emit(self.stage.end_of_input())
         self.finish_chain()

@@ -1,0 +1,94 @@
+"""Build the operator for a logical node; shared by the local and Spark runtimes so both run the same code."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from engine.api.graph import AsyncTransformation, TimestampsAndWatermarksTransformation, Transformation, WindowTransformation
+from engine.clock import Clock
+from engine.elements import MAX_WATERMARK, StreamRecord, Watermark, WatermarkStatusElement
+from engine.errors import IllegalStateError
+from engine.operators.base import OneInputStreamOperator
+from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
+
+
+class TimestampsAndWatermarksOperator(OneInputStreamOperator):
+    """``assign_timestamps_and_watermarks`` away from a source: one generator per subtask.
+
+    Like Flink's TimestampsAndWatermarksOperator it ignores upstream watermarks
+    except the final MAX_WATERMARK (end of input), and emits its own after each
+    buffer of records (the local runtime's periodic emission point).
+    """
+
+    _CHANNEL = "subtask"
+
+    def __init__(self, strategy: Any, clock: Clock) -> None:
+        self._strategy = strategy
+        self._clock = clock
+
+    def open(self, context: Any, output: Any) -> None:
+        super().open(context, output)
+        self._stage = SourceTimestampsAndWatermarks(
+            self._strategy, self._clock,
+            lambda dl: context.dead_letter(dl.value, dl.error, "timestamp_assigner"))
+        self._stage.add_split(self._CHANNEL)
+
+    def _emit(self, elements: Sequence[Any]) -> None:
+        out = self.output
+        for e in elements:
+            if type(e) is StreamRecord:
+                out.collect(e)
+            elif isinstance(e, Watermark):
+                out.emit_watermark(e)
+            elif isinstance(e, WatermarkStatusElement):
+                out.emit_watermark_status(e.status)
+
+    def process_element(self, record: StreamRecord) -> None:
+        self._emit(self._stage.on_record(self._CHANNEL, record.value, record.timestamp))
+
+    def process_batch(self, records: Sequence[StreamRecord]) -> None:
+        stage = self._stage
+        for r in records:
+            self._emit(stage.on_record(self._CHANNEL, r.value, r.timestamp))
+        self._emit(stage.on_periodic_emit())
+
+    def process_watermark(self, watermark: Watermark) -> None:
+        if watermark.timestamp == MAX_WATERMARK:
+            self._emit(self._stage.end_of_input())
+
+    def process_watermark_status(self, status: Any) -> None:
+        pass  # this operator decides its own status
+
+
+def build_operator(node: Transformation, env: Any, clock: Clock) -> OneInputStreamOperator:
+    if isinstance(node, TimestampsAndWatermarksTransformation):
+        return TimestampsAndWatermarksOperator(node.watermark_strategy, clock)
+    if isinstance(node, WindowTransformation):
+        return build_window_operator(node)
+    if isinstance(node, AsyncTransformation):
+        from engine.operators.async_io import AsyncWaitOperator
+
+        return AsyncWaitOperator(node.async_function, node.timeout_ms, node.capacity, node.ordered)
+    raise IllegalStateError(f"Bug: no operator for {type(node).__name__} {node.name!r}")
+
+
+def build_window_operator(node: WindowTransformation) -> OneInputStreamOperator:
+    from engine.windowing.window_operator import WindowOperator
+
+    spec = node.function
+    if spec.kind == "aggregate":
+        window_function, incremental = spec.process_function, spec.aggregate_function
+    elif spec.kind == "process":
+        window_function, incremental = spec.process_function, None
+    else:
+        window_function, incremental = spec.window_function, None
+    return WindowOperator(
+        assigner=node.assigner,
+        trigger=node.trigger,
+        evictor=node.evictor,
+        window_function=window_function,
+        allowed_lateness_ms=node.allowed_lateness_ms,
+        late_data_output_tag=node.late_data_tag,
+        key_selector=node.key_selector,
+        incremental_aggregate=incremental,
+    )
