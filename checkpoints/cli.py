@@ -1,0 +1,94 @@
+"""Click commands for the lead's ``sluice`` CLI to mount: ``checkpoints list <job>`` and ``inspect <snapshot>``.
+
+Mount with ``cli.add_command(checkpoints_cli, "checkpoints")`` and
+``cli.add_command(inspect_command, "inspect")``.  Both print a short human
+summary, or the plain data with ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+import click
+
+from checkpoints.backends import open_store
+from checkpoints.inspect import inspect_snapshot, list_checkpoints
+
+
+def _store_options(endpoint_url: str | None, region: str | None) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if endpoint_url:
+        options["endpoint_url"] = endpoint_url
+    if region:
+        options["region"] = region
+    return options
+
+
+def _when(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@click.group("checkpoints")
+def checkpoints_cli() -> None:
+    """Checkpoints and savepoints of a job."""
+
+
+@checkpoints_cli.command("list")
+@click.argument("job_id")
+@click.option("--storage", required=True, help="checkpoint root: s3://bucket/prefix or file:///path")
+@click.option("--savepoints", "savepoint_root", default=None, help="savepoint root, to list savepoints too")
+@click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
+@click.option("--region", default=None)
+@click.option("--json", "as_json", is_flag=True, help="print the plain data as JSON")
+def list_command(job_id: str, storage: str, savepoint_root: str | None, endpoint_url: str | None,
+                 region: str | None, as_json: bool) -> None:
+    """List the retained checkpoints (and savepoints) of JOB_ID."""
+    options = _store_options(endpoint_url, region)
+    store = open_store(storage, **(options if storage.startswith("s3") else {}))
+    savepoint_store = (
+        open_store(savepoint_root, **(options if savepoint_root.startswith("s3") else {})) if savepoint_root else None
+    )
+    data = list_checkpoints(store, job_id, savepoint_store)
+    if as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+        return
+    click.echo(f"job {job_id}: {len(data['checkpoints'])} retained checkpoint(s), highest id {data['max_checkpoint_id']}")
+    for c in data["checkpoints"]:
+        latest = "  (latest)" if c["latest"] else ""
+        click.echo(f"  chk-{c['checkpoint_id']:<6} {_when(c['completed_ms'])}  {c['total_bytes']:>12} B  {c['uri']}{latest}")
+    for s in data["savepoints"]:
+        click.echo(f"  savepoint {s['checkpoint_id']:<4} {_when(s['completed_ms'])}  validation={s['validation']}  {s['uri']}")
+
+
+@click.command("inspect")
+@click.argument("snapshot")
+@click.option("--verify", is_flag=True, help="also verify every file's sha256 (reads all state)")
+@click.option("--endpoint-url", default=None)
+@click.option("--region", default=None)
+@click.option("--json", "as_json", is_flag=True)
+def inspect_command(snapshot: str, verify: bool, endpoint_url: str | None, region: str | None, as_json: bool) -> None:
+    """Show a checkpoint's or savepoint's metadata, sizes, key-group coverage and state counts."""
+    options = _store_options(endpoint_url, region) if snapshot.startswith("s3") else {}
+    data = inspect_snapshot(snapshot, verify_checksums=verify, **options)
+    if as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    else:
+        click.echo(f"{data['type']} {data['checkpoint_id']} of job {data['job_id']} ({data['job_name']})  {data['uri']}")
+        click.echo(f"  completed {_when(data['complete_timestamp_ms'])}, {data['total_files']} files, {data['total_bytes']} bytes")
+        for op in data["operators"]:
+            click.echo(
+                f"  operator {op['uid']} ({op['name']}): parallelism {op['parallelism']}, "
+                f"key groups {op['key_groups_covered']}/{op['max_parallelism']}, {op['rows']} rows, {op['bytes']} bytes"
+            )
+            for state, counts in sorted(op["states"].items()):
+                click.echo(f"    {state}: {counts['rows']} rows in {counts['files']} files ({counts['shared_files']} shared)")
+        if data["validation"]:
+            click.echo(f"  validation: {data['validation'].get('status')}")
+        for p in data["problems"]:
+            click.echo(f"  PROBLEM: {p}")
+    if data["problems"]:
+        raise SystemExit(1)

@@ -1,0 +1,60 @@
+"""Errors of the checkpoint storage package, one hierarchy under :class:`engine.errors.SluiceError` (STYLE section 5).
+
+Library errors (botocore ``ClientError``, ``OSError``) are translated where they
+enter, in the backends, the way httpx maps transport errors: a failed
+conditional put becomes :class:`PreconditionFailed` (and, at the index,
+:class:`ConcurrentIndexUpdate`), a missing key becomes :class:`ObjectNotFound`,
+which is a ``FileNotFoundError`` so ordinary ``except FileNotFoundError`` works.
+``CorruptSnapshotError`` and ``UnsupportedFormatVersion`` are the engine's own
+and are re-exported here so callers need one import.
+"""
+
+from __future__ import annotations
+
+from engine.errors import CorruptSnapshotError, SluiceError, UnsupportedFormatVersion
+
+__all__ = [
+    "CheckpointStorageError",
+    "ConcurrentIndexUpdate",
+    "CorruptSnapshotError",
+    "IncompleteCheckpoint",
+    "InvalidStorageUri",
+    "ObjectNotFound",
+    "PreconditionFailed",
+    "SnapshotNotFound",
+    "StorageUnavailable",
+    "UnsupportedFormatVersion",
+]
+
+
+class CheckpointStorageError(SluiceError):
+    """Base of errors raised while reading or writing checkpoint storage."""
+
+
+class InvalidStorageUri(CheckpointStorageError, ValueError):
+    """A storage location is not one of the accepted forms (s3://bucket/prefix, file:///path, a plain path)."""
+
+
+class ObjectNotFound(CheckpointStorageError, FileNotFoundError):
+    """An object the caller named does not exist in the store (deleted by retention, or never written)."""
+
+
+class SnapshotNotFound(ObjectNotFound):
+    """No checkpoint or savepoint exists at the given place: the folder has no ``_metadata`` (never completed)."""
+
+
+class PreconditionFailed(CheckpointStorageError):
+    """A conditional write lost: the object exists (If-None-Match) or changed since it was read (If-Match)."""
+
+
+class ConcurrentIndexUpdate(PreconditionFailed):
+    """Another job master updated the retained-checkpoints index since this one read it; this writer is fenced."""
+
+
+class StorageUnavailable(CheckpointStorageError, OSError):
+    """The store kept failing (throttling, 5xx, timeouts) after all retries; the operation did not take effect."""
+
+
+class IncompleteCheckpoint(CorruptSnapshotError):
+    """A checkpoint handed to the completed-checkpoint store lacks ``_metadata`` or a state file; it is
+    reported as failed instead of being retained, so the index never points at an incomplete checkpoint."""

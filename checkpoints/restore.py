@@ -1,0 +1,252 @@
+"""Loading a checkpoint or savepoint for restore, with full validation first: no partial restore.
+
+``load_snapshot(uri)`` reads ``_metadata`` and checks, before anything is
+restored (ARCHITECTURE section 5, issue 4 "Bad input and faults"):
+
+- the folder has ``_metadata`` (else :class:`SnapshotNotFound`: it never completed);
+- its format version is known (else :class:`UnsupportedFormatVersion`);
+- the job id is the expected one, when one is given;
+- a savepoint references nothing outside its folder (it must be relocatable);
+- every keyed operator's subtasks cover key groups ``[0, max_parallelism - 1]``
+  exactly once: no gap, no overlap;
+- every state file exists with the recorded size and, with ``verify_checksums``
+  (the default), the recorded sha256.
+
+Every problem found is listed in one :class:`CorruptSnapshotError` naming the
+object and the problem.  State tables are then read lazily, per operator, and
+verified again as they are read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+
+from checkpoints import layout
+from checkpoints.backends import ObjectStore, open_store
+from checkpoints.errors import ObjectNotFound, SnapshotNotFound
+from checkpoints.metadata import CheckpointMetadata, OperatorSnapshot, StateFileHandle
+from checkpoints.state_files import decode_table
+from engine.errors import CorruptSnapshotError
+from engine.state.key_groups import KeyGroupRange
+
+
+def split_snapshot_uri(uri: str) -> tuple[str, str]:
+    """``(parent_uri, folder_name)`` of a snapshot folder URI; a trailing ``/_metadata`` is accepted."""
+    text = uri.rstrip("/")
+    if text.endswith("/" + layout.METADATA_FILE):
+        text = text[: -len(layout.METADATA_FILE) - 1]
+    parsed = urlparse(text)
+    if parsed.scheme in ("s3", "s3a"):
+        parent, _, name = parsed.path.strip("/").rpartition("/")
+        return f"{parsed.scheme}://{parsed.netloc}/{parent}".rstrip("/"), name
+    if parsed.scheme == "file":
+        parent, name = posixpath.split(parsed.path)
+        return f"file://{parent}", name
+    parent, name = posixpath.split(text)
+    return parent or ".", name
+
+
+@dataclass
+class Snapshot:
+    """A validated checkpoint or savepoint; state tables are read on demand."""
+
+    metadata: CheckpointMetadata
+    uri: str
+    store: ObjectStore
+    snapshot_dir: str
+    shared_dir: str | None
+
+    def operator_uids(self) -> list[str]:
+        return [op.uid for op in self.metadata.operators]
+
+    def operator(self, uid: str) -> OperatorSnapshot:
+        return self.metadata.operator(uid)
+
+    def file_key(self, handle: StateFileHandle) -> str:
+        return layout.resolve(self.snapshot_dir, self.shared_dir, handle.path)
+
+    def read_file(self, handle: StateFileHandle) -> pa.Table:
+        key = self.file_key(handle)
+        try:
+            data = self.store.get_bytes(key)
+        except ObjectNotFound as exc:
+            raise CorruptSnapshotError(f"state file {self.store.key_uri(key)} is missing") from exc
+        return decode_table(data, handle, self.store.key_uri(key))
+
+    def state_tables(self, operator_uid: str, key_group_range: KeyGroupRange | None = None) -> dict[str, pa.Table]:
+        """One Arrow table per state name of the operator, all subtasks concatenated.
+
+        With ``key_group_range`` (a restoring subtask's range after rescaling) only
+        files of subtasks overlapping it are read, and rows outside it are dropped
+        by their ``key_group`` column."""
+        op = self.operator(operator_uid)
+        parts: dict[str, list[pa.Table]] = {}
+        for sub in op.subtasks:
+            if key_group_range is not None and sub.key_group_range is not None:
+                mine = KeyGroupRange(*sub.key_group_range).intersection(key_group_range)
+                if len(mine) == 0:
+                    continue
+            for handle in sub.files:
+                table = self.read_file(handle)
+                if key_group_range is not None and "key_group" in table.column_names:
+                    import pyarrow.compute as pc
+
+                    column = table.column("key_group")
+                    table = table.filter(
+                        pc.and_(
+                            pc.greater_equal(column, key_group_range.start_key_group),
+                            pc.less_equal(column, key_group_range.end_key_group),
+                        )
+                    )
+                parts.setdefault(handle.table, []).append(table)
+        return {name: _concat(tables) for name, tables in sorted(parts.items())}
+
+    def state_frames(self, operator_uid: str) -> dict[str, Any]:
+        """``{state name: pandas.DataFrame}`` of one operator: what the validation helper checks."""
+        return {name: table.to_pandas() for name, table in self.state_tables(operator_uid).items()}
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    if len(tables) == 1:
+        return tables[0]
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def load_snapshot(
+    uri: str,
+    *,
+    expected_job_id: str | None = None,
+    verify_checksums: bool = True,
+    **store_options: Any,
+) -> Snapshot:
+    """Open and fully validate the snapshot at ``uri`` (a ``chk-<id>`` or ``savepoint-...`` folder, or its
+    ``_metadata``); ``store_options`` go to :func:`open_store` (e.g. ``endpoint_url``)."""
+    parent_uri, name = split_snapshot_uri(uri)
+    store = open_store(parent_uri, **store_options)
+    return load_snapshot_from(store, name, expected_job_id=expected_job_id, verify_checksums=verify_checksums)
+
+
+def load_snapshot_from(
+    store: ObjectStore, folder: str, *, expected_job_id: str | None = None, verify_checksums: bool = True
+) -> Snapshot:
+    """Like :func:`load_snapshot` for a folder key inside an already opened store."""
+    snapshot, problems = open_snapshot(store, folder, expected_job_id=expected_job_id, verify_checksums=verify_checksums)
+    if problems:
+        raise CorruptSnapshotError(
+            f"snapshot {snapshot.uri} is refused ({len(problems)} problem{'s' if len(problems) > 1 else ''}); "
+            "nothing was restored: " + "; ".join(problems)
+        )
+    return snapshot
+
+
+def open_snapshot(
+    store: ObjectStore, folder: str, *, expected_job_id: str | None = None, verify_checksums: bool = True
+) -> tuple[Snapshot, list[str]]:
+    """Read ``_metadata`` and list every problem instead of raising (``sluice inspect`` shows them).
+
+    Raises only when there is nothing to inspect: no ``_metadata``
+    (:class:`SnapshotNotFound`) or unreadable metadata (CorruptSnapshotError,
+    UnsupportedFormatVersion)."""
+    snapshot_dir = folder.strip("/") + "/"
+    metadata_key = snapshot_dir + layout.METADATA_FILE
+    uri = store.key_uri(snapshot_dir.rstrip("/"))
+    try:
+        raw = store.get_bytes(metadata_key)
+    except ObjectNotFound:
+        raise SnapshotNotFound(
+            f"no snapshot at {uri}: it has no {layout.METADATA_FILE}, so it never completed (or the path is wrong)"
+        ) from None
+    metadata = CheckpointMetadata.from_json(raw, store.key_uri(metadata_key))
+    problems: list[str] = []
+    if expected_job_id is not None and metadata.job_id != expected_job_id:
+        problems.append(f"{store.key_uri(metadata_key)} belongs to job {metadata.job_id!r}, not {expected_job_id!r}")
+    shared_dir: str | None = None
+    if metadata.is_savepoint():
+        outside = sorted(p for p in metadata.referenced_paths() if layout.is_shared_path(p))
+        if outside:
+            problems.append(f"savepoint references files outside its folder ({', '.join(outside[:3])}): not self-contained")
+    else:
+        # a checkpoint's shared/ folder is its job folder's, i.e. a sibling of chk-<id>/
+        parent = posixpath.dirname(snapshot_dir.rstrip("/"))
+        shared_dir = (parent + "/" if parent else "") + layout.SHARED_PREFIX
+    snapshot = Snapshot(metadata, uri, store, snapshot_dir, shared_dir)
+    problems.extend(key_group_problems(metadata))
+    if not any("not self-contained" in p for p in problems):
+        problems.extend(_file_problems(snapshot, verify_checksums))
+    return snapshot, problems
+
+
+def key_group_problems(metadata: CheckpointMetadata) -> list[str]:
+    """Gaps, overlaps and out-of-range key groups across each keyed operator's subtasks."""
+    problems: list[str] = []
+    seen_uids: set[str] = set()
+    for op in metadata.operators:
+        where = f"operator {op.uid!r} of checkpoint {metadata.checkpoint_id}"
+        if op.uid in seen_uids:
+            problems.append(f"{where} appears twice in _metadata")
+        seen_uids.add(op.uid)
+        subtask_ids = [s.subtask for s in op.subtasks]
+        if len(set(subtask_ids)) != len(subtask_ids):
+            problems.append(f"{where} lists a subtask twice: {sorted(subtask_ids)}")
+        if not op.is_keyed():
+            continue
+        ranges = []
+        for s in op.subtasks:
+            if s.key_group_range is None:
+                problems.append(f"{where} subtask {s.subtask} has no key_group_range while others have one")
+                continue
+            start, end = s.key_group_range
+            if start > end:
+                continue  # an empty range (more subtasks than key groups) covers nothing
+            if start < 0 or end >= op.max_parallelism:
+                problems.append(
+                    f"{where} subtask {s.subtask} key groups [{start}, {end}] lie outside [0, {op.max_parallelism - 1}]"
+                )
+            ranges.append((start, end, s.subtask))
+        ranges.sort()
+        expected = 0
+        for start, end, subtask in ranges:
+            if start > expected:
+                problems.append(f"{where} leaves key groups [{expected}, {start - 1}] uncovered (gap before subtask {subtask})")
+            elif start < expected:
+                problems.append(
+                    f"{where} covers key groups [{start}, {min(end, expected - 1)}] twice (subtask {subtask} overlaps)"
+                )
+            expected = max(expected, end + 1)
+        if expected < op.max_parallelism:
+            problems.append(f"{where} leaves key groups [{expected}, {op.max_parallelism - 1}] uncovered (gap at the end)")
+    return problems
+
+
+def _file_problems(snapshot: Snapshot, verify_checksums: bool) -> list[str]:
+    problems: list[str] = []
+    checked: set[str] = set()
+    for uid, subtask, handle in snapshot.metadata.files():
+        key = snapshot.file_key(handle)
+        if key in checked:  # one shared file may back several handles
+            continue
+        checked.add(key)
+        where = f"state file {snapshot.store.key_uri(key)} (operator {uid!r}, subtask {subtask})"
+        try:
+            size = snapshot.store.head(key).size
+        except ObjectNotFound:
+            problems.append(f"{where} is missing")
+            continue
+        if size != handle.bytes:
+            state = "truncated" if size < handle.bytes else "longer than recorded"
+            problems.append(f"{where} is {state}: {size} bytes, _metadata records {handle.bytes}")
+            continue
+        if verify_checksums:
+            digest = hashlib.sha256()
+            for chunk in snapshot.store.iter_chunks(key):
+                digest.update(chunk)
+            if digest.hexdigest() != handle.sha256:
+                problems.append(f"{where} fails its checksum: sha256 {digest.hexdigest()}, _metadata records {handle.sha256}")
+    return problems
+

@@ -1,0 +1,85 @@
+"""The status document a job master publishes to storage, so supervision works from storage alone (ARCHITECTURE 7).
+
+Single writer (the running job master), last write wins: a stale status is
+recognised by its old ``heartbeat_ms``, and ``epoch`` tells a restarted master's
+documents from its predecessor's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkpoints._documents import Fields, check_version, dumps, loads
+from checkpoints.backends.base import ObjectStore
+from checkpoints.errors import ObjectNotFound
+from checkpoints.layout import status_key
+
+FORMAT_VERSION = "1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class StatusDocument:
+    job_id: str
+    heartbeat_ms: int
+    state: str = "RUNNING"
+    #: the Spark runtime's epoch number (one epoch = one slice [S(n-1), S(n)))
+    epoch: int = 0
+    last_completed_checkpoint: int | None = None
+    last_completed_ms: int | None = None
+    watermark_ms: int | None = None
+    lag_ms: int | None = None
+    records_per_second: float | None = None
+    #: recent failures, newest last: ``{"time_ms", "kind", "message"}``
+    failures: tuple[dict[str, Any], ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+    format_version: str = FORMAT_VERSION
+
+    def to_json(self) -> bytes:
+        return dumps({
+            "format_version": self.format_version,
+            "job_id": self.job_id,
+            "heartbeat_ms": self.heartbeat_ms,
+            "state": self.state,
+            "epoch": self.epoch,
+            "last_completed_checkpoint": self.last_completed_checkpoint,
+            "last_completed_ms": self.last_completed_ms,
+            "watermark_ms": self.watermark_ms,
+            "lag_ms": self.lag_ms,
+            "records_per_second": self.records_per_second,
+            "failures": list(self.failures),
+            "extra": self.extra,
+        })
+
+    @staticmethod
+    def from_json(data: bytes | str, where: str = "_status.json") -> StatusDocument:
+        doc = loads(data, where)
+        version = check_version(doc, where, FORMAT_VERSION)
+        f = Fields(doc, where)
+        return StatusDocument(
+            format_version=version,
+            job_id=f.get("job_id", str),
+            heartbeat_ms=f.get("heartbeat_ms", int),
+            state=f.get("state", str, optional=True, default="RUNNING"),
+            epoch=f.get("epoch", int, optional=True, default=0),
+            last_completed_checkpoint=f.get("last_completed_checkpoint", int, optional=True),
+            last_completed_ms=f.get("last_completed_ms", int, optional=True),
+            watermark_ms=f.get("watermark_ms", int, optional=True),
+            lag_ms=f.get("lag_ms", int, optional=True),
+            records_per_second=f.get("records_per_second", (int, float), optional=True),
+            failures=tuple(f.get("failures", list, optional=True, default=[])),
+            extra=f.get("extra", dict, optional=True, default={}),
+        )
+
+
+def write_status(store: ObjectStore, status: StatusDocument) -> None:
+    store.put_bytes(status_key(status.job_id), status.to_json())
+
+
+def read_status(store: ObjectStore, job_id: str) -> StatusDocument | None:
+    """The last published status, or None when the job never published one."""
+    key = status_key(job_id)
+    try:
+        return StatusDocument.from_json(store.get_bytes(key), store.key_uri(key))
+    except ObjectNotFound:
+        return None
