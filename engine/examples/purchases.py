@@ -4,8 +4,9 @@ Seed 000 counts, per user, how many items were bought in each window.  This job
 runs the four window kinds of the seed over one generated stream:
 
 - tumbling 1-minute event-time windows (``time_window(1 min)``), with 5 s of
-  allowed lateness and later records sent to a ``late`` side output;
-- sliding 1-minute windows every 30 s (``time_window(1 min, 30 s)``);
+  allowed lateness and later records sent to a ``late`` side output (incremental
+  ``reduce`` plus a ProcessWindowFunction that adds the window bounds);
+- sliding 1-minute windows every 30 s (``time_window(1 min, 30 s)``), likewise;
 - session windows with a 30 s gap (``EventTimeSessionWindows.with_gap``), reporting
   each session's bounds through a ProcessWindowFunction;
 - tumbling count windows of 3 purchases (``count_window(3)``).
@@ -38,16 +39,30 @@ class PurchaseJobConfig:
     events_per_second: int = 1
     out_of_orderness_ms: int = 2_000
     late_fraction: float = 0.01
+    late_by_max_ms: int = 60_000
     malformed_fraction: float = 0.001
     seed: int = 7
 
 
 class SessionTotal(ProcessWindowFunction):
-    """Emits (user, session_start, session_end, items) for each session window."""
+    """Emits (user, session_start, session_end, items) for each session window, from all its elements."""
 
     def process(self, key: Any, context: Any, elements: Iterable[tuple[str, int]]) -> Iterable[tuple[str, int, int, int]]:
         window = context.window()
         yield (key, window.start, window.end, sum(qty for _, qty in elements))
+
+
+class WithWindow(ProcessWindowFunction):
+    """Adds the window bounds to a pre-aggregated (user, items) result: (user, start, end, items)."""
+
+    def process(self, key: Any, context: Any, elements: Iterable[tuple[str, int]]) -> Iterable[tuple[str, int, int, int]]:
+        window = context.window()
+        for _, items in elements:
+            yield (key, window.start, window.end, items)
+
+
+def _add_qty(a: tuple[str, int], b: tuple[str, int]) -> tuple[str, int]:
+    return (a[0], a[1] + b[1])
 
 
 def purchase_source(config: PurchaseJobConfig) -> GeneratorSource:
@@ -58,6 +73,7 @@ def purchase_source(config: PurchaseJobConfig) -> GeneratorSource:
         events_per_second=config.events_per_second,
         out_of_orderness_ms=config.out_of_orderness_ms,
         late_fraction=config.late_fraction,
+        late_by_max_ms=config.late_by_max_ms,
         malformed_fraction=config.malformed_fraction,
         seed=config.seed,
     )
@@ -76,11 +92,12 @@ def build(env: StreamExecutionEnvironment, config: PurchaseJobConfig = PurchaseJ
     by_user = purchases.key_by(lambda p: p[0])
 
     tumbling = by_user.time_window(Time.minutes(1)).allowed_lateness(Time.seconds(5)) \
-        .side_output_late_data(LATE).sum(1).name("tumbling 1 min").uid("tumbling")
-    sliding = by_user.time_window(Time.minutes(1), Time.seconds(30)).sum(1).name("sliding 1 min / 30 s").uid("sliding")
+        .side_output_late_data(LATE).reduce(_add_qty, WithWindow()).name("tumbling 1 min").uid("tumbling")
+    sliding = by_user.time_window(Time.minutes(1), Time.seconds(30)).reduce(_add_qty, WithWindow()) \
+        .name("sliding 1 min / 30 s").uid("sliding")
     sessions = by_user.window(EventTimeSessionWindows.with_gap(Time.seconds(30))).process(SessionTotal()) \
         .name("session 30 s gap").uid("session")
-    counts = by_user.count_window(3).sum(1).name("count 3").uid("count")
+    counts = by_user.count_window(3).sum(1).name("count 3").uid("count")  # seed 000's countWindow(...).sum(1)
     return {
         "tumbling": tumbling,
         "sliding": sliding,
