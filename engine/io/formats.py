@@ -192,13 +192,32 @@ class ParquetFile(RowFile):
         return batches[0], []
 
 
+class UnreadableFile(RowFile):
+    """A file that cannot be decoded at all: one row, a dead letter, so the job goes on and replay skips it too."""
+
+    def __init__(self, data: bytes, error: str) -> None:
+        self._raw = data[:200].decode("utf-8", "replace")
+        self._error = error
+
+    def __len__(self) -> int:
+        return 1
+
+    def rows(self, start: int, stop: int) -> tuple[list[dict], list[DeadLetter]]:
+        return [], [DeadLetter(self._raw, self._error, 0)] if start <= 0 < stop else []
+
+
 def decode(fmt: str, data: bytes, *, infer_types: bool = True) -> RowFile:
     if fmt == "jsonl":
         return JsonLinesFile(data)
     if fmt == "csv":
         return CsvFile(data, infer_types)
     if fmt == "parquet":
-        return ParquetFile(data)
+        import pyarrow as pa
+
+        try:
+            return ParquetFile(data)
+        except (pa.ArrowException, OSError) as exc:
+            return UnreadableFile(data, f"not a readable Parquet file: {exc}")
     raise JobDefinitionError("format", fmt, f"must be one of {FORMATS}")
 
 

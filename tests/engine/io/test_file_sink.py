@@ -1,0 +1,168 @@
+"""FileSink's two-phase commit: output is visible only after commit, and commit is idempotent.
+
+Timeline of one checkpoint interval, as the runtime drives it::
+
+    begin_transaction -> write ... write -> [barrier n] pre_commit(txn, n) -> handle in state n
+                                           -> [checkpoint n complete] commit(handle)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import IllegalStateError, JobDefinitionError, UnsupportedFormatVersion
+from engine.io import FileSink, committed_files, is_transactional, read_committed
+
+
+def _sink(path, fmt="jsonl", subtask=0, **kw) -> FileSink:
+    sink = FileSink(str(path), fmt, **kw)
+    sink.open(subtask, 2)
+    return sink
+
+
+def _staged(path) -> list[str]:
+    staging = path / "_staging"
+    return sorted(p.relative_to(path).as_posix() for p in staging.rglob("*") if p.is_file()) if staging.exists() else []
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_values_become_visible_only_when_the_checkpoint_commits(tmp_path, fmt):
+    sink = _sink(tmp_path, fmt)
+    assert is_transactional(sink)
+    txn = sink.begin_transaction()
+    sink.write(txn, [{"k": "a", "n": 1}, {"k": "b", "n": 2}])
+    sink.write(txn, [{"k": "a", "n": 3}])
+    assert read_committed(str(tmp_path)) == []
+    handle = sink.pre_commit(txn, 7)
+    assert read_committed(str(tmp_path)) == []  # staged, still invisible
+    assert len(_staged(tmp_path)) == 1
+    sink.commit(handle)
+    assert read_committed(str(tmp_path)) == [{"k": "a", "n": 1}, {"k": "b", "n": 2}, {"k": "a", "n": 3}]
+    assert committed_files(str(tmp_path)) == [f"part-0000000007-00000-00000.{fmt}"]
+    assert _staged(tmp_path) == []
+
+
+def test_committing_a_committed_handle_again_is_a_no_op(tmp_path):
+    sink = _sink(tmp_path)
+    txn = sink.begin_transaction()
+    sink.write(txn, [1, 2, 3])
+    handle = sink.pre_commit(txn, 1)
+    sink.commit(handle)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    sink.commit(handle)
+    sink.recover_and_commit([handle])
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+    assert read_committed(str(tmp_path)) == [1, 2, 3]
+
+
+def test_a_commit_cut_short_after_the_copy_is_finished_by_the_recommit_without_duplicates(tmp_path):
+    sink = _sink(tmp_path, max_records_per_file=2)
+    txn = sink.begin_transaction()
+    sink.write(txn, ["a", "b", "c", "d", "e"])
+    handle = sink.pre_commit(txn, 3)
+    assert len(handle["files"]) == 3  # rolled at 2 records per file
+    staged, final = handle["files"][0]
+    (tmp_path / final).write_bytes((tmp_path / staged).read_bytes())  # the crash: copied, not yet deleted
+    sink.commit(handle)
+    assert read_committed(str(tmp_path)) == ["a", "b", "c", "d", "e"]
+
+
+def test_recover_and_commit_after_a_crash_between_pre_commit_and_commit(tmp_path):
+    r"""
+    attempt 1: write, pre_commit(5) -> handle stored in checkpoint 5 -> checkpoint 5 completes -> CRASH (no commit)
+    attempt 2: restore checkpoint 5 -> a fresh sink recovers the handle -> committed exactly once
+    """
+    crashed = _sink(tmp_path, "parquet", subtask=1)
+    txn = crashed.begin_transaction()
+    crashed.write(txn, [{"n": i} for i in range(4)])
+    state_of_checkpoint_5 = {"pending": [crashed.pre_commit(txn, 5)]}
+    # ... the process dies here; only the JSON checkpoint state survives
+    import json
+
+    restored_state = json.loads(json.dumps(state_of_checkpoint_5))
+    fresh = _sink(tmp_path, "parquet", subtask=1)
+    fresh.recover_and_commit(restored_state["pending"])
+    fresh.recover_and_commit(restored_state["pending"])  # a second failure during recovery changes nothing
+    assert read_committed(str(tmp_path)) == [{"n": i} for i in range(4)]
+    assert committed_files(str(tmp_path)) == ["part-0000000005-00001-00000.parquet"]
+
+
+def test_abort_drops_the_staged_output_and_recover_and_abort_is_idempotent(tmp_path):
+    sink = _sink(tmp_path)
+    txn = sink.begin_transaction()
+    sink.write(txn, ["lost"])
+    handle = sink.pre_commit(txn, 9)
+    sink.abort(handle)
+    sink.recover_and_abort([handle])
+    assert _staged(tmp_path) == [] and read_committed(str(tmp_path)) == []
+    with pytest.raises(IllegalStateError, match="staging folder was cleaned"):
+        sink.commit(handle)
+
+
+def test_an_open_transaction_can_be_aborted_before_it_was_pre_committed(tmp_path):
+    sink = _sink(tmp_path, max_records_per_file=1)
+    txn = sink.begin_transaction()
+    sink.write(txn, ["x", "y"])  # both rolled into staged parts already
+    assert len(_staged(tmp_path)) == 2
+    sink.abort_transaction(txn)
+    assert _staged(tmp_path) == []
+    with pytest.raises(IllegalStateError):
+        sink.write(txn, ["z"])
+
+
+def test_orphaned_staging_of_dead_attempts_is_discarded_but_pending_handles_are_kept(tmp_path):
+    sink = _sink(tmp_path, max_records_per_file=1)
+    dead = sink.begin_transaction()
+    sink.write(dead, ["from a dead attempt"])  # staged, never pre-committed: an orphan after a crash
+    pending = sink.begin_transaction()
+    sink.write(pending, ["pending"])
+    handle = sink.pre_commit(pending, 4)
+    assert sink.discard_orphaned_staging([handle]) == 1
+    sink.recover_and_commit([handle])
+    assert read_committed(str(tmp_path)) == ["pending"]
+
+
+def test_final_names_depend_on_checkpoint_subtask_and_part_only_so_a_replay_overwrites(tmp_path):
+    for attempt in range(2):  # the same transaction content committed by two attempts
+        sink = _sink(tmp_path)
+        txn = sink.begin_transaction()
+        sink.write(txn, ["same"])
+        sink.commit(sink.pre_commit(txn, 2))
+    assert read_committed(str(tmp_path)) == ["same"]
+
+
+def test_an_empty_transaction_commits_nothing(tmp_path):
+    sink = _sink(tmp_path)
+    txn = sink.begin_transaction()
+    handle = sink.pre_commit(txn, 1)
+    sink.commit(handle)
+    assert handle["files"] == [] and committed_files(str(tmp_path)) == []
+
+
+def test_at_least_once_mode_makes_writes_visible_at_once_and_replays_duplicate(tmp_path):
+    sink = _sink(tmp_path, mode="at_least_once")
+    txn = sink.begin_transaction()
+    sink.write(txn, ["a"])
+    assert read_committed(str(tmp_path)) == ["a"]
+    sink.commit(sink.pre_commit(txn, 1))
+    replay = sink.begin_transaction()
+    sink.write(replay, ["a"])  # replayed after a failure
+    assert read_committed(str(tmp_path)) == ["a", "a"]
+
+
+def test_handles_from_an_unknown_format_version_or_another_sink_are_refused(tmp_path):
+    sink = _sink(tmp_path)
+    txn = sink.begin_transaction()
+    handle = sink.pre_commit(txn, 1)
+    with pytest.raises(UnsupportedFormatVersion):
+        sink.commit({**handle, "format_version": 99})
+    with pytest.raises(JobDefinitionError, match="`handle`"):
+        sink.commit({"sink": "kafka"})
+
+
+@pytest.mark.parametrize("kwargs, parameter", [
+    ({"format": "csv"}, "format"), ({"mode": "sometimes"}, "mode"), ({"max_records_per_file": 0}, "max_records_per_file"),
+])
+def test_invalid_sink_definitions_are_refused_by_name(tmp_path, kwargs, parameter):
+    with pytest.raises(JobDefinitionError, match=f"`{parameter}`"):
+        FileSink(str(tmp_path), **kwargs)
