@@ -1,0 +1,97 @@
+"""Timers for the protocol code: an injected scheduler, never a thread (STYLE section 3).
+
+The coordinator schedules its periodic trigger and each checkpoint's canceller
+(timeout), the alternating barrier handler its alignment timer, through a
+:class:`Scheduler`.  A runtime implements it on its event loop or timer thread
+and must run callbacks one at a time in the thread that owns the protocol object
+(the coordinator's main thread, the task's mailbox).  :class:`ManualScheduler`
+runs due callbacks when a :class:`~engine.clock.ManualClock` is advanced, for tests.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from abc import ABC, abstractmethod
+from typing import Callable
+
+from engine.clock import ManualClock
+
+
+class ScheduledTask(ABC):
+    """A handle on a scheduled callback."""
+
+    @abstractmethod
+    def cancel(self) -> None:
+        """Do not run the callback (no-op if it already ran)."""
+
+    @abstractmethod
+    def is_cancelled(self) -> bool: ...
+
+
+class Scheduler(ABC):
+    """Runs a callback once after ``delay_ms`` of processing time."""
+
+    @abstractmethod
+    def schedule(self, delay_ms: int, callback: Callable[[], None]) -> ScheduledTask: ...
+
+
+class _ManualTask(ScheduledTask):
+    __slots__ = ("due_ms", "callback", "_cancelled", "done")
+
+    def __init__(self, due_ms: int, callback: Callable[[], None]) -> None:
+        self.due_ms = due_ms
+        self.callback = callback
+        self._cancelled = False
+        self.done = False
+
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    def is_cancelled(self) -> bool:
+        return self._cancelled
+
+
+class ManualScheduler(Scheduler):
+    """Callbacks run in due-time order (FIFO on ties) when :meth:`advance` / :meth:`run_due` is called."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self._queue: list[tuple[int, int, _ManualTask]] = []
+        self._seq = itertools.count()
+
+    def schedule(self, delay_ms: int, callback: Callable[[], None]) -> ScheduledTask:
+        task = _ManualTask(self.clock.now_ms() + max(0, int(delay_ms)), callback)
+        heapq.heappush(self._queue, (task.due_ms, next(self._seq), task))
+        return task
+
+    def run_due(self) -> int:
+        """Run every callback due at the current time (including ones they schedule for now); returns how many ran."""
+        ran = 0
+        while self._queue and self._queue[0][0] <= self.clock.now_ms():
+            _, _, task = heapq.heappop(self._queue)
+            if task.is_cancelled():
+                continue
+            task.done = True
+            task.callback()
+            ran += 1
+        return ran
+
+    def advance(self, delta_ms: int) -> int:
+        """Move the clock forward, stopping at each due time so callbacks see their own time."""
+        target = self.clock.now_ms() + delta_ms
+        ran = 0
+        while True:
+            live = [entry for entry in self._queue if not entry[2].is_cancelled()]
+            next_due = min((e[0] for e in live), default=None)
+            if next_due is None or next_due > target:
+                break
+            self.clock.set(max(next_due, self.clock.now_ms()))
+            ran += self.run_due()
+        self.clock.set(target)
+        return ran + self.run_due()
+
+    def pending_delays_ms(self) -> list[int]:
+        """Delays from now of the live scheduled callbacks, sorted (for assertions)."""
+        now = self.clock.now_ms()
+        return sorted(due - now for due, _, task in self._queue if not task.is_cancelled())
