@@ -2,7 +2,7 @@
 
 Sources: :class:`CollectionSource` (``env.from_collection``), :class:`GeneratorSource`
 (deterministic purchase events for the demo, tests and benchmarks), :class:`FileSource`
-(``env.read_files``).  Sinks: :class:`FileSink` (``write_files``, two-phase commit),
+(``env.read_files``).  Sinks: :class:`FileSink` (``write_files``, two-phase commit, driven by :class:`TwoPhaseCommitDriver`),
 :class:`PrintSink`, :class:`CollectSink`, and :class:`DeadLetterSink` for input
 the job could not process.  A Kafka source is not included (no broker here).
 """
@@ -14,10 +14,11 @@ from engine.io.file_source import FileSource
 from engine.io.generator_source import GeneratorSource
 from engine.io.sink import CollectSink, CommitHandle, PrintSink, Sink, Transaction, TwoPhaseCommitSink, is_transactional
 from engine.io.source import ArrowReadBatch, DeadLetter, ReadBatch, Source, SourceSplit, SplitReader
+from engine.io.two_phase_commit import TwoPhaseCommitDriver
 
 __all__ = [
     "ArrowReadBatch", "CollectSink", "CollectionSource", "CommitHandle", "DeadLetter", "DeadLetterEntry",
     "DeadLetterSink", "FileSink", "FileSource", "GeneratorSource", "PrintSink", "ReadBatch", "Sink", "Source",
-    "SourceSplit", "SplitReader", "Transaction", "TwoPhaseCommitSink", "committed_files", "is_transactional",
+    "SourceSplit", "SplitReader", "Transaction", "TwoPhaseCommitDriver", "TwoPhaseCommitSink", "committed_files", "is_transactional",
     "read_committed",
 ]

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine.errors import JobDefinitionError
-from engine.io import CollectionSource, FileSource, GeneratorSource, Source
+from engine.errors import JobDefinitionError, UnsupportedFormatVersion
+from engine.io import CollectionSource, FileSource, GeneratorSource, Source, SourceSplit
 
 
 def _read_to_end(reader, batch: int, limit: int = 10_000) -> tuple[list, list, list]:
@@ -106,6 +106,21 @@ def test_splits_are_discovered_in_the_same_order_every_time(tmp_path, name):
     assert [s.split_id for s in first] == [s.split_id for s in source.discover_splits()]
     assert len({s.split_id for s in first}) == len(first)
     assert source.is_bounded()
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_splits_round_trip_through_json_and_read_the_same(tmp_path, name):
+    _write_files(tmp_path)
+    source = SOURCES[name](tmp_path)
+    for split in source.discover_splits():
+        again = SourceSplit.from_json(json.loads(json.dumps(split.to_json())))
+        assert again == split
+        assert source.create_reader(again).read(5).values == source.create_reader(split).read(5).values
+
+
+def test_a_split_of_an_unknown_format_version_is_refused():
+    with pytest.raises(UnsupportedFormatVersion):
+        SourceSplit.from_json({"format_version": 2, "split_id": "x", "index": 0})
 
 
 def test_an_offset_beyond_a_split_or_negative_is_refused_by_name():
