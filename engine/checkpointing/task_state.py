@@ -48,3 +48,21 @@ class CheckpointMetrics:
     async_duration_ms: int = 0
     bytes_persisted_of_this_checkpoint: int = 0
     unaligned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSnapshot:
+    """A task's snapshot after the synchronous part, before upload: what the async writer persists.
+
+    ``operator_snapshots`` are the objects ``snapshot_state(checkpoint_id)`` returned
+    (copy-on-write views, seed 002: later state changes do not affect them).
+    """
+
+    checkpoint_id: int
+    timestamp_ms: int
+    #: operator id -> the operator's (not yet materialized) snapshot, in chain order
+    operator_snapshots: Mapping[str, Any]
+    #: source split id -> Sn, for source tasks
+    source_positions: Mapping[str, Any] = field(default_factory=dict)
+    #: the in-flight input data of an unaligned checkpoint (an InputChannelState), else None
+    input_channel_state: Any = None
