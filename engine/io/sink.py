@@ -28,9 +28,12 @@ import abc
 import logging
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from engine.errors import JobDefinitionError
+
+if TYPE_CHECKING:
+    from engine.io.two_phase_commit import TwoPhaseCommitDriver
 
 #: A JSON-able description of a pre-committed transaction, stored in checkpoint state.
 CommitHandle = dict
@@ -52,7 +55,7 @@ class Sink(abc.ABC):
         self.num_subtasks = num_subtasks
 
     @abc.abstractmethod
-    def write(self, values: Sequence[Any], epoch: int) -> None:
+    def write(self, values: Sequence[Any], epoch: int = 0) -> None:
         """Emit ``values`` in order; ``epoch`` is the epoch (Spark) or checkpoint interval (local) they belong to."""
 
     def close(self) -> None:
@@ -117,6 +120,22 @@ class TwoPhaseCommitSink(abc.ABC):
     def abort_transaction(self, txn: Transaction) -> None:
         """Drop an open transaction that was never pre-committed (cancel, failure mid-epoch)."""
 
+    def create_writer(self, subtask_index: int = 0, num_subtasks: int = 1) -> TwoPhaseCommitDriver:
+        """A started driver for one subtask, over its own copy of this sink (subtasks must not share one).
+
+        The driver begins with a fresh transaction; on restore call its
+        ``initialize_state(state)`` before the first write.
+        """
+        import copy
+
+        from engine.io.two_phase_commit import TwoPhaseCommitDriver
+
+        sink = copy.copy(self)
+        sink.open(subtask_index, num_subtasks)
+        driver = TwoPhaseCommitDriver(sink)
+        driver.initialize_state(None)
+        return driver
+
     def recover_and_commit(self, handles: Iterable[CommitHandle]) -> None:
         """On restore: commit the handles the restored checkpoint recorded as pending, again."""
         for handle in handles:
@@ -153,7 +172,7 @@ class PrintSink(Sink):
         state["_stream"] = None  # a stream cannot travel to another process; print to its stdout there
         return state
 
-    def write(self, values: Sequence[Any], epoch: int) -> None:
+    def write(self, values: Sequence[Any], epoch: int = 0) -> None:
         lead = self._prefix + (f"{self.subtask_index + 1}> " if self.num_subtasks > 1 else "")
         if self._logger is not None:
             for value in values:
@@ -176,7 +195,7 @@ class CollectSink(Sink):
     def __init__(self) -> None:
         self.values: list = []
 
-    def write(self, values: Sequence[Any], epoch: int) -> None:
+    def write(self, values: Sequence[Any], epoch: int = 0) -> None:
         self.values.extend(values)
 
     def clear(self) -> None:
@@ -188,3 +207,13 @@ def _check_subtask(subtask_index: int, num_subtasks: int) -> None:
         raise JobDefinitionError("num_subtasks", num_subtasks, "must be an int >= 1")
     if isinstance(subtask_index, bool) or not isinstance(subtask_index, int) or not 0 <= subtask_index < num_subtasks:
         raise JobDefinitionError("subtask_index", subtask_index, f"must be in 0..{num_subtasks - 1}")
+
+
+def __getattr__(name: str) -> Any:
+    # FileSink lives in engine.io.file_sink (one concept per module) but callers know it as a sink of this
+    # module; import it lazily because file_sink imports this module.
+    if name == "FileSink":
+        from engine.io.file_sink import FileSink
+
+        return FileSink
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -53,6 +53,8 @@ class TwoPhaseCommitDriver:
                     f"two-phase commit sink state has format_version {state.get('format_version')!r}; "
                     f"this Sluice reads version {STATE_FORMAT_VERSION}")
             self.sink.recover_and_commit(handle for _, handle in state["pending"])
+        if self._current is not None:  # started fresh by create_writer, now restored: drop the unused one
+            self.sink.abort_transaction(self._current)
         self._pending = []
         self._current = self.sink.begin_transaction()
 
@@ -60,6 +62,9 @@ class TwoPhaseCommitDriver:
         if self._current is None:
             raise IllegalStateError("Bug: the sink was written to before initialize_state()")
         self.sink.write(self._current, values)
+
+    #: the runtime's sink operator calls ``write(values)``
+    write = invoke
 
     def snapshot_state(self, checkpoint_id: int) -> dict:
         if self._current is None:

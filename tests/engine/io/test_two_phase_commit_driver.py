@@ -107,3 +107,28 @@ def test_checkpoint_ids_must_increase_at_the_sink(tmp_path):
     driver.snapshot_state(4)
     with pytest.raises(IllegalStateError, match="increase"):
         driver.snapshot_state(4)
+
+
+def test_each_subtask_s_writer_has_its_own_sink_copy_and_names_its_files_by_subtask(tmp_path):
+    sink = FileSink(str(tmp_path), "jsonl")
+    writers = [sink.create_writer(i, 2) for i in range(2)]
+    for i, writer in enumerate(writers):
+        writer.write([f"from {i}"])
+    for writer in writers:
+        writer.finish(1)
+    assert committed_files(str(tmp_path)) == ["part-0000000001-00000-00000.jsonl",
+                                              "part-0000000001-00001-00000.jsonl"]
+    assert sink.subtask_index == 0 and [w.sink.subtask_index for w in writers] == [0, 1]
+
+
+def test_a_started_writer_restored_from_state_commits_the_pending_handles_first(tmp_path):
+    first = FileSink(str(tmp_path), "jsonl").create_writer()
+    first.write(["kept"])
+    state = first.snapshot_state(3)  # completed, then the process died before the commit
+    restored = FileSink(str(tmp_path), "jsonl").create_writer()
+    restored.initialize_state(state)
+    restored.write(["after restore"])
+    restored.finish(4)
+    from engine.io import read_committed
+
+    assert read_committed(str(tmp_path)) == ["kept", "after restore"]
