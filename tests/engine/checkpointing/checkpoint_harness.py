@@ -79,3 +79,19 @@ class Harness:
             results.append(self.coordinator.receive_acknowledge_message(JOB, t, checkpoint_id, state))
         return results
 
+
+
+class RecordingTask:
+    """A CheckpointableTask that records what the barrier handler told it, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+
+    def trigger_checkpoint_on_barrier(self, barrier, metrics):
+        self.events.append(("trigger", barrier.checkpoint_id, barrier.options.alignment.name, metrics))
+
+    def abort_checkpoint_on_barrier(self, checkpoint_id, reason):
+        self.events.append(("abort", checkpoint_id, reason.name))
+
+    def summary(self) -> list[tuple[Any, ...]]:
+        return [e[:3] if e[0] == "trigger" else e for e in self.events]
