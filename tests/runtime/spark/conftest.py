@@ -26,6 +26,9 @@ def spark():
     pytest.importorskip("pyspark")
     from engine.runtime.spark.session import get_or_create_spark, stop_spark
 
+    # Functions defined in these test modules are pickled by reference; Spark's Python workers
+    # (forked from the JVM, which inherits this environment) must be able to import them.
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(_HERE), os.environ.get("PYTHONPATH")) if p)
     master = os.environ.get("SLUICE_TEST_SPARK_MASTER", "local[2]")
     session = get_or_create_spark(master, app_name="sluice-tests", shuffle_partitions=2)
     yield session
