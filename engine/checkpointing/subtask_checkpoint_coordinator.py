@@ -77,8 +77,8 @@ class SubtaskCheckpointCoordinator(CheckpointableTask):
         self._perform_checkpoint(CheckpointBarrier(checkpoint_id, timestamp_ms, options),
                                  CheckpointMetrics(unaligned=options.is_unaligned()))
 
-    def trigger_checkpoint_on_barrier(self, barrier: CheckpointBarrier, metrics: CheckpointMetrics) -> None:
-        self._perform_checkpoint(barrier, metrics)
+    def trigger_checkpoint_on_barrier(self, barrier: CheckpointBarrier, metrics: CheckpointMetrics | None) -> None:
+        self._perform_checkpoint(barrier, metrics or CheckpointMetrics(unaligned=barrier.options.is_unaligned()))
 
     def abort_checkpoint_on_barrier(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         self._remember_abort(checkpoint_id)
