@@ -56,6 +56,7 @@ class S3Store(ObjectStore):
         multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
         multipart_part_size: int = DEFAULT_PART_SIZE,
         client_options: dict[str, Any] | None = None,
+        list_page_size: int = 1000,
     ) -> None:
         from engine.errors import JobDefinitionError
 
@@ -80,6 +81,7 @@ class S3Store(ObjectStore):
         self.multipart_threshold = max(multipart_threshold, 1)
         self.multipart_part_size = multipart_part_size
         self.client_options = dict(client_options or {})
+        self.list_page_size = list_page_size
         self._client: Any = None
         self._client_pid: int | None = None
 
@@ -159,7 +161,9 @@ class S3Store(ObjectStore):
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         paginator = self.client.get_paginator("list_objects_v2")
         with _translated(self, prefix, "list"):
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+            for page in paginator.paginate(
+                Bucket=self.bucket, Prefix=self._key(prefix), PaginationConfig={"PageSize": self.list_page_size}
+            ):
                 for item in page.get("Contents", ()):
                     yield ObjectInfo(
                         self._unkey(item["Key"]), int(item["Size"]), item["ETag"], _millis(item.get("LastModified"))
