@@ -152,3 +152,25 @@ class KeyedOneInputStreamOperatorTestHarness:
             self._checkpoint_id += 1
             checkpoint_id = self._checkpoint_id
         return self.operator.snapshot_state(checkpoint_id).materialize()
+
+    def restored(
+        self, operator: OneInputStreamOperator, parallelism: int | None = None, subtask_index: int | None = None
+    ) -> KeyedOneInputStreamOperatorTestHarness:
+        """Snapshot this harness and return a fresh, opened harness of ``operator`` restored from it.
+
+        Processing time carries over; output does not (the fresh harness starts empty).  With a
+        different ``parallelism``/``subtask_index`` the new subtask keeps only its key groups (rescale).
+        """
+        snapshot = self.snapshot()
+        fresh = KeyedOneInputStreamOperatorTestHarness(
+            operator,
+            key_selector=getattr(self.operator, "key_selector", None),
+            max_parallelism=self.context.max_parallelism,
+            parallelism=self.context.parallelism if parallelism is None else parallelism,
+            subtask_index=self.context.subtask_index if subtask_index is None else subtask_index,
+            operator_id=self.context.operator_id,
+            initial_processing_time_ms=self.clock.now_ms(),
+        )
+        fresh.initialize_state(snapshot)
+        fresh.open()
+        return fresh

@@ -38,6 +38,7 @@ cannot change the result (see its docstring).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -62,7 +63,15 @@ from engine.windowing.assigners import MergingWindowAssigner, WindowAssigner, Wi
 from engine.windowing.evictors import Evictor, EvictorContext, TimestampedValue
 from engine.windowing.internal_window_function import IncrementalAggregation, InternalWindowFunction
 from engine.windowing.merging_window_set import MERGING_WINDOW_SET_STATE, MergingWindowSet
+from engine.windowing.aggregations import set_field
+from engine.windowing.assigners import (
+    SlidingEventTimeWindows,
+    SlidingProcessingTimeWindows,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+)
 from engine.windowing.triggers import EventTimeTrigger, OnMergeContext, ProcessingTimeTrigger, Trigger
+from engine.windowing.windows import TimeWindow
 
 WINDOW_CONTENTS_STATE = "window-contents"
 KEYED_TABLE_PREFIX = "keyed/"
@@ -253,6 +262,8 @@ class WindowOperator(OneInputStreamOperator):
             )
         else:
             self._contents_descriptor = ListStateDescriptor(WINDOW_CONTENTS_STATE)
+        self._batch_geometry = _window_geometry(assigner)
+        self._batch_fold = _batch_folder(self.incremental) if self.incremental is not None else None
         self._fast_batch = (
             self.keeps_accumulator
             and not self.merging
@@ -532,12 +543,20 @@ class WindowOperator(OneInputStreamOperator):
 
         Fast path (incremental contents, no evictor, non-merging assigner, the trigger exactly the
         built-in EventTimeTrigger or ProcessingTimeTrigger): elements are grouped per (key, window) and
-        folded into the accumulator with one state access per group, in arrival order, so even a
-        non-associative aggregate gives the per-element result.  Timers are registered when a group is
-        first seen, in the order per-element processing would register them, so ties fire in the same
-        order.  Those triggers only register a timer per element, which is why skipping the per-element
-        call is exact.  An element with a window at or behind the watermark (late but allowed: each one
-        fires again in Flink, or too late: side output / dropped) takes the per-element path.
+        folded into the accumulator with one state read and one write per group, in arrival order, so
+        even a non-associative aggregate gives the per-element result.  Timers are registered when a
+        group is first seen, in the order per-element processing would register them, so ties fire in
+        the same order.  Those two triggers only register a timer per element (Flink's EventTimeTrigger
+        / ProcessingTimeTrigger), which is why skipping the per-element trigger call is exact.
+
+        An element with a window at or behind the watermark takes the per-element path: late but
+        allowed, each such element fires the window again in Flink; too late, it goes to the side
+        output or is dropped.  Its windows are never also in the batch's groups (a window is behind the
+        watermark or not, and the watermark does not move inside a batch).
+
+        Tumbling and sliding assigners have their windows computed arithmetically, and built-in
+        sum/min/max/min_by/max_by fold the field directly (engine.windowing.aggregations, ``vectorized``)
+        with the very comparisons and additions ``add`` would do, in the same order.
         """
         if not self._fast_batch:
             for record in records:
@@ -551,17 +570,70 @@ class WindowOperator(OneInputStreamOperator):
         event_time = self.is_event_time
         lateness = self.allowed_lateness_ms
         watermark = timers.current_watermark()
+        now = self.context.clock.now_ms()
+        geometry = self._batch_geometry
         groups: dict[tuple[Any, Any], list] = {}
+        group_windows: dict[tuple[Any, Any], Any] = {}
         key_groups: dict[Any, int] = {}
+
+        def new_group(key: Any, group: tuple[Any, Any], window: Any, value: Any) -> None:
+            groups[group] = [value]
+            group_windows[group] = window
+            kg = key_groups.get(key)
+            if kg is None:
+                backend.set_current_key(key)
+                kg = key_groups[key] = backend.current_key_group  # type: ignore[assignment]
+            max_ts = window.max_timestamp()
+            if event_time:
+                # EventTimeTrigger.on_element registers max_timestamp, then comes the cleanup timer
+                timers.register_event_time_timer_for_key(key, kg, window, max_ts)
+                cleanup = max_ts + lateness
+                if cleanup < MAX_WATERMARK:
+                    timers.register_event_time_timer_for_key(key, kg, window, cleanup)
+            else:
+                timers.register_processing_time_timer_for_key(key, kg, window, max_ts)
+
         for record in records:
             value, timestamp = record.value, record.timestamp
-            if event_time and timestamp is None:
-                self.process_element(record)  # dead-letters it
-                continue
+            if event_time:
+                if timestamp is None:
+                    self.process_element(record)  # dead-letters it
+                    continue
+                ts = timestamp
+            else:
+                ts = now
             try:
                 key = key_selector(value)  # type: ignore[misc]
             except Exception as exc:  # noqa: BLE001 - dead letter, as in process_element
                 self._dead_letter(value, exc, "key_selector")
+                continue
+            if geometry is not None:
+                size, slide, offset = geometry
+                last_start = ts - (ts - offset) % slide
+                if size == slide:
+                    if event_time and last_start + size - 1 <= watermark:
+                        backend.set_current_key(key)
+                        self._process_keyed(key, record)
+                        continue
+                    group = (key, last_start)
+                    values = groups.get(group)
+                    if values is None:
+                        new_group(key, group, TimeWindow(last_start, last_start + size), value)
+                    else:
+                        values.append(value)
+                    continue
+                starts = range(last_start, ts - size, -slide)
+                if event_time and starts and starts[-1] + size - 1 <= watermark:
+                    backend.set_current_key(key)
+                    self._process_keyed(key, record)
+                    continue
+                for start in starts:
+                    group = (key, start)
+                    values = groups.get(group)
+                    if values is None:
+                        new_group(key, group, TimeWindow(start, start + size), value)
+                    else:
+                        values.append(value)
                 continue
             windows = assign(value, timestamp, actx)
             if event_time:
@@ -577,35 +649,22 @@ class WindowOperator(OneInputStreamOperator):
             for window in windows:
                 group = (key, window)
                 values = groups.get(group)
-                if values is not None:
-                    values.append(value)
-                    continue
-                groups[group] = [value]
-                kg = key_groups.get(key)
-                if kg is None:
-                    backend.set_current_key(key)
-                    kg = key_groups[key] = backend.current_key_group  # type: ignore[assignment]
-                max_ts = window.max_timestamp()
-                if event_time:
-                    # EventTimeTrigger.on_element registers max_timestamp, then the cleanup timer
-                    timers.register_event_time_timer_for_key(key, kg, window, max_ts)
-                    cleanup = max_ts + lateness
-                    if cleanup < MAX_WATERMARK:
-                        timers.register_event_time_timer_for_key(key, kg, window, cleanup)
+                if values is None:
+                    new_group(key, group, window, value)
                 else:
-                    timers.register_processing_time_timer_for_key(key, kg, window, max_ts)
+                    values.append(value)
         if not groups:
             return
         state = self._contents
-        fold_all = self.incremental.fold_all  # type: ignore[union-attr]
+        fold = self._batch_fold
         set_key = backend.set_current_key
         set_ns = state.set_current_namespace
         get = state.get_internal
         update = state.update_internal
-        for (key, window), values in groups.items():
-            set_key(key)
-            set_ns(window)
-            update(fold_all(get(), values))
+        for group, values in groups.items():
+            set_key(group[0])
+            set_ns(group_windows[group])
+            update(fold(get(), values))
 
     # ---- snapshots --------------------------------------------------------------------------------------
     def snapshot_state(self, checkpoint_id: int) -> WindowOperatorSnapshot:
@@ -656,3 +715,76 @@ class WindowOperator(OneInputStreamOperator):
             self.timer_service.restore_from_arrow(table)
         if watermarks:
             self.timer_service.set_current_watermark(min(watermarks))
+
+
+def _window_geometry(assigner: WindowAssigner) -> tuple[int, int, int] | None:
+    """(size, slide, offset) of the built-in tumbling/sliding assigners, whose windows process_batch computes itself.
+
+    Same arithmetic and the same (descending start) order as their assign_windows.
+    """
+    t = type(assigner)
+    if t is TumblingEventTimeWindows or t is TumblingProcessingTimeWindows:
+        return assigner.size_ms, assigner.size_ms, assigner.offset_ms  # type: ignore[attr-defined]
+    if t is SlidingEventTimeWindows or t is SlidingProcessingTimeWindows:
+        return assigner.size_ms, assigner.slide_ms, assigner.offset_ms  # type: ignore[attr-defined]
+    return None
+
+
+def _batch_folder(incremental: IncrementalAggregation) -> Callable[[Any, list], Any]:
+    """``fold(existing_accumulator_or_None, values) -> accumulator`` for process_batch.
+
+    For the built-in field aggregations the field is folded directly, doing exactly the additions
+    and comparisons of their ``add`` in the same order (so float sums round identically); any
+    element the fast fold cannot read (a scalar stream, a missing field) falls back to calling
+    ``add`` per element, which also raises the proper JobDefinitionError.
+    """
+    generic = incremental.fold_all
+    vectorized = incremental.vectorized
+    if vectorized is None:
+        return generic
+    kind, field = vectorized.kind, vectorized.field
+    getter = itemgetter(field)
+
+    if kind in ("sum", "min", "max"):
+        def fold_field(acc: Any, values: list) -> Any:
+            try:
+                it = iter(values)
+                base = next(it) if acc is None else acc
+                running = getter(base)
+                if kind == "sum":
+                    for v in it:
+                        running += getter(v)
+                elif kind == "min":
+                    for v in it:
+                        x = getter(v)
+                        if not running < x:
+                            running = x
+                else:
+                    for v in it:
+                        x = getter(v)
+                        if not running > x:
+                            running = x
+                return set_field(base, field, running)
+            except (TypeError, IndexError, KeyError):
+                return generic(acc, values)
+
+        return fold_field
+
+    if kind in ("min_by", "max_by"):
+        by_min = kind == "min_by"
+
+        def fold_by(acc: Any, values: list) -> Any:
+            try:
+                it = iter(values)
+                best = next(it) if acc is None else acc
+                best_field = getter(best)
+                for v in it:
+                    x = getter(v)
+                    if (x < best_field) if by_min else (x > best_field):
+                        best, best_field = v, x
+                return best
+            except (TypeError, IndexError, KeyError):
+                return generic(acc, values)
+
+        return fold_by
+    return generic
