@@ -392,12 +392,22 @@ class WindowOperator(OneInputStreamOperator):
                 if self.is_window_late(window):
                     continue
                 skipped = False
-                self._add_to_contents(window, value, timestamp)
-                ctx.window = window
-                result = trigger.on_element(value, timestamp, window, ctx)
-                self._apply_trigger_result(result, key, window, window)
-                self._register_cleanup_timer(window)
-        if skipped and self.is_element_late(timestamp):
+                self._add_and_trigger(key, window, value, timestamp)
+        if skipped:
+            self._on_skipped_element(record)
+
+    def _add_and_trigger(self, key: Any, window: Any, value: Any, timestamp: int | None) -> None:
+        """One (non-merging) window's part of processElement: add, ask the trigger, register cleanup."""
+        self._add_to_contents(window, value, timestamp)
+        ctx = self._trigger_ctx
+        ctx.window = window
+        result = self.trigger.on_element(value, timestamp, window, ctx)
+        self._apply_trigger_result(result, key, window, window)
+        self._register_cleanup_timer(window)
+
+    def _on_skipped_element(self, record: StreamRecord) -> None:
+        """No window took the element: if it is late, side output or drop and count (Flink's isSkippedElement)."""
+        if self.is_element_late(record.timestamp):
             if self.late_data_output_tag is not None:
                 self.output.collect_side(self.late_data_output_tag, record)
             else:
@@ -549,10 +559,11 @@ class WindowOperator(OneInputStreamOperator):
         the same order.  Those two triggers only register a timer per element (Flink's EventTimeTrigger
         / ProcessingTimeTrigger), which is why skipping the per-element trigger call is exact.
 
-        An element with a window at or behind the watermark takes the per-element path: late but
-        allowed, each such element fires the window again in Flink; too late, it goes to the side
-        output or is dropped.  Its windows are never also in the batch's groups (a window is behind the
-        watermark or not, and the watermark does not move inside a batch).
+        A window at or behind the watermark takes the per-element steps for that element: late but
+        allowed, each such element fires the window again in Flink; beyond lateness, the window is
+        skipped and an element no window took goes to the side output or is dropped.  Such a window is
+        never also in the batch's groups (a window is behind the watermark or not, and the watermark
+        does not move inside a batch), so the groups' fold order is still the arrival order.
 
         Tumbling and sliding assigners have their windows computed arithmetically, and built-in
         sum/min/max/min_by/max_by fold the field directly (engine.windowing.aggregations, ``vectorized``)
@@ -612,6 +623,7 @@ class WindowOperator(OneInputStreamOperator):
                 last_start = ts - (ts - offset) % slide
                 if size == slide:
                     if event_time and last_start + size - 1 <= watermark:
+                        # behind the watermark: exactly the per-element path (fires at once, or is late)
                         backend.set_current_key(key)
                         self._process_keyed(key, record)
                         continue
@@ -622,37 +634,28 @@ class WindowOperator(OneInputStreamOperator):
                     else:
                         values.append(value)
                     continue
-                starts = range(last_start, ts - size, -slide)
-                if event_time and starts and starts[-1] + size - 1 <= watermark:
-                    backend.set_current_key(key)
-                    self._process_keyed(key, record)
-                    continue
-                for start in starts:
-                    group = (key, start)
-                    values = groups.get(group)
-                    if values is None:
-                        new_group(key, group, TimeWindow(start, start + size), value)
-                    else:
-                        values.append(value)
-                continue
-            windows = assign(value, timestamp, actx)
-            if event_time:
-                slow = False
-                for window in windows:
-                    if window.max_timestamp() <= watermark:
-                        slow = True
-                        break
-                if slow:
-                    backend.set_current_key(key)
-                    self._process_keyed(key, record)
-                    continue
+                windows = [TimeWindow(start, start + size) for start in range(last_start, ts - size, -slide)]
+            else:
+                windows = assign(value, timestamp, actx)
+            kept = False
             for window in windows:
+                if event_time and window.max_timestamp() <= watermark:
+                    # a window behind the watermark takes the per-element steps; no group holds it
+                    if self.cleanup_time(window) <= watermark:
+                        continue
+                    kept = True
+                    backend.set_current_key(key)
+                    self._add_and_trigger(key, window, value, timestamp)
+                    continue
+                kept = True
                 group = (key, window)
                 values = groups.get(group)
                 if values is None:
                     new_group(key, group, window, value)
                 else:
                     values.append(value)
+            if not kept:
+                self._on_skipped_element(record)
         if not groups:
             return
         state = self._contents
