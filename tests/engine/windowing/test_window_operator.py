@@ -712,3 +712,33 @@ def test_a_snapshot_from_another_max_parallelism_is_refused():
     other.initialize_state(snapshot)
     with pytest.raises(CorruptSnapshotError, match="max_parallelism"):
         other.open()
+
+
+def test_a_materialized_snapshot_round_trips_through_arrow_ipc_bytes_and_json_metadata():
+    import pyarrow as pa
+
+    from engine.errors import UnsupportedFormatVersion
+    from engine.operators.base import MaterializedOperatorSnapshot
+
+    factory = windowed(EventTimeSessionWindows.with_gap(10))
+    h = KeyedOneInputStreamOperatorTestHarness(factory())
+    h.process_element(("a", 1), 1)
+    h.process_element(("a", 2), 5)
+    snapshot = h.snapshot()
+    stored = {}
+    for name, table in snapshot.tables.items():
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        stored[name] = sink.getvalue().to_pybytes()
+    metadata_json = snapshot.metadata_json()
+
+    tables = {name: pa.ipc.open_stream(data).read_all() for name, data in stored.items()}
+    reloaded = MaterializedOperatorSnapshot.from_parts(metadata_json, tables)
+    fresh = KeyedOneInputStreamOperatorTestHarness(factory())
+    fresh.initialize_state(reloaded)
+    fresh.process_watermark(MAX_WATERMARK)
+    assert fresh.extract_output_values() == [("a", 3)]
+
+    with pytest.raises(UnsupportedFormatVersion):
+        MaterializedOperatorSnapshot.from_parts(metadata_json.replace('"format_version":1', '"format_version":99'), tables)

@@ -1,0 +1,214 @@
+"""Window scenarios written as data (Beam's YAML trigger transcripts, STYLE section 6), run through the operator harness.
+
+Each ``*.yaml`` here has a ``window`` definition and ``steps``:
+
+* ``input: [[key, value, ts], ...]`` — elements ``(key, value)`` (ts omitted for processing time);
+* ``watermark: n | max`` and ``processing_time: n``;
+* ``expect: [[key, value, ts], ...]`` — exactly the records emitted since the previous ``expect``
+  (``ts: max`` is MAX_WATERMARK, the timestamp of GlobalWindow results); ``expect_late`` likewise for
+  the late-data side output;
+* ``expect_timers: {event_time: n, processing_time: n}``, ``expect_state_entries: n``.
+
+Every transcript runs as written element by element, as written in batches (``process_batch``), and
+restored into a fresh operator midway.  When ``order_matters: false`` each input bundle is also fed
+reversed and shuffled (three seeds) and re-bundled at random, and outputs are compared as multisets.
+A transcript with ``must_fail: true`` is deliberately wrong: the runner must reject it.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from engine.api.functions import OutputTag
+from engine.elements import MAX_WATERMARK, StreamRecord
+from engine.testing.operator_harness import KeyedOneInputStreamOperatorTestHarness
+from engine.windowing import assigners, evictors, triggers
+from engine.windowing.aggregations import builtin_aggregation
+from engine.windowing.window_operator import WindowOperator
+
+HERE = Path(__file__).parent
+SCENARIOS = sorted(HERE.glob("*.yaml"))
+LATE = OutputTag("late")
+
+
+class TranscriptMismatch(AssertionError):
+    """The operator's behaviour differs from the transcript."""
+
+
+def _assigner(spec: dict[str, Any]) -> assigners.WindowAssigner:
+    kind = spec["type"]
+    if kind == "global":
+        return assigners.GlobalWindows.create()
+    if kind == "tumbling_event_time":
+        return assigners.TumblingEventTimeWindows.of(spec["size_ms"], spec.get("offset_ms", 0))
+    if kind == "sliding_event_time":
+        return assigners.SlidingEventTimeWindows.of(spec["size_ms"], spec["slide_ms"], spec.get("offset_ms", 0))
+    if kind == "session_event_time":
+        return assigners.EventTimeSessionWindows.with_gap(spec["gap_ms"])
+    if kind == "tumbling_processing_time":
+        return assigners.TumblingProcessingTimeWindows.of(spec["size_ms"])
+    if kind == "sliding_processing_time":
+        return assigners.SlidingProcessingTimeWindows.of(spec["size_ms"], spec["slide_ms"])
+    if kind == "session_processing_time":
+        return assigners.ProcessingTimeSessionWindows.with_gap(spec["gap_ms"])
+    raise ValueError(f"unknown assigner type {kind!r} in scenario")
+
+
+def _trigger(spec: dict[str, Any] | None) -> triggers.Trigger | None:
+    if spec is None:
+        return None
+    kind = spec["type"]
+    if kind == "count":
+        return triggers.CountTrigger.of(spec["max_count"])
+    if kind == "purging_count":
+        return triggers.PurgingTrigger.of(triggers.CountTrigger.of(spec["max_count"]))
+    if kind == "continuous_event_time":
+        return triggers.ContinuousEventTimeTrigger.of(spec["interval_ms"])
+    raise ValueError(f"unknown trigger type {kind!r} in scenario")
+
+
+def _evictor(spec: dict[str, Any] | None) -> evictors.Evictor | None:
+    if spec is None:
+        return None
+    if spec["type"] == "count":
+        return evictors.CountEvictor.of(spec["max_count"], spec.get("do_evict_after", False))
+    if spec["type"] == "time":
+        return evictors.TimeEvictor.of(spec["size_ms"], spec.get("do_evict_after", False))
+    raise ValueError(f"unknown evictor type {spec['type']!r} in scenario")
+
+
+def make_operator(window: dict[str, Any]) -> WindowOperator:
+    function = window["function"]
+    return WindowOperator(
+        _assigner(window["assigner"]),
+        trigger=_trigger(window.get("trigger")),
+        evictor=_evictor(window.get("evictor")),
+        incremental_aggregate=builtin_aggregation(function["type"], function["field"]),
+        allowed_lateness_ms=window.get("allowed_lateness_ms", 0),
+        late_data_output_tag=LATE if window.get("late_tag") else None,
+        key_selector=lambda value: value[0],
+    )
+
+
+def _ts(value: Any) -> int:
+    return MAX_WATERMARK if value == "max" else int(value)
+
+
+def _records(rows: list[list[Any]]) -> list[StreamRecord]:
+    return [StreamRecord((row[0], row[1]), _ts(row[2]) if len(row) > 2 else None) for row in rows]
+
+
+def _expected(rows: list[list[Any]]) -> list[tuple[Any, int]]:
+    return [((row[0], row[1]), _ts(row[2])) for row in rows]
+
+
+class TranscriptRun:
+    """Plays one transcript; ``feed`` decides how each input bundle reaches the operator."""
+
+    def __init__(self, scenario: dict[str, Any], mode: str, seed: int = 0) -> None:
+        self.scenario = scenario
+        self.mode = mode
+        self.rnd = random.Random(seed)
+        self.order_matters = scenario.get("order_matters", True)
+
+    def play(self) -> None:
+        window = self.scenario["window"]
+        h = KeyedOneInputStreamOperatorTestHarness(make_operator(window), max_parallelism=16)
+        h.open()
+        emitted: list[tuple[Any, int]] = []
+        late: list[tuple[Any, int]] = []
+        steps = self.scenario["steps"]
+        restore_at = len(steps) // 2 if self.mode == "restored-midway" else None
+        for index, step in enumerate(steps):
+            if index == restore_at:
+                emitted += [(r.value, r.timestamp) for r in h.get_output_records()]
+                late += [(r.value, r.timestamp) for r in h.side_output(LATE)]
+                h = h.restored(make_operator(window))
+            (kind, arg), = step.items()
+            if kind == "input":
+                self._feed(h, _records(arg))
+            elif kind == "watermark":
+                h.process_watermark(_ts(arg))
+            elif kind == "processing_time":
+                h.set_processing_time(int(arg))
+            elif kind in ("expect", "expect_late"):
+                emitted += [(r.value, r.timestamp) for r in h.get_output_records()]
+                late += [(r.value, r.timestamp) for r in h.side_output(LATE)]
+                h.clear_output()
+                actual = emitted if kind == "expect" else late
+                self._check(index, kind, _expected(arg), actual)
+                actual.clear()
+            elif kind == "expect_timers":
+                counts = {"event_time": h.num_event_time_timers(), "processing_time": h.num_processing_time_timers()}
+                for domain, n in arg.items():
+                    if counts[domain] != n:
+                        raise TranscriptMismatch(f"step {index}: {domain} timers {counts[domain]}, transcript says {n}")
+            elif kind == "expect_state_entries":
+                if h.num_keyed_state_entries() != arg:
+                    raise TranscriptMismatch(
+                        f"step {index}: {h.num_keyed_state_entries()} keyed state entries, transcript says {arg}"
+                    )
+            else:
+                raise ValueError(f"unknown step {kind!r}")
+        leftover = [(r.value, r.timestamp) for r in h.get_output_records()] + emitted
+        if leftover:
+            raise TranscriptMismatch(f"records emitted after the last expect: {leftover}")
+
+    def _feed(self, h: KeyedOneInputStreamOperatorTestHarness, records: list[StreamRecord]) -> None:
+        if self.mode in ("as-written", "restored-midway"):
+            for record in records:
+                h.process_element(record)
+            return
+        if self.mode == "batched":
+            h.process_elements(records)
+            return
+        records = list(reversed(records)) if self.mode == "reversed" else self.rnd.sample(records, len(records))
+        while records:  # random re-bundling
+            cut = self.rnd.randint(1, len(records))
+            h.process_elements(records[:cut])
+            records = records[cut:]
+
+    def _check(self, index: int, kind: str, expected: list, actual: list) -> None:
+        if self.order_matters:
+            ok = actual == expected
+        else:
+            ok = sorted(actual, key=repr) == sorted(expected, key=repr)
+        if not ok:
+            raise TranscriptMismatch(f"step {index} ({kind}): emitted {actual}, transcript expects {expected}")
+
+
+def _modes(scenario: dict[str, Any]) -> list[tuple[str, int]]:
+    modes = [("as-written", 0), ("batched", 0), ("restored-midway", 0)]
+    if not scenario.get("order_matters", True):
+        modes += [("reversed", 0)] + [("shuffled", seed) for seed in range(3)]
+    return modes
+
+
+def _cases() -> list[Any]:
+    cases = []
+    for path in SCENARIOS:
+        scenario = yaml.safe_load(path.read_text())
+        for mode, seed in _modes(scenario):
+            cases.append(pytest.param(scenario, mode, seed, id=f"{path.stem}-{mode}{seed if mode == 'shuffled' else ''}"))
+    return cases
+
+
+def test_the_transcripts_cover_the_seed_example_and_include_deliberately_wrong_ones():
+    names = {p.stem for p in SCENARIOS}
+    assert "seed_sliding_count_window" in names
+    assert sum(1 for p in SCENARIOS if yaml.safe_load(p.read_text()).get("must_fail")) >= 2
+
+
+@pytest.mark.parametrize(("scenario", "mode", "seed"), _cases())
+def test_the_operator_behaves_as_the_transcript_says(scenario: dict[str, Any], mode: str, seed: int):
+    run = TranscriptRun(scenario, mode, seed)
+    if scenario.get("must_fail"):
+        with pytest.raises(TranscriptMismatch):
+            run.play()
+    else:
+        run.play()
