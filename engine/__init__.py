@@ -17,10 +17,12 @@ from engine.api.time import Duration, Time
 from engine.api.windowed_stream import AllWindowedStream, WindowedStream
 from engine.checkpointing.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
 from engine.clock import ManualClock, SystemClock
+from engine.operators.async_io import AsyncFunction
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK
 from engine.errors import (
     CorruptSnapshotError,
     JobDefinitionError,
+    MissingTimestampError,
     SluiceError,
     StateSerializationError,
 )

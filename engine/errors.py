@@ -27,6 +27,10 @@ class JobDefinitionError(SluiceError, ValueError):
         super().__init__(message)
 
 
+class MissingTimestampError(SluiceError, ValueError):
+    """A record reached an event-time window without a timestamp: assign timestamps with a WatermarkStrategy first."""
+
+
 class StateSerializationError(SluiceError, TypeError):
     """A value put into keyed state cannot be persisted without pickle (convert it to dict/list/tuple/scalars)."""
 
@@ -49,3 +53,7 @@ class JobFailedError(SluiceError, RuntimeError):
 
 class IllegalStateError(SluiceError, RuntimeError):
     """An internal invariant broke: this is a bug in Sluice, report it with the message."""
+
+
+class InjectedFault(SluiceError, RuntimeError):
+    """A crash a test asked for (engine.runtime.local.faults.FaultPlan); the attempt fails and the job restarts."""

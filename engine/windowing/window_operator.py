@@ -45,7 +45,7 @@ import pyarrow as pa
 
 from engine.api.functions import KeyedStateStore, OutputTag, ProcessWindowContext
 from engine.elements import MAX_WATERMARK, StreamRecord, Watermark
-from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
+from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError, MissingTimestampError
 from engine.operators.base import (
     MaterializedOperatorSnapshot,
     OneInputStreamOperator,
@@ -78,10 +78,6 @@ KEYED_TABLE_PREFIX = "keyed/"
 TIMERS_TABLE = "timers"
 
 _DEAD = object()
-
-
-class MissingTimestampError(ValueError):
-    """A record reached an event-time window without a timestamp: assign timestamps with a WatermarkStrategy first."""
 
 
 class _ScopedState:

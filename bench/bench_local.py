@@ -1,0 +1,93 @@
+"""Local-runtime window benchmark (issue 2): 1M generated purchase events over 10k keys.
+
+Scenarios, each run in its own subprocess so peak memory is per scenario:
+
+- ``tumbling``: 60 s tumbling event-time windows, ``sum`` (incremental)
+- ``sliding``: 60 s windows sliding by 10 s, ``sum`` (incremental)
+- ``session``: 30 s-gap event-time sessions, ``sum`` (incremental, merging)
+- ``count_evictor``: sliding count window of 10 every 5 (GlobalWindows + CountEvictor + CountTrigger),
+  ``sum`` — with an evictor the window keeps its elements (seed 000)
+
+Parallelism 1 (one core).  Throughput is input events per second of wall time for the whole job
+(source, timestamps and watermarks, key-group exchange, window operator, collection of results).
+Latency is not measured here: the job reads bounded input as fast as it can, so a per-record
+latency would only restate throughput; see the Spark benchmark for per-epoch latency.
+
+Usage: ``.venv/bin/python bench/bench_local.py [--events N] [--keys K] [--scenario NAME]``.
+The last line printed is one JSON object with every scenario's figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import peak_rss_mb, print_result_line  # noqa: E402
+
+SCENARIOS = ("tumbling", "sliding", "session", "count_evictor")
+
+
+def run_scenario(name: str, events: int, keys: int) -> dict:
+    from engine import (EventTimeSessionWindows, SlidingEventTimeWindows, StreamExecutionEnvironment, Time,
+                        TumblingEventTimeWindows, WatermarkStrategy, Duration)
+    from engine.io.generator_source import GeneratorSource
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1).set_runtime_option("bundle_size", 4096)
+    source = GeneratorSource(num_splits=1, events_per_split=events, num_keys=keys, events_per_second=1000,
+                             out_of_orderness_ms=1000, seed=11)
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(1)) \
+        .with_timestamp_assigner(lambda e, ts: e["ts"])
+    keyed = env.from_source(source, strategy).map(lambda e: (e["user_id"], e["qty"])).key_by(lambda p: p[0])
+    if name == "tumbling":
+        out = keyed.window(TumblingEventTimeWindows.of(Time.seconds(60))).sum(1)
+    elif name == "sliding":
+        out = keyed.window(SlidingEventTimeWindows.of(Time.seconds(60), Time.seconds(10))).sum(1)
+    elif name == "session":
+        out = keyed.window(EventTimeSessionWindows.with_gap(Time.seconds(30))).sum(1)
+    else:
+        out = keyed.count_window(10, 5).sum(1)
+    started = time.perf_counter()
+    results = out.execute_and_collect(f"bench-{name}")
+    elapsed = time.perf_counter() - started
+    return {
+        "scenario": name,
+        "events": events,
+        "keys": keys,
+        "results": len(results),
+        "seconds": round(elapsed, 3),
+        "events_per_s": round(events / elapsed),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--scenario", choices=SCENARIOS)
+    args = parser.parse_args()
+    if args.scenario:  # child process: one scenario, one JSON line
+        print(json.dumps(run_scenario(args.scenario, args.events, args.keys)))
+        return
+    figures = {}
+    for name in SCENARIOS:
+        proc = subprocess.run([sys.executable, __file__, "--scenario", name, "--events", str(args.events),
+                               "--keys", str(args.keys)], capture_output=True, text=True, check=True)
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        figures[name] = r
+        print(f"{name:14s} {r['events_per_s']:>10,d} events/s  {r['seconds']:7.2f} s  "
+              f"peak {r['peak_rss_mb']:7.1f} MiB  results {r['results']:,d}")
+    print_result_line({"benchmark": "local_windows", "events": args.events, "keys": args.keys,
+                       **{f"{n}_events_per_s": figures[n]["events_per_s"] for n in SCENARIOS},
+                       **{f"{n}_peak_rss_mb": figures[n]["peak_rss_mb"] for n in SCENARIOS}})
+
+
+if __name__ == "__main__":
+    main()
