@@ -18,6 +18,7 @@ __all__ = [
     "ConcurrentIndexUpdate",
     "CorruptSnapshotError",
     "IncompleteCheckpoint",
+    "IndexUpdateOutcomeUnknown",
     "InvalidStorageUri",
     "ObjectNotFound",
     "PreconditionFailed",
@@ -58,3 +59,9 @@ class StorageUnavailable(CheckpointStorageError, OSError):
 class IncompleteCheckpoint(CorruptSnapshotError):
     """A checkpoint handed to the completed-checkpoint store lacks ``_metadata`` or a state file; it is
     reported as failed instead of being retained, so the index never points at an incomplete checkpoint."""
+
+
+class IndexUpdateOutcomeUnknown(StorageUnavailable):
+    """The index write failed ambiguously (it may have landed) and the index could not be read back.
+    Do not discard the checkpoint's files: the index decides, and orphan clean-up removes them later if
+    they were not retained.  The next ``add_checkpoint`` of the same store resolves the outcome."""

@@ -17,7 +17,13 @@ from typing import Any
 
 from checkpoints._documents import Fields, check_version, dumps, loads
 from checkpoints.backends.base import ObjectStore
-from checkpoints.errors import ConcurrentIndexUpdate, ObjectNotFound, PreconditionFailed
+from checkpoints.errors import (
+    ConcurrentIndexUpdate,
+    IndexUpdateOutcomeUnknown,
+    ObjectNotFound,
+    PreconditionFailed,
+    StorageUnavailable,
+)
 from checkpoints.layout import index_key
 
 FORMAT_VERSION = "1.0"
@@ -117,6 +123,10 @@ def write_index(store: ObjectStore, view: IndexView, new_index: RetainedCheckpoi
     A conditional write can be retried by the client after a timeout although the
     first attempt landed, and then "lose" against itself.  Documents carry the
     writer id and a version, so if the object now holds exactly our bytes, we won.
+    The same read-back resolves a write that failed with retries exhausted
+    (StorageUnavailable): our bytes there mean it landed; the old version there
+    means it did not (StorageUnavailable is re-raised); an unreadable index
+    leaves the outcome unknown (:class:`IndexUpdateOutcomeUnknown`).
     """
     key = index_key(new_index.job_id)
     data = new_index.to_json()
@@ -125,6 +135,25 @@ def write_index(store: ObjectStore, view: IndexView, new_index: RetainedCheckpoi
             etag = store.put_if_absent(key, data)
         else:
             etag = store.put_if_match(key, data, view.etag)
+    except StorageUnavailable as exc:
+        try:
+            if store.get_bytes(key) == data:
+                return IndexView(new_index, store.head(key).etag)
+            current_etag: str | None = store.head(key).etag
+        except ObjectNotFound:
+            current_etag = None
+        except StorageUnavailable as read_exc:
+            raise IndexUpdateOutcomeUnknown(
+                f"job {new_index.job_id!r}: writing index version {new_index.version} to {store.key_uri(key)} failed "
+                f"({exc}) and reading it back failed too ({read_exc}); it may or may not have landed. Do not discard "
+                f"checkpoint files now; the next add_checkpoint resolves it"
+            ) from exc
+        if current_etag == view.etag:
+            raise  # nothing landed: a clean failure
+        raise ConcurrentIndexUpdate(
+            f"job {new_index.job_id!r}: while writing index version {new_index.version} failed ({exc}), another "
+            f"job master replaced {store.key_uri(key)}. This writer is fenced and must stop"
+        ) from exc
     except PreconditionFailed as exc:
         try:
             if store.get_bytes(key) == data:

@@ -15,6 +15,13 @@ Two roles, as in Flink (seed 001):
   Recovery (``get_latest``) reads the index and picks the newest readable
   checkpoint, falling back to older ones and saying so.
 
+What the coordinator does with ``add_checkpoint``'s errors: IncompleteCheckpoint
+or a plain StorageUnavailable: the checkpoint failed, discard its folder.
+ConcurrentIndexUpdate: this master is fenced, stop the job.
+IndexUpdateOutcomeUnknown: report the checkpoint failed but do NOT discard its
+folder (the index may already point at it); the next add resolves the outcome
+and orphan clean-up removes the folder if it was not retained.
+
 Incremental checkpoints (``write_state_file(..., incremental_key=...)``): the
 runtime splits each operator's keyed state into one file per key group (and
 state name) and passes a stable ``incremental_key`` such as
@@ -45,7 +52,7 @@ import pyarrow as pa
 
 from checkpoints import layout
 from checkpoints.backends import ObjectStore, open_store
-from checkpoints.errors import IncompleteCheckpoint, ObjectNotFound, PreconditionFailed
+from checkpoints.errors import IncompleteCheckpoint, IndexUpdateOutcomeUnknown, ObjectNotFound, PreconditionFailed
 from checkpoints.index import IndexView, RetainedCheckpoint, RetainedCheckpointsIndex, read_index, write_index
 from checkpoints.metadata import CheckpointMetadata, StateFileHandle
 from checkpoints.retention import shared_files_in_use, split_retained, unreferenced_shared_files
@@ -303,6 +310,8 @@ class CompletedCheckpointStore:
         self.clock_ms = clock_ms
         self.verify_files = verify_files
         self._view: IndexView | None = None
+        #: set when an index write ended with an unknown outcome; resolved by re-reading before the next write
+        self._outcome_unknown = False
         self._metadata_cache: dict[int, CheckpointMetadata] = {}
         self._lock = threading.Lock()
 
@@ -320,6 +329,14 @@ class CompletedCheckpointStore:
     def _ensure_view(self) -> IndexView:
         if self._view is None:
             self._view = read_index(self.store, self.job_id)
+        elif self._outcome_unknown:
+            # Our last write may have landed.  If the index is still ours (our writer id, or
+            # unchanged) adopt it; if another master wrote since, keep the stale view: fenced.
+            current = read_index(self.store, self.job_id)
+            if current.etag == self._view.etag or current.index.writer_id == self.writer_id:
+                self._view = current
+                self._metadata_cache = {k: v for k, v in self._metadata_cache.items() if k in set(current.index.ids())}
+            self._outcome_unknown = False
         return self._view
 
     def all_checkpoints(self) -> list[RetainedCheckpoint]:
@@ -425,7 +442,11 @@ class CompletedCheckpointStore:
                 checkpoints=tuple(kept),
                 max_checkpoint_id=max(view.index.max_checkpoint_id, metadata.checkpoint_id),
             )
-            self._view = write_index(self.store, view, new_index)  # ConcurrentIndexUpdate leaves the view stale
+            try:
+                self._view = write_index(self.store, view, new_index)  # ConcurrentIndexUpdate leaves the view stale
+            except IndexUpdateOutcomeUnknown:
+                self._outcome_unknown = True
+                raise
             self._metadata_cache[metadata.checkpoint_id] = metadata
             return self._discard_subsumed(subsumed, kept)
 

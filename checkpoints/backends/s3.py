@@ -117,7 +117,7 @@ class S3Store(ObjectStore):
             from botocore.config import Config
 
             config = Config(
-                retries={"max_attempts": self.max_attempts, "mode": self.retry_mode},
+                retries={"total_max_attempts": self.max_attempts, "mode": self.retry_mode},
                 connect_timeout=self.connect_timeout_s,
                 read_timeout=self.read_timeout_s,
                 region_name=self.region,

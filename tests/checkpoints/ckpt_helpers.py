@@ -21,23 +21,32 @@ from checkpoints import (
 
 
 class FaultInjector:
-    """Makes an S3 operation fail ``times`` times (None: always) before reaching the server.
+    """Makes an S3 operation fail ``times`` times (None: always), below botocore's retry logic.
 
     ``kind``: "throttle" (503 SlowDown), "error500" (500 InternalError) or
     "timeout" (botocore ReadTimeoutError).  ``key_contains`` limits it to keys
-    containing that text; ``part_number`` to one UploadPart."""
+    containing that text; ``part_number`` to one UploadPart.
+
+    By default the faulted request never reaches the store.  With
+    ``lost_response=True`` it does take effect and only its response is replaced
+    by the fault (a response lost on the way back), the case where a retried
+    conditional write "loses" against its own first attempt.
+    """
 
     def __init__(self, store: S3Store) -> None:
         self.store = store
         self.injected = 0
         self._lock = threading.Lock()
+        if store.endpoint_url is None:
+            _guard_in_process_moto(store.client)
 
     def fail(self, operation: str, kind: str, times: int | None = 1, key_contains: str | None = None,
-             part_number: int | None = None) -> None:
+             part_number: int | None = None, lost_response: bool = False) -> None:
         from botocore.awsrequest import AWSResponse
         from botocore.exceptions import ReadTimeoutError
 
         remaining = [times]
+        in_process = self.store.endpoint_url is None
 
         def handler(request, **kwargs):
             url = request.url
@@ -51,6 +60,14 @@ class FaultInjector:
                         return None
                     remaining[0] -= 1
                 self.injected += 1
+            if lost_response:  # the request takes effect, then its response is lost
+                if in_process:
+                    from moto.core.models import botocore_stubber
+
+                    botocore_stubber(event_name=f"before-send.s3.{operation}", request=request)
+                else:
+                    _send_for_real(request)
+            request.sluice_fault = True  # in-process moto must not execute it (again)
             if kind == "timeout":
                 raise ReadTimeoutError(endpoint_url=url)
             status, code = {"throttle": (503, "SlowDown"), "error500": (500, "InternalError")}[kind]
@@ -58,6 +75,35 @@ class FaultInjector:
             return AWSResponse(url, status, {"Content-Type": "application/xml"}, _Raw(body))
 
         self.store.client.meta.events.register_first(f"before-send.s3.{operation}", handler)
+
+
+def _guard_in_process_moto(client) -> None:
+    """botocore calls every before-send handler, so moto's in-process stubber would still execute a
+    faulted request; wrap it so requests marked as faulted are skipped."""
+    from moto.core.models import botocore_stubber
+
+    events = client.meta.events
+    events.unregister("before-send", botocore_stubber)
+
+    def guarded(event_name, request, **kwargs):
+        if getattr(request, "sluice_fault", False):
+            return None
+        return botocore_stubber(event_name=event_name, request=request, **kwargs)
+
+    events.register("before-send", guarded)
+
+
+def _send_for_real(request) -> None:
+    import urllib3
+
+    body = request.body
+    if hasattr(body, "read"):
+        position = body.tell()
+        data = body.read()
+        body.seek(position)
+    else:
+        data = body
+    urllib3.PoolManager().request(request.method, request.url, body=data, headers=dict(request.headers))
 
 
 class _Raw:
