@@ -44,6 +44,8 @@ class InputGate:
         self.channels = channels
         self._blocked: set[int] = set()
         self._next = 0
+        #: the barrier handler's ``is_blocked(channel)`` (aligned mode, seed 003); None: never blocked
+        self.blocked_by: Any = None
 
     def block(self, channel_index: int) -> None:
         self._blocked.add(channel_index)
@@ -55,7 +57,7 @@ class InputGate:
         self._blocked.clear()
 
     def is_blocked(self, channel_index: int) -> bool:
-        return channel_index in self._blocked
+        return channel_index in self._blocked or (self.blocked_by is not None and self.blocked_by(channel_index))
 
     def poll(self) -> tuple[int, Any] | None:
         """The next element from a non-blocked, non-empty channel, round-robin; None if none is available."""
@@ -63,13 +65,13 @@ class InputGate:
         for i in range(n):
             idx = (self._next + i) % n
             ch = self.channels[idx]
-            if ch.queue and idx not in self._blocked:
+            if ch.queue and not self.is_blocked(idx):
                 self._next = (idx + 1) % n
                 return idx, ch.queue.popleft()
         return None
 
     def has_available(self) -> bool:
-        return any(ch.queue and i not in self._blocked for i, ch in enumerate(self.channels))
+        return any(ch.queue and not self.is_blocked(i) for i, ch in enumerate(self.channels))
 
     def all_finished(self) -> bool:
         return all(ch.finished for ch in self.channels)

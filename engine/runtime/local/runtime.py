@@ -7,39 +7,57 @@ knows nothing of threads, every interleaving is reproducible from the
 scheduler's order, and the GIL would serialize threads anyway.  Backpressure is
 real: a task whose output channels are full is not scheduled.
 
+With checkpointing enabled (seeds 001-003) a :class:`LocalJob` attempt also runs
+a CheckpointCoordinator on the same thread (timers on :class:`LoopScheduler`),
+source tasks inject barriers at their current split offsets, stream tasks feed
+their input through the barrier handler the configuration selects, snapshots are
+uploaded on a small thread pool and acknowledged through the :class:`Mailbox`.
+A failed attempt is restarted by :class:`~engine.runtime.local.job_run.JobRun`
+from the latest completed checkpoint.
+
 Supported: sources with per-split watermarks, chains of map/filter/flat_map,
 key_by repartitioning by key group, union, window operators (keyed and
-window_all), side outputs, sinks, execute_and_collect, dead letters.
+window_all), side outputs, sinks (two-phase commit), execute_and_collect, dead letters,
+checkpoints, savepoints, restarts, rescaling on restore.
 Partial: processing-time timers fire as the injected clock advances between
 scheduling rounds; at the end of bounded input pending processing-time timers
-are not fired (Flink's behaviour).
+are not fired (Flink's behaviour).  Once any source task has finished no further
+periodic checkpoint is triggered (seed 001 pre-check "all tasks running"); the
+job's final checkpoint then commits the sinks.
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
-from engine.api.environment import JobExecutionResult
 from engine.api.graph import (
-    AsyncTransformation,
     MapTransformation,
-    Partitioning,
     SinkTransformation,
     TimestampsAndWatermarksTransformation,
     Transformation,
-    WindowTransformation,
 )
+from engine.checkpointing.barrier_handlers import create_checkpoint_barrier_handler
+from engine.checkpointing.channel_state import InMemoryChannelStateWriter
+from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
+from engine.checkpointing.coordinator import CheckpointCoordinator
+from engine.checkpointing.properties import CheckpointProperties
+from engine.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointCoordinator
+from engine.checkpointing.task_state import TaskSnapshot
+from engine.elements import MIN_WATERMARK, CheckpointType
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
 from engine.operators.simple import CollectOperator, FilterOperator, FlatMapOperator, MapOperator, SinkOperator
-from engine.runtime.local.channels import Channel, InputGate
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
+from engine.runtime.checkpoint_storage_adapter import RestorePoint, safe_name, task_id_of
+from engine.runtime.local.channels import Channel, InputGate
+from engine.runtime.local.checkpointing import JsonStateOperator, LocalTaskGateway, LoopScheduler, Mailbox
+from engine.runtime.local.faults import FaultKind
 from engine.runtime.local.tasks import SourceTask, SplitState, StreamTask, Subtask
 from engine.runtime.local.writers import FanOutOutput, RecordWriter
 from engine.runtime.operator_factory import build_operator
-from engine.runtime.plan import PhysicalPlan, Vertex, build_plan
+from engine.runtime.plan import PhysicalPlan, Vertex
+from engine.state import codec
 from engine.state.key_groups import key_group_range_for_operator
 from engine.watermarks.strategy import WatermarkStrategy
 
@@ -63,6 +81,10 @@ class _CollectSinkNode(SinkTransformation):
     pass
 
 
+class JobStopped(Exception):
+    """Internal: the attempt ends on request (cancel, stop-with-savepoint); not a failure."""
+
+
 class LocalRuntime:
     def __init__(self, env: Any) -> None:
         self.env = env
@@ -71,45 +93,79 @@ class LocalRuntime:
         self.channel_capacity = int(opts.get("channel_capacity", DEFAULT_CHANNEL_CAPACITY))
         if self.bundle_size < 1:
             raise JobDefinitionError("bundle_size", self.bundle_size, "must be >= 1")
+        #: advance a ManualClock by this much per scheduling round (deterministic checkpoint intervals in tests)
+        self.clock_step_ms = int(opts.get("clock_step_ms", 0))
+        self.fault_plan = opts.get("fault_plan")
+        self.from_savepoint = opts.get("from_savepoint")
 
-    def execute(self, job_name: str, sinks: list[Transformation], collect: list[Transformation]) -> JobExecutionResult:
+    def _prepare(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
+                 from_savepoint: str | None = None) -> Any:
+        from engine.runtime.local.job_run import JobRun
+
         collected: dict[int, list[Any]] = {}
         roots: list[Transformation] = list(sinks)
         for node in collect:
             target: list[Any] = []
             collected[node.id] = target
             roots.append(_CollectSinkNode(name="Collect", inputs=[node], sink=target))
-        plan = build_plan(roots, self.env.get_parallelism(), self.env.get_max_parallelism())
-        job = LocalJob(self, plan, job_name)
-        started = time.monotonic()
-        job.run()
-        return JobExecutionResult(
-            job_name=job_name,
-            job_id=job.job_id,
-            runtime="local",
-            net_runtime_ms=int((time.monotonic() - started) * 1000),
-            metrics=job.metrics(),
-            dead_letters=job.dead_letters,
-            collected=collected,
-        )
+        return JobRun(self, job_name, roots, collected, from_savepoint or self.from_savepoint)
+
+    def execute(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
+                from_savepoint: str | None = None) -> Any:
+        """Run to the end in this thread (restarts included) and return the JobExecutionResult."""
+        return self._prepare(job_name, sinks, collect, from_savepoint).run()
+
+    def submit(self, job_name: str, sinks: list[Transformation], collect: list[Transformation] = (),  # type: ignore[assignment]
+               from_savepoint: str | None = None) -> Any:
+        """Start the job on its own scheduler thread and return its control handle (LocalJobClient)."""
+        from engine.runtime.local.job_client import LocalJobClient
+
+        client = LocalJobClient(self._prepare(job_name, sinks, list(collect), from_savepoint))
+        client.start()
+        return client
+
+
+def stable_uid(v: Vertex, position: int, node: Transformation) -> str:
+    """The id an operator's state is stored under: the user's uid, else its place in the plan (stable across runs)."""
+    return safe_name(node.uid) if node.uid else safe_name(f"v{v.id}.n{position}.{node.name}")
 
 
 class LocalJob:
-    """One execution attempt of a plan."""
+    """One execution attempt of a plan, optionally restoring from ``restore``."""
 
-    def __init__(self, runtime: LocalRuntime, plan: PhysicalPlan, job_name: str) -> None:
-        self.runtime = runtime
-        self.env = runtime.env
+    def __init__(self, run: Any, plan: PhysicalPlan, restore: RestorePoint | None) -> None:
+        self.run_ = run
+        self.runtime = run.runtime
+        self.env = run.env
         self.plan = plan
-        self.job_name = job_name
-        self.job_id = uuid.uuid4().hex[:16]
-        self.clock = self.env.get_clock()
-        self.dead_letters: list[dict[str, Any]] = []
+        self.job_name = run.job_name
+        self.job_id = run.job_id
+        self.clock = run.clock
+        self.restore = restore
+        self.dead_letters = run.dead_letters
         self.subtask_metrics: list[Metrics] = []
         self.tasks: list[Subtask] = []
+        self.task_by_id: dict[str, Subtask] = {}
+        self.failure: BaseException | None = None
+        self.stop_requested: str | None = None  # "cancel" | "savepoint"
+        self.checkpointing = run.checkpointing_enabled
+        self.config = self.env.get_checkpoint_config()
+        self.mailbox = Mailbox()
+        self.outstanding_uploads = 0
+        if self.checkpointing:
+            self.scheduler = LoopScheduler(self.clock)
+            self.gateway = LocalTaskGateway(self)
         self._build()
+        if self.checkpointing:
+            self.coordinator = CheckpointCoordinator(
+                self.job_id, self.config, self.gateway, run.store, run.counter, run.adapter.discarder,
+                self.clock, self.scheduler, self._fail)
 
-    # -- dead letters ----------------------------------------------------------------------------
+    def _fail(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+
+    # -- dead letters and metrics ----------------------------------------------------------------
     def dead_letter(self, value: Any, error: BaseException, stage: str) -> None:
         self.dead_letters.append({"value": value, "error": f"{type(error).__name__}: {error}", "stage": stage})
 
@@ -121,12 +177,23 @@ class LocalJob:
         total["num_dead_letter_records"] = len(self.dead_letters)
         return total
 
+    def records_read(self) -> int:
+        return sum(t.records_read for t in self.tasks if isinstance(t, SourceTask))
+
+    def records_written(self) -> int:
+        return sum(op.records_written for t in self.tasks for op in t.operators if isinstance(op, SinkOperator))
+
+    def current_watermark(self) -> int:
+        marks = [t.valve.last_output_watermark for t in self.tasks if isinstance(t, StreamTask)]
+        return min(marks) if marks else MIN_WATERMARK
+
     # -- building --------------------------------------------------------------------------------
     def _build(self) -> None:
         plan = self.plan
-        # channels: (edge index, source subtask, target subtask) -> Channel
         gates: dict[tuple[int, int], list[Channel]] = {}
         edge_channels: dict[int, dict[int, list[Channel]]] = {}  # id(edge) -> source subtask -> channels by target
+        from engine.api.graph import Partitioning
+
         for v in plan.vertices:
             for j in range(v.parallelism):
                 channels: list[Channel] = []
@@ -139,26 +206,25 @@ class LocalJob:
                 gates[(v.id, j)] = channels
         for v in plan.vertices:
             for i in range(v.parallelism):
-                self.tasks.append(self._build_subtask(v, i, gates[(v.id, i)], edge_channels))
+                task = self._build_subtask(v, i, gates[(v.id, i)], edge_channels)
+                task.task_id = task_id_of(f"v{v.id}", i)
+                self.tasks.append(task)
+                self.task_by_id[task.task_id] = task
 
-    def _context(self, node: Transformation, v: Vertex, index: int, metrics: Metrics) -> OperatorContext:
+    def _context(self, uid: str, v: Vertex, index: int, metrics: Metrics) -> OperatorContext:
         mp = self.plan.max_parallelism
         return OperatorContext(
-            operator_id=node.operator_uid(),
-            subtask_index=index,
-            parallelism=v.parallelism,
-            max_parallelism=mp,
+            operator_id=uid, subtask_index=index, parallelism=v.parallelism, max_parallelism=mp,
             key_group_range=key_group_range_for_operator(mp, v.parallelism, index),
-            clock=self.clock,
-            metrics=metrics,
-            dead_letter=self.dead_letter,
-        )
+            clock=self.clock, metrics=metrics, dead_letter=self.dead_letter)
 
-    def _make_operator(self, node: Transformation, v: Vertex) -> OneInputStreamOperator:
+    def _make_operator(self, node: Transformation, v: Vertex, index: int) -> OneInputStreamOperator:
         if isinstance(node, _CollectSinkNode):
             return CollectOperator(node.sink)
         if isinstance(node, SinkTransformation):
-            return SinkOperator(node.sink.create_writer() if hasattr(node.sink, "create_writer") else node.sink)
+            sink = node.sink
+            writer = sink.create_writer(index, v.parallelism) if hasattr(sink, "create_writer") else sink
+            return SinkOperator(writer, commit_on_finish=not self.checkpointing)
         if isinstance(node, MapTransformation):
             return {"map": MapOperator, "filter": FilterOperator, "flat_map": FlatMapOperator}[node.kind](node.fn)
         if isinstance(node, TimestampsAndWatermarksTransformation) and v.is_source() and (
@@ -167,18 +233,38 @@ class LocalJob:
             return _PassThrough()
         return build_operator(node, self.env, self.clock)
 
+    def _restore_operator(self, op: OneInputStreamOperator, uid: str, v: Vertex, index: int) -> None:
+        """Seed 002 "Recovery", rescaling by key groups: keyed operators get every former subtask whose
+        key groups meet theirs; others get former subtask j when j % parallelism == index."""
+        if self.restore is None:
+            return
+        entries = self.restore.snapshots_of(uid)
+        if not entries:
+            return
+        mine = op.context.key_group_range
+        if hasattr(op, "keyed_state_backend"):
+            chosen = [s for _, s in entries if len(mine.intersection(_range(s))) > 0]
+        else:
+            chosen = [s for j, s in entries if j % v.parallelism == index]
+        if chosen:
+            op.initialize_state(chosen, mine)
+
     def _build_subtask(self, v: Vertex, index: int, gate_channels: list[Channel],
                        edge_channels: dict[int, dict[int, list[Channel]]]) -> Subtask:
         metrics = Metrics()
         self.subtask_metrics.append(metrics)
         outputs: dict[int, FanOutOutput] = {n.id: FanOutOutput() for n in v.nodes}
         operators: dict[int, OneInputStreamOperator] = {}
-        for node in v.nodes:
+        uids: dict[int, str] = {}
+        for position, node in enumerate(v.nodes):
             if node is v.head and v.is_source():
                 continue
-            op = self._make_operator(node, v)
-            op.open(self._context(node, v, index, metrics), outputs[node.id])
+            uid = stable_uid(v, position, node)
+            op = self._make_operator(node, v, index)
+            op.open(self._context(uid, v, index, metrics), outputs[node.id])
+            self._restore_operator(op, uid, v, index)
             operators[node.id] = op
+            uids[node.id] = uid
             chained_input = getattr(node, "_chained_input", None)
             if chained_input is not None and node is not v.head:
                 producer, tag = chained_input
@@ -198,44 +284,250 @@ class LocalJob:
                 out.writers_side.setdefault(edge.tag.tag_id, []).append(writer)
         ops = [operators[n.id] for n in v.nodes if n.id in operators]
         outs = [outputs[n.id] for n in v.nodes]
+        state_ops: dict[str, Any] = {uids[n.id]: operators[n.id] for n in v.nodes if n.id in operators}
         name = f"{v.name} ({index + 1}/{v.parallelism})"
+        vkey = f"v{v.id}"
+        task_id = task_id_of(vkey, index)
+        mp = self.plan.max_parallelism
         if v.is_source():
             source = v.head.source
             splits = [s for k, s in enumerate(sorted(source.discover_splits(), key=lambda s: s.split_id))
                       if k % v.parallelism == index]
-            states = [SplitState(s, source.create_reader(s, None)) for s in splits]
+            positions = self.restore.source_positions if self.restore is not None else {}
+            states = [SplitState(s, source.create_reader(s, positions.get(s.split_id))) for s in splits]
             stage = SourceTimestampsAndWatermarks(
                 v.source_watermark_strategy or WatermarkStrategy.no_watermarks(), self.clock,
                 lambda dl: self.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"))
-            for s in splits:
-                stage.add_split(s.split_id)
-            return SourceTask(name, states, stage, outputs[v.head.id], ops, outs, self.runtime.bundle_size,
-                              self.dead_letter, bounded=source.is_bounded())
+            restored_stage = self._restored_stage(vkey, [s.split_id for s in splits])
+            if restored_stage is not None:
+                stage.restore(restored_stage)
+            else:
+                for s in splits:
+                    stage.add_split(s.split_id)
+            task: Subtask = SourceTask(name, states, stage, outputs[v.head.id], ops, outs, self.runtime.bundle_size,
+                                       self.dead_letter, bounded=source.is_bounded())
+            if self.checkpointing:
+                state_ops[f"{vkey}.watermarks"] = JsonStateOperator(f"{vkey}.watermarks", stage.snapshot, mp)
+                task.checkpointing = self._subtask_coordinator(
+                    task_id, task, state_ops, None,
+                    lambda states=states: {s.split_id: s.offset() for s in states})
+                task.before_read = self._inject_barriers
+            return task
         head = operators[v.head.id]
-        return StreamTask(name, InputGate(gate_channels), head, ops, outs)
+        gate = InputGate(gate_channels)
+        task = StreamTask(name, gate, head, ops, outs)
+        self._restore_valve(task, vkey, index, v.parallelism)
+        self._replay_channel_state(gate, task_id, v)
+        if self.checkpointing:
+            state_ops[f"{vkey}.valve"] = JsonStateOperator(f"{vkey}.valve", task.valve.snapshot, mp)
+            writer = InMemoryChannelStateWriter()
+            task.checkpointing = self._subtask_coordinator(task_id, task, state_ops, writer, None)
+            handler = create_checkpoint_barrier_handler(
+                self.config, list(range(len(gate_channels))), task.checkpointing, self.clock, writer, self.scheduler)
+            task.barrier_handler = handler
+            gate.blocked_by = handler.is_blocked
+        return task
+
+    # -- restore helpers -----------------------------------------------------------------------------
+    def _json_states(self, uid: str) -> list[tuple[int, dict[str, Any]]]:
+        if self.restore is None:
+            return []
+        return [(j, s.metadata["task_state"]) for j, s in self.restore.snapshots_of(uid)]
+
+    def _restored_stage(self, vkey: str, split_ids: list[str]) -> dict[str, Any] | None:
+        """The per-split watermark state of exactly this subtask's splits, merged from former subtasks."""
+        states = self._json_states(f"{vkey}.watermarks")
+        if not states:
+            return None
+        wanted = set(split_ids)
+        entries = [e for _, st in states for e in st["splits"] if codec.decode(e["split_id"]) in wanted]
+        for _, st in states:
+            if {codec.decode(e["split_id"]) for e in st["splits"]} == wanted:
+                return st
+        merged = dict(states[0][1])
+        merged.update({"splits": entries, "ended": False, "num_dead_letters": 0, "status": "ACTIVE",
+                       "combined_watermark": min((int(e["watermark"]) for e in entries), default=MIN_WATERMARK)})
+        return merged
+
+    def _restore_valve(self, task: StreamTask, vkey: str, index: int, parallelism: int) -> None:
+        states = self._json_states(f"{vkey}.valve")
+        if not states:
+            return
+        same = [st for j, st in states if j == index]
+        if len(states) == parallelism and same:
+            task.valve.restore(same[0])
+        else:  # rescaled: keep the smallest output watermark so the restored watermark never runs ahead
+            task.valve.restore(min((st for _, st in states), key=lambda st: st["last_output_watermark"]))
+
+    def _replay_channel_state(self, gate: InputGate, task_id: str, v: Vertex) -> None:
+        """Unaligned checkpoints: in-flight input persisted with the snapshot goes first (seed 003)."""
+        if self.restore is None:
+            return
+        state = self.restore.channel_state.get(task_id)
+        if state is None or state.is_empty():
+            return
+        former = len(self.restore.snapshots_of(f"v{v.id}.valve"))
+        if former != v.parallelism or any(int(c) >= len(gate.channels) for c in state.elements):
+            raise JobDefinitionError(
+                "parallelism", v.parallelism,
+                f"cannot change while restoring in-flight channel data of an unaligned checkpoint (vertex {v.name!r} "
+                f"had {former} subtasks)", "restore from a savepoint (always aligned) to rescale")
+        for channel, elements in state.elements.items():
+            gate.channels[int(channel)].queue.extend(elements)
+
+    # -- checkpointing ---------------------------------------------------------------------------
+    def _subtask_coordinator(self, task_id: str, task: Subtask, state_ops: dict[str, Any],
+                             writer: InMemoryChannelStateWriter | None, positions: Any) -> SubtaskCheckpointCoordinator:
+        return SubtaskCheckpointCoordinator(
+            task_id, state_ops, task.broadcast, self._async_writer(task_id), self._acknowledge, self._decline,
+            self.clock, channel_state_writer=writer, source_positions=positions)
+
+    def _async_writer(self, task_id: str) -> Any:
+        run, mailbox, faults = self.run_, self.mailbox, self.runtime.fault_plan
+
+        def async_writer(checkpoint_id: int, snapshot: TaskSnapshot, on_done: Any, on_error: Any) -> None:
+            self.outstanding_uploads += 1
+
+            def upload() -> None:
+                try:
+                    if faults is not None:
+                        faults.fire(FaultKind.UPLOAD_ERROR, checkpoint_id)
+                    result = run.adapter.write_task_state(task_id, snapshot)
+                except BaseException as exc:  # noqa: BLE001 - becomes a decline on the scheduler thread
+                    mailbox.post(lambda: self._settle(lambda: on_error(exc)))
+                    return
+
+                def acknowledge() -> None:
+                    if faults is not None:
+                        faults.fire(FaultKind.BEFORE_ACK, checkpoint_id)  # the attempt dies before the ack
+                    on_done(result)
+
+                mailbox.post(lambda: self._settle(acknowledge))
+
+            run.executor.submit(upload)
+
+        return async_writer
+
+    def _settle(self, action: Any) -> None:
+        self.outstanding_uploads -= 1
+        action()
+
+    def _acknowledge(self, task_id: str, checkpoint_id: int, state: Any, metrics: Any) -> None:
+        self.run_.record_task_metrics(checkpoint_id, metrics)
+        self.coordinator.receive_acknowledge_message(self.job_id, task_id, checkpoint_id, state, metrics)
+
+    def _decline(self, task_id: str, checkpoint_id: int, reason: Any, cause: Any) -> None:
+        self.coordinator.receive_decline_message(self.job_id, task_id, checkpoint_id, reason, cause)
+
+    def _inject_barriers(self, task: SourceTask) -> None:
+        """Barrier n goes out between two bundles, so Sn is the split offsets right now (seed 002)."""
+        while task.pending_triggers and not task.finished:
+            checkpoint_id, timestamp_ms, options = task.pending_triggers.pop(0)
+            if options.checkpoint_type is CheckpointType.SAVEPOINT_TERMINATE:
+                task._emit(task.stage.end_of_input())  # drain: MAX_WATERMARK fires every window first
+                task.flush()
+            task.checkpointing.trigger_checkpoint(checkpoint_id, timestamp_ms, options)
+            if options.checkpoint_type.is_synchronous():
+                task.suspended = True  # stop-with-savepoint: no data after the savepoint barrier
+
+    def notify_complete(self, task_id: str, checkpoint_id: int) -> None:
+        """Gateway: checkpoint n completed; the first notification of n is where BEFORE_COMMIT faults fire."""
+        self.run_.on_checkpoint_completed(self, checkpoint_id, first_task=task_id == self.tasks[0].task_id)
+        self.task_by_id[task_id].checkpointing.notify_checkpoint_complete(checkpoint_id)
+
+    def final_checkpoint(self) -> None:
+        """All input consumed: one last checkpoint holding the sinks' final transactions and the end offsets.
+
+        Committing at end of input only after this checkpoint is in the store means a
+        crash while sinks commit restores from it (sinks re-commit, nothing is replayed),
+        never from an older one whose records were already published."""
+        run = self.run_
+        checkpoint_id = run.counter.get_and_increment()
+        now = self.clock.now_ms()
+        states = {}
+        for task in self.tasks:
+            sinks = {op.context.operator_id: op for op in task.operators
+                     if isinstance(op, SinkOperator) and op.is_two_phase_commit}
+            positions = {s.split_id: s.offset() for s in task.splits} if isinstance(task, SourceTask) else {}
+            if sinks or positions:
+                snapshot = TaskSnapshot(checkpoint_id, now, {u: op.snapshot_state(checkpoint_id) for u, op in sinks.items()},
+                                        positions)
+                states[task.task_id] = run.adapter.write_task_state(task.task_id, snapshot)
+        completed = CompletedCheckpoint(
+            self.job_id, checkpoint_id, now, now,
+            CheckpointProperties.for_checkpoint(self.config.get_externalized_checkpoint_retention()), states)
+        run.store.add_checkpoint_and_subsume_oldest(completed)
+        run.on_checkpoint_completed(self, checkpoint_id, first_task=True, final=True)
+        for task in self.tasks:
+            for op in task.operators:
+                if isinstance(op, SinkOperator):
+                    op.notify_checkpoint_complete(checkpoint_id)
 
     # -- running ---------------------------------------------------------------------------------
     def run(self) -> None:
         budget = self.runtime.bundle_size * 4
-        try:
-            # downstream tasks first in each round so channels drain before producers refill them
-            order = list(reversed(self.tasks))
-            while not all(t.finished for t in self.tasks):
-                progressed = False
-                for task in order:
-                    if task.runnable():
-                        task.step(budget)
-                        progressed = True
-                now = self.clock.now_ms()
-                for task in self.tasks:
-                    if not task.finished:
-                        task.advance_processing_time(now)
-                if not progressed and not all(t.finished for t in self.tasks):
-                    if any(isinstance(t, SourceTask) and not t.finished and not t.bounded for t in self.tasks):
-                        time.sleep(0.001)  # an unbounded source has nothing right now
-                        continue
-                    stuck = [t.name for t in self.tasks if not t.finished]
-                    raise IllegalStateError(f"Bug: local runtime made no progress; unfinished tasks: {stuck}")
-        finally:
+        run, faults = self.run_, self.runtime.fault_plan
+        step_ms = self.runtime.clock_step_ms
+        advance = getattr(self.clock, "advance", None) if step_ms > 0 else None
+        if self.checkpointing:
+            self.coordinator.start_checkpoint_scheduler()
+        order = list(reversed(self.tasks))  # downstream first so channels drain before producers refill them
+        threshold = faults.next_record_threshold() if faults is not None else None
+        while True:
+            run.control.drain()
+            if self.failure is not None:
+                raise self.failure
+            if self.stop_requested is not None:
+                raise JobStopped(self.stop_requested)
+            progressed = False
+            for task in order:
+                if task.runnable():
+                    task.step(budget)
+                    progressed = True
+            if threshold is not None and run.records_before_attempt + self.records_read() >= threshold:
+                faults.fire(FaultKind.RECORDS, run.records_before_attempt + self.records_read())
+                threshold = faults.next_record_threshold()
+            self.mailbox.drain()
+            if advance is not None:
+                advance(step_ms)
+            now = self.clock.now_ms()
             for task in self.tasks:
-                task.close()
+                if not task.finished:
+                    task.advance_processing_time(now)
+            if self.checkpointing:
+                self.scheduler.run_due()
+            if self.failure is not None:
+                raise self.failure
+            if all(t.finished for t in self.tasks):
+                if self.checkpointing:
+                    if self.outstanding_uploads or self.coordinator.get_number_of_pending_checkpoints():
+                        self.mailbox.drain(timeout_s=0.002)
+                        continue
+                    self.final_checkpoint()
+                return
+            if not progressed:
+                if self.checkpointing and (self.outstanding_uploads or self.coordinator.get_number_of_pending_checkpoints()
+                                           or any(t.suspended for t in self.tasks)):
+                    self.mailbox.drain(timeout_s=0.002)
+                    continue
+                if any(isinstance(t, SourceTask) and not t.finished and not t.bounded for t in self.tasks):
+                    time.sleep(0.001)  # an unbounded source has nothing right now
+                    continue
+                stuck = [t.name for t in self.tasks if not t.finished]
+                raise IllegalStateError(f"Bug: local runtime made no progress; unfinished tasks: {stuck}")
+
+    def end(self, failed: bool) -> None:
+        """The attempt is over: no more protocol calls reach its tasks; close every operator."""
+        if self.checkpointing:
+            self.gateway.enabled = False
+            if failed or self.stop_requested:
+                self.coordinator.stop_checkpoint_scheduler()
+        for task in self.tasks:
+            task.close()
+
+
+def _range(snapshot: Any) -> Any:
+    from engine.state.key_groups import KeyGroupRange
+
+    start, end = snapshot.metadata["key_group_range"]
+    return KeyGroupRange(start, end)

@@ -33,6 +33,13 @@ class Subtask:
 
     name: str
     finished: bool = False
+    #: ``v<vertex>.<subtask>``: the id the checkpoint coordinator knows the task by
+    task_id: str = ""
+    is_source_task: bool = False
+    #: a source stopped by a synchronous savepoint (stop-with-savepoint) reads no more
+    suspended: bool = False
+    #: the task's SubtaskCheckpointCoordinator when checkpointing is enabled
+    checkpointing: Any = None
     operators: list[Any]
     outputs: list[FanOutOutput]
 
@@ -89,6 +96,7 @@ class StreamTask(Subtask):
         #: set by the runtime when checkpointing is enabled: handles barriers and cancel markers
         self.barrier_handler: Any = None
         self.finished = False
+        self.records_in = 0
 
     def runnable(self) -> bool:
         return not self.finished and (self.gate.has_available() or self._ready_to_finish()) and not self.is_backpressured()
@@ -104,7 +112,11 @@ class StreamTask(Subtask):
             if polled is None:
                 break
             channel, element = polled
+            handler = self.barrier_handler
+            if handler is not None and not isinstance(element, (CheckpointBarrier, CancelCheckpointMarker, EndOfPartition)):
+                handler.process_element(element, channel)  # unaligned: in-flight data joins the channel state
             if type(element) is list:
+                self.records_in += len(element)
                 head.process_batch(element)
                 processed += len(element)
             elif isinstance(element, Watermark):
@@ -175,11 +187,16 @@ class SourceTask(Subtask):
         self._next_split = 0
         self.finished = False
         self.records_read = 0
+        self.is_source_task = True
+        #: (checkpoint id, timestamp, options) the coordinator asked to inject, in order
+        self.pending_triggers: list[Any] = []
         #: set by the runtime: called before each read, may inject a barrier (checkpoint trigger)
         self.before_read: Callable[[SourceTask], None] | None = None
 
     def runnable(self) -> bool:
-        return not self.finished and not self.is_backpressured()
+        if self.finished or self.is_backpressured():
+            return False
+        return not self.suspended or bool(self.pending_triggers)
 
     def active_splits(self) -> list[SplitState]:
         return [s for s in self.splits if not s.finished]
@@ -187,6 +204,8 @@ class SourceTask(Subtask):
     def step(self, budget: int) -> int:
         if self.before_read is not None:
             self.before_read(self)
+        if self.suspended:
+            return 0
         active = self.active_splits()
         if not active:
             if self.bounded:

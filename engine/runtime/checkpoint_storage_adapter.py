@@ -1,0 +1,354 @@
+"""Where a runtime's checkpoint state goes: memory, or the ``checkpoints`` storage package (seed 001, 002).
+
+One small class keeps persistence apart from the protocol, so the local runtime
+(and later the Spark runtime) never touches storage layout:
+
+- :meth:`CheckpointStorageAdapter.write_task_state` runs in a writer thread (seed 002's
+  asynchronous part): it materializes each operator snapshot of a task and either
+  keeps it in memory (no ``checkpoint_storage_dir``) or writes its Arrow tables as
+  state files through :class:`checkpoints.CheckpointStorageLocation`; the returned
+  :class:`TaskStateSnapshot` holds the handles the task acknowledges with.
+- :class:`AdapterCompletedCheckpointStore` is the coordinator's CompletedCheckpointStore:
+  N retention in memory (recovery within a run) and, when persistent, ``_metadata``
+  finalized and the retained-handles index updated by :class:`checkpoints.CompletedCheckpointStore`.
+  Savepoints always go to their own self-contained folder under the requested directory.
+- :meth:`restore_point` / :func:`load_restore_point` turn a completed checkpoint, or a
+  savepoint / retained checkpoint folder (validated by :func:`checkpoints.load_snapshot`),
+  into a :class:`RestorePoint`: per operator uid the materialized snapshots of every former
+  subtask, the source positions Sk and the in-flight channel state.
+
+Everything persisted is Arrow/Parquet or JSON (STYLE section 9).  Task ids are
+``v<vertex>.<subtask>``; the subtask index is read back from them.
+
+Partial: state of a declined or expired checkpoint written to storage is left for
+``checkpoints.orphans`` to collect (the protocol only discards task state in memory).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+from engine.checkpointing.channel_state import InputChannelState
+from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
+from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
+from engine.checkpointing.discarder import CheckpointDiscarder
+from engine.checkpointing.job_status import JobStatus
+from engine.checkpointing.task_state import TaskSnapshot, TaskStateSnapshot
+from engine.elements import StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
+from engine.errors import CorruptSnapshotError
+from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION, MaterializedOperatorSnapshot, OperatorSnapshot
+from engine.state import codec
+
+CHANNEL_STATE_SUFFIX = ".channel-state"
+CHANNEL_STATE_TABLE = "channel_state"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def safe_name(text: str) -> str:
+    """A storage-safe name (checkpoints.layout.check_name) for an operator uid or table name."""
+    cleaned = _UNSAFE.sub("_", text)[:180]
+    return cleaned if cleaned[:1].isalnum() else "x" + cleaned
+
+
+def task_id_of(vertex_key: str, subtask: int) -> str:
+    return f"{vertex_key}.{subtask}"
+
+
+def subtask_of(task_id: str) -> int:
+    return int(task_id.rsplit(".", 1)[1])
+
+
+@dataclass(frozen=True, slots=True)
+class PersistedOperatorState:
+    """The handle of one operator's state of one subtask in checkpoint storage."""
+
+    uid: str
+    subtask: int
+    metadata: Mapping[str, Any]
+    files: tuple[Any, ...]  # checkpoints.StateFileHandle
+    #: [start, end] for keyed operators, None otherwise
+    key_group_range: tuple[int, int] | None
+
+
+@dataclass
+class RestorePoint:
+    """What a restarted job restores: seed 002 "Recovery" (operator state and source positions Sk)."""
+
+    checkpoint_id: int
+    source_positions: dict[str, Any]
+    #: operator uid -> [(former subtask, snapshot)]
+    operators: dict[str, list[tuple[int, MaterializedOperatorSnapshot]]] = field(default_factory=dict)
+    #: task id -> in-flight input of an unaligned checkpoint
+    channel_state: dict[str, InputChannelState] = field(default_factory=dict)
+    is_savepoint: bool = False
+
+    def snapshots_of(self, uid: str) -> list[tuple[int, MaterializedOperatorSnapshot]]:
+        return sorted(self.operators.get(uid, []), key=lambda e: e[0])
+
+
+# -- channel state as a table ----------------------------------------------------------------------
+
+def encode_channel_state(state: InputChannelState) -> pa.Table:
+    channels, seqs, kinds, payloads = [], [], [], []
+    for channel, elements in state.elements.items():
+        for seq, element in enumerate(elements):
+            if isinstance(element, list):
+                kind, payload = "records", codec.encode([[r.value, r.timestamp] for r in element])
+            elif isinstance(element, StreamRecord):
+                kind, payload = "records", codec.encode([[element.value, element.timestamp]])
+            elif isinstance(element, Watermark):
+                kind, payload = "watermark", str(element.timestamp)
+            elif isinstance(element, WatermarkStatusElement):
+                kind, payload = "status", element.status.value
+            else:
+                raise CorruptSnapshotError(f"cannot persist in-flight element {element!r} of channel {channel}")
+            channels.append(int(channel))
+            seqs.append(seq)
+            kinds.append(kind)
+            payloads.append(payload)
+    return pa.table({"channel": pa.array(channels, pa.int64()), "seq": pa.array(seqs, pa.int64()),
+                     "kind": pa.array(kinds, pa.string()), "payload": pa.array(payloads, pa.string())})
+
+
+def decode_channel_state(checkpoint_id: int, table: pa.Table) -> InputChannelState:
+    per_channel: dict[int, list[tuple[int, Any]]] = {}
+    for row in table.to_pylist():
+        kind, payload = row["kind"], row["payload"]
+        if kind == "records":
+            element: Any = [StreamRecord(v, ts) for v, ts in codec.decode(payload)]
+        elif kind == "watermark":
+            element = Watermark(int(payload))
+        elif kind == "status":
+            element = WatermarkStatusElement(WatermarkStatus(payload))
+        else:
+            raise CorruptSnapshotError(f"unknown in-flight element kind {kind!r} in channel state")
+        per_channel.setdefault(int(row["channel"]), []).append((int(row["seq"]), element))
+    return InputChannelState(checkpoint_id, {c: [e for _, e in sorted(items, key=lambda t: t[0])]
+                                             for c, items in per_channel.items()})
+
+
+def _channel_state_snapshot(task_id: str, checkpoint_id: int, state: InputChannelState,
+                            max_parallelism: int) -> MaterializedOperatorSnapshot:
+    return MaterializedOperatorSnapshot(
+        {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": task_id.rsplit(".", 1)[0] + CHANNEL_STATE_SUFFIX,
+         "operator_class": "InputChannelState", "checkpoint_id": checkpoint_id, "max_parallelism": max_parallelism,
+         "key_group_range": [0, max_parallelism - 1]},
+        {CHANNEL_STATE_TABLE: encode_channel_state(state)})
+
+
+def _is_keyed(snapshot: MaterializedOperatorSnapshot) -> bool:
+    return any(name.startswith("keyed/") or name == "timers" for name in snapshot.tables)
+
+
+class _NoDiscard(CheckpointDiscarder):
+    """In memory, dropping the references is the discard; on storage, the checkpoints store deletes."""
+
+    def discard_task_state(self, job_id: str, checkpoint_id: int, task_id: str, state: Any) -> None:
+        pass
+
+    def discard_completed_checkpoint(self, checkpoint: CompletedCheckpoint) -> None:
+        pass
+
+
+class CheckpointStorageAdapter:
+    """One job's bridge from task snapshots to memory or the ``checkpoints`` package; see the module docstring."""
+
+    def __init__(self, job_id: str, job_name: str, max_parallelism: int, storage_dir: str | None,
+                 num_retained: int) -> None:
+        self.job_id = job_id
+        self.job_name = job_name
+        self.max_parallelism = max_parallelism
+        self.storage_dir = storage_dir
+        self.num_retained = num_retained
+        self.discarder: CheckpointDiscarder = _NoDiscard()
+        self._lock = threading.Lock()
+        self._savepoint_targets: dict[int, str] = {}
+        self._locations: dict[int, Any] = {}
+        self._storage: Any = None
+        self._persistent_store: Any = None
+        #: checkpoint id -> URI of its finalized folder (savepoints and persisted checkpoints)
+        self.external_pointers: dict[int, str] = {}
+        if storage_dir is not None:
+            from checkpoints import CheckpointStorage, CompletedCheckpointStore as PersistentStore, open_store
+
+            self._storage = CheckpointStorage(open_store(storage_dir), job_id)
+            self._persistent_store = PersistentStore(self._storage, retained=num_retained)
+            self._persistent_store.recover()
+        self.completed_store = AdapterCompletedCheckpointStore(self)
+
+    # -- where each checkpoint goes --------------------------------------------------------------
+    def register_savepoint(self, checkpoint_id: int, target_dir: str) -> None:
+        """Savepoint ``checkpoint_id`` is written under ``target_dir`` (call before its barrier is injected)."""
+        with self._lock:
+            self._savepoint_targets[checkpoint_id] = target_dir
+
+    def is_persistent(self, checkpoint_id: int) -> bool:
+        return self._storage is not None or checkpoint_id in self._savepoint_targets
+
+    def _location(self, checkpoint_id: int) -> Any:
+        with self._lock:
+            location = self._locations.get(checkpoint_id)
+            if location is None:
+                from checkpoints import CheckpointStorage, open_store
+
+                target = self._savepoint_targets.get(checkpoint_id)
+                if target is not None:
+                    storage = CheckpointStorage(open_store(target), self.job_id)
+                    location = storage.initialize_savepoint_location(checkpoint_id)
+                else:
+                    location = self._storage.initialize_location(checkpoint_id)
+                self._locations[checkpoint_id] = location
+            return location
+
+    # -- the asynchronous part (writer thread) ----------------------------------------------------
+    def write_task_state(self, task_id: str, snapshot: TaskSnapshot) -> TaskStateSnapshot:
+        """Materialize and (if persistent) upload one task's snapshot; returns the handles to acknowledge with."""
+        cid = snapshot.checkpoint_id
+        materialized: dict[str, MaterializedOperatorSnapshot] = {}
+        for uid, snap in snapshot.operator_snapshots.items():
+            materialized[uid] = snap.materialize() if isinstance(snap, OperatorSnapshot) else snap
+        channel_state = snapshot.input_channel_state
+        if not self.is_persistent(cid):
+            return TaskStateSnapshot(materialized, dict(snapshot.source_positions), channel_state)
+        location = self._location(cid)
+        subtask = subtask_of(task_id)
+        handles: dict[str, Any] = {uid: self._write(location, uid, subtask, m) for uid, m in materialized.items()}
+        channel_handle = None
+        if channel_state is not None and not channel_state.is_empty():
+            uid = task_id.rsplit(".", 1)[0] + CHANNEL_STATE_SUFFIX
+            channel_handle = self._write(location, uid, subtask,
+                                         _channel_state_snapshot(task_id, cid, channel_state, self.max_parallelism))
+        return TaskStateSnapshot(handles, dict(snapshot.source_positions), channel_handle)
+
+    def _write(self, location: Any, uid: str, subtask: int, snap: MaterializedOperatorSnapshot) -> PersistedOperatorState:
+        names: dict[str, str] = {}
+        files = []
+        for i, (name, table) in enumerate(sorted(snap.tables.items())):
+            stored = safe_name(f"t{i}-{name}")
+            names[stored] = name
+            files.append(location.write_state_file(safe_name(uid), subtask, stored, table))
+        metadata = dict(snap.metadata)
+        metadata["__tables__"] = names
+        krange = tuple(snap.metadata["key_group_range"]) if _is_keyed(snap) else None
+        return PersistedOperatorState(uid, subtask, metadata, tuple(files), krange)  # type: ignore[arg-type]
+
+    # -- completion ----------------------------------------------------------------------------
+    def finalize(self, completed: CompletedCheckpoint) -> str | None:
+        """Write ``_metadata`` of a persisted checkpoint or savepoint; add checkpoints to the retained index."""
+        cid = completed.checkpoint_id
+        if not self.is_persistent(cid):
+            return None
+        from checkpoints import CheckpointMetadata
+        from checkpoints import CheckpointProperties as StoredProperties
+        from checkpoints import OperatorSnapshot as StoredOperator
+        from checkpoints import SubtaskState
+
+        subtasks: dict[str, list[Any]] = {}
+        configs: dict[str, dict[str, Any]] = {}
+        for task_id, state in completed.task_states.items():
+            handles = list(state.operator_states.values())
+            if state.input_channel_state is not None:
+                handles.append(state.input_channel_state)
+            for h in handles:
+                uid = safe_name(h.uid)
+                subtasks.setdefault(uid, []).append(SubtaskState(h.subtask, h.key_group_range, h.files))
+                configs.setdefault(uid, {})[str(h.subtask)] = dict(h.metadata)
+        operators = tuple(
+            StoredOperator(uid=uid, name=uid, parallelism=len(subs), max_parallelism=self.max_parallelism,
+                           config={"subtask_metadata": configs[uid]},
+                           subtasks=tuple(sorted(subs, key=lambda s: s.subtask)))
+            for uid, subs in sorted(subtasks.items()))
+        savepoint = completed.is_savepoint()
+        properties = StoredProperties.savepoint() if savepoint else StoredProperties.checkpoint(
+            retain_on_cancellation=not completed.properties.discard_cancelled)
+        metadata = CheckpointMetadata(
+            job_id=self.job_id, checkpoint_id=cid, job_name=self.job_name, properties=properties,
+            trigger_timestamp_ms=completed.timestamp_ms, complete_timestamp_ms=completed.completion_timestamp_ms,
+            source_positions=dict(completed.source_positions), operators=operators)
+        uri = self._location(cid).finalize(metadata)
+        if not savepoint:
+            self._persistent_store.add_checkpoint(metadata)
+        with self._lock:
+            self._locations.pop(cid, None)
+            self.external_pointers[cid] = uri
+        return uri
+
+    # -- restore -------------------------------------------------------------------------------
+    def restore_point(self, completed: CompletedCheckpoint) -> RestorePoint:
+        """A RestorePoint from a completed checkpoint of this run (persisted ones are read back and validated)."""
+        if completed.external_pointer is not None:
+            return load_restore_point(completed.external_pointer)
+        point = RestorePoint(completed.checkpoint_id, dict(completed.source_positions),
+                             is_savepoint=completed.is_savepoint())
+        for task_id, state in completed.task_states.items():
+            subtask = subtask_of(task_id)
+            for uid, snap in state.operator_states.items():
+                point.operators.setdefault(uid, []).append((subtask, snap))
+            if state.input_channel_state is not None:
+                point.channel_state[task_id] = state.input_channel_state
+        return point
+
+    def shutdown(self, job_status: JobStatus, latest: CompletedCheckpoint | None) -> None:
+        if self._persistent_store is not None:
+            delete = latest is not None and latest.should_discard_on_shutdown(job_status)
+            self._persistent_store.shutdown(delete_checkpoints=delete)
+
+    def retained_checkpoint_ids(self) -> list[int]:
+        """Ids in the persistent retained-handles index (empty when in memory)."""
+        if self._persistent_store is None:
+            return []
+        return [h.checkpoint_id for h in self._persistent_store.all_checkpoints()]
+
+
+class AdapterCompletedCheckpointStore(CompletedCheckpointStore):
+    """N retention in memory plus, through the adapter, ``_metadata`` and the retained index on storage."""
+
+    def __init__(self, adapter: CheckpointStorageAdapter) -> None:
+        self._adapter = adapter
+        self._memory = StandaloneCompletedCheckpointStore(adapter.num_retained, adapter.discarder)
+
+    @property
+    def max_retained(self) -> int:
+        return self._memory.max_retained
+
+    def add_checkpoint_and_subsume_oldest(self, checkpoint: CompletedCheckpoint) -> list[CompletedCheckpoint]:
+        uri = self._adapter.finalize(checkpoint)
+        if uri is not None:
+            checkpoint = dataclasses.replace(checkpoint, external_pointer=uri)
+        return self._memory.add_checkpoint_and_subsume_oldest(checkpoint)
+
+    def get_all_checkpoints(self) -> Sequence[CompletedCheckpoint]:
+        return self._memory.get_all_checkpoints()
+
+    def shutdown(self, job_status: JobStatus) -> None:
+        self._adapter.shutdown(job_status, self._memory.get_latest_checkpoint())
+        self._memory.shutdown(job_status)
+
+
+def load_restore_point(uri: str, **store_options: Any) -> RestorePoint:
+    """Open a savepoint or retained checkpoint folder (full validation, checkpoints.load_snapshot) for restore."""
+    from checkpoints import load_snapshot
+
+    snapshot = load_snapshot(uri, **store_options)
+    meta = snapshot.metadata
+    point = RestorePoint(meta.checkpoint_id, dict(meta.source_positions), is_savepoint=meta.is_savepoint())
+    for op in meta.operators:
+        configs = op.config.get("subtask_metadata", {})
+        for sub in op.subtasks:
+            metadata = dict(configs[str(sub.subtask)])
+            names = metadata.pop("__tables__", {})
+            tables = {names.get(h.table, h.table): snapshot.read_file(h) for h in sub.files}
+            materialized = MaterializedOperatorSnapshot.from_parts(
+                MaterializedOperatorSnapshot(metadata, {}).metadata_json(), tables)
+            if op.uid.endswith(CHANNEL_STATE_SUFFIX):
+                task_id = task_id_of(op.uid[: -len(CHANNEL_STATE_SUFFIX)], sub.subtask)
+                point.channel_state[task_id] = decode_channel_state(meta.checkpoint_id, tables[CHANNEL_STATE_TABLE])
+            else:
+                point.operators.setdefault(metadata["operator_id"], []).append((sub.subtask, materialized))
+    return point

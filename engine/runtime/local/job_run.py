@@ -1,0 +1,237 @@
+"""A local job across its attempts: restarts from the latest completed checkpoint (seed 002 "Recovery").
+
+:class:`JobRun` owns what outlives one attempt: the completed-checkpoint store and
+the checkpoint id counter (ids continue across restarts, seed 001), the storage
+adapter, the restart strategy, the writer thread pool, the fault plan, the
+checkpoint history and the control mailbox through which another thread (the
+job master's :class:`~engine.runtime.local.job_client.LocalJobClient`) asks for
+savepoints or a cancel.  Each attempt is a fresh :class:`LocalJob` built from the
+plan (``env.get_parallelism()`` now, so a restore may rescale) and restored from
+the latest completed checkpoint, or from the savepoint the run started from,
+or from scratch when there is neither.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from engine.api.environment import JobExecutionResult
+from engine.api.restart import restart_strategy_of
+from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
+from engine.checkpointing.job_status import JobStatus
+from engine.errors import JobFailedError
+from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter, RestorePoint, load_restore_point
+from engine.runtime.local.checkpointing import Mailbox
+from engine.runtime.local.runtime import JobStopped, LocalJob
+from engine.runtime.plan import build_plan
+
+#: writer threads for the asynchronous part of snapshots
+ASYNC_WRITER_THREADS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """One line of ``checkpoint_history()``."""
+
+    checkpoint_id: int
+    kind: str  # "checkpoint" | "savepoint" | "final"
+    status: str  # "completed"
+    attempt: int
+    completed_ms: int
+    external_pointer: str | None
+    alignment_ms_max: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatusReport:
+    """What ``status()`` reports."""
+
+    job_id: str
+    job_name: str
+    state: str  # "created" | "running" | "restarting" | "finished" | "stopped" | "cancelled" | "failed"
+    attempt: int
+    restarts: int
+    last_completed_checkpoint_id: int | None
+    watermark_ms: int
+    records_in: int
+    records_out: int
+
+
+class JobRun:
+    def __init__(self, runtime: Any, job_name: str, roots: list[Any], collected: dict[int, list[Any]],
+                 from_savepoint: str | None) -> None:
+        self.runtime = runtime
+        self.env = runtime.env
+        self.job_name = job_name
+        self.roots = roots
+        self.collected = collected
+        self.from_savepoint = from_savepoint
+        self.job_id = uuid.uuid4().hex[:16]
+        self.clock = self.env.get_clock()
+        self.strategy = restart_strategy_of(self.env)
+        config = self.env.get_checkpoint_config()
+        self.checkpointing_enabled = self.env.is_checkpointing_enabled()
+        self.adapter = CheckpointStorageAdapter(
+            self.job_id, job_name, self.env.get_max_parallelism(), config.get_checkpoint_storage_dir(),
+            config.get_num_retained_checkpoints())
+        self.store = self.adapter.completed_store
+        self.initial_restore: RestorePoint | None = load_restore_point(from_savepoint) if from_savepoint else None
+        start_after = self.initial_restore.checkpoint_id if self.initial_restore is not None else None
+        self.counter = StandaloneCheckpointIDCounter.continue_after(start_after)
+        self.executor: ThreadPoolExecutor | None = None
+        self.control = Mailbox()
+        self.dead_letters: list[dict[str, Any]] = []
+        self.history: list[CheckpointRecord] = []
+        self.state = "created"
+        self.attempt = 0
+        self.restarts = 0
+        self.records_before_attempt = 0
+        self.job: LocalJob | None = None
+        self._alignment: dict[int, int] = {}
+        self._savepoint_futures: dict[int, Future] = {}
+        self._stop_after: set[int] = set()
+
+    # -- attempts ----------------------------------------------------------------------------------
+    def run(self) -> JobExecutionResult:
+        started = time.monotonic()
+        self.executor = ThreadPoolExecutor(ASYNC_WRITER_THREADS, thread_name_prefix=f"sluice-upload-{self.job_id}")
+        restore = self.initial_restore
+        final_status = JobStatus.FINISHED
+        try:
+            while True:
+                self.attempt += 1
+                if restore is None:
+                    for target in self.collected.values():
+                        target.clear()  # from scratch: nothing of a failed attempt counts
+                    self._discard_orphaned_staging()
+                plan = build_plan(self.roots, self.env.get_parallelism(), self.env.get_max_parallelism())
+                job = LocalJob(self, plan, restore)
+                if restore is not None:
+                    self._discard_orphaned_staging()  # sinks re-committed restore's handles in initialize_state
+                self.job = job
+                self.state = "running"
+                failed = True
+                try:
+                    job.run()
+                    failed = False
+                    self.state = "finished"
+                    break
+                except JobStopped as stop:
+                    failed = False
+                    self.state = "cancelled" if str(stop) == "cancel" else "stopped"
+                    final_status = JobStatus.CANCELED if self.state == "cancelled" else JobStatus.FINISHED
+                    break
+                except Exception as exc:  # noqa: BLE001 - any task failure fails the attempt (seed 002 "Recovery")
+                    self.records_before_attempt += job.records_read()
+                    if not self.strategy.can_restart(self.restarts):
+                        self.state = "failed"
+                        final_status = JobStatus.FAILED
+                        raise JobFailedError(
+                            f"job {self.job_name!r} failed after {self.restarts} restart(s) "
+                            f"(restart strategy allows {self.strategy.max_restarts}): {type(exc).__name__}: {exc}"
+                        ) from exc
+                    self.restarts += 1
+                    self.state = "restarting"
+                finally:
+                    job.end(failed)
+                self._sleep(self.strategy.delay_ms)
+                latest = self.store.get_latest_checkpoint()
+                restore = self.adapter.restore_point(latest) if latest is not None else self.initial_restore
+        finally:
+            if self.checkpointing_enabled and self.job is not None:
+                self.job.coordinator.shutdown(final_status)
+            for future in self._savepoint_futures.values():
+                if not future.done():
+                    future.set_exception(JobFailedError(f"job {self.job_name!r} ended before the savepoint completed"))
+            self.executor.shutdown(wait=True)
+        job = self.job
+        return JobExecutionResult(
+            job_name=self.job_name, job_id=self.job_id, runtime="local",
+            net_runtime_ms=int((time.monotonic() - started) * 1000),
+            metrics=job.metrics() if job is not None else {}, dead_letters=self.dead_letters,
+            collected=self.collected,
+            completed_checkpoints=[r.checkpoint_id for r in self.history], restarts=self.restarts)
+
+    def _sleep(self, delay_ms: int) -> None:
+        if delay_ms <= 0:
+            return
+        advance = getattr(self.clock, "advance", None)
+        if advance is not None:
+            advance(delay_ms)
+        else:
+            time.sleep(delay_ms / 1000)
+
+    def _discard_orphaned_staging(self) -> None:
+        """Staged parts of transactions that never reached a completed checkpoint are garbage (FileSink)."""
+        from engine.api.graph import SinkTransformation
+        from engine.api.graph import topological_order
+
+        for node in topological_order(self.roots):
+            sink = getattr(node, "sink", None) if isinstance(node, SinkTransformation) else None
+            if sink is not None and hasattr(sink, "discard_orphaned_staging"):
+                sink.discard_orphaned_staging()
+
+    # -- checkpoint events (scheduler thread) ------------------------------------------------------
+    def record_task_metrics(self, checkpoint_id: int, metrics: Any) -> None:
+        if metrics is not None:
+            self._alignment[checkpoint_id] = max(self._alignment.get(checkpoint_id, 0), metrics.alignment_duration_ms)
+
+    def on_checkpoint_completed(self, job: LocalJob, checkpoint_id: int, first_task: bool, final: bool = False) -> None:
+        if not first_task:
+            return
+        from engine.runtime.local.faults import FaultKind
+
+        latest = self.store.get_latest_checkpoint()
+        pointer = self.adapter.external_pointers.get(checkpoint_id)
+        is_savepoint = latest is not None and latest.checkpoint_id == checkpoint_id and latest.is_savepoint()
+        is_savepoint = is_savepoint or checkpoint_id in self._savepoint_futures
+        kind = "final" if final else ("savepoint" if is_savepoint else "checkpoint")
+        self.history.append(CheckpointRecord(checkpoint_id, kind, "completed", self.attempt, self.clock.now_ms(),
+                                             pointer, self._alignment.pop(checkpoint_id, 0)))
+        future = self._savepoint_futures.get(checkpoint_id)
+        if future is not None and not future.done():
+            future.set_result(pointer)
+        if checkpoint_id in self._stop_after:
+            job.stop_requested = "savepoint"
+        if self.runtime.fault_plan is not None:
+            self.runtime.fault_plan.fire(FaultKind.BEFORE_COMMIT, checkpoint_id)
+
+    # -- control (called on the scheduler thread through ``control``) -------------------------------
+    def do_trigger_savepoint(self, target_dir: str, future: Future, stop: bool, drain: bool) -> None:
+        job = self.job
+        if job is None or not self.checkpointing_enabled or self.state != "running":
+            future.set_exception(JobFailedError(
+                f"cannot take a savepoint of job {self.job_name!r} in state {self.state!r}"
+                + ("" if self.checkpointing_enabled else "; enable checkpointing (env.enable_checkpointing)")))
+            return
+        coordinator = job.coordinator
+        before = set(coordinator.get_pending_checkpoints())
+        promise = (coordinator.trigger_synchronous_savepoint(terminate=drain, target_location=target_dir) if stop
+                   else coordinator.trigger_savepoint(target_dir))
+        new_ids = [cid for cid, p in coordinator.get_pending_checkpoints().items()
+                   if cid not in before and p.target_location == target_dir]
+        for cid in new_ids:
+            self.adapter.register_savepoint(cid, target_dir)
+            self._savepoint_futures[cid] = future
+            if stop:
+                self._stop_after.add(cid)
+        promise.then(None, lambda exc: future.done() or future.set_exception(exc))
+        if not new_ids and not promise.is_done():
+            future.set_exception(JobFailedError("the savepoint request was queued behind running checkpoints; retry"))
+
+    def do_cancel(self) -> None:
+        if self.job is not None:
+            self.job.stop_requested = "cancel"
+
+    def status(self) -> JobStatusReport:
+        job = self.job
+        latest = self.history[-1].checkpoint_id if self.history else None
+        return JobStatusReport(
+            self.job_id, self.job_name, self.state, self.attempt, self.restarts, latest,
+            job.current_watermark() if job is not None else 0,
+            self.records_before_attempt + (job.records_read() if job is not None else 0),
+            job.records_written() if job is not None else 0)
