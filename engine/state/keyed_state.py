@@ -312,7 +312,8 @@ class InternalReducingState(_MergingState, ReducingState):
         group = self._group()
         ck = (self._backend._current_key, self._namespace)
         current = group.get(ck, _MISSING)
-        group[ck] = value if current is _MISSING else self.descriptor.reduce_function(current, value)  # type: ignore[attr-defined]
+        reduce = self.descriptor.reduce_function  # type: ignore[attr-defined]
+        group[ck] = value if current is _MISSING else reduce(current, value)
 
     def _merge_values(self, a: Any, b: Any) -> Any:
         return self.descriptor.reduce_function(a, b)  # type: ignore[attr-defined]
@@ -374,7 +375,8 @@ class HeapKeyedStateBackend:
         self._tables: dict[str, _StateTable] = {}
         self._states: dict[str, InternalKvState] = {}
         self._current_key: Any = None
-        self._group_index: int = None  # type: ignore[assignment]  # indexing with None fails loudly before set_current_key
+        # None until set_current_key: indexing with it fails loudly
+        self._group_index: int = None  # type: ignore[assignment]
         self.current_key_group: int | None = None
         self._simple_key_cache: dict[Any, int] = {}
         self._encoded_key_cache: dict[str, int] = {}
@@ -453,7 +455,8 @@ class HeapKeyedStateBackend:
             raise JobDefinitionError(
                 "state_descriptor",
                 descriptor,
-                f"declares {descriptor.name!r} as {kind} state but the restored snapshot holds it as {table.kind} state",
+                f"declares {descriptor.name!r} as {kind} state but the restored snapshot holds it as "
+                f"{table.kind} state",
                 "Keep the state kind when changing a job, or start without the snapshot",
             )
         state = cls(self, table, descriptor)
@@ -462,14 +465,14 @@ class HeapKeyedStateBackend:
 
     # ---- inspection -------------------------------------------------------------------------
     def get_keys(self, state_name: str, namespace: Any) -> Iterator[Any]:
-        """Keys that have an entry in ``state_name`` under ``namespace`` (a snapshot of them, safe to mutate state while iterating)."""
+        """Keys with an entry in ``state_name`` under ``namespace`` (materialized: state may change while iterating)."""
         table = self._tables.get(state_name)
         if table is None:
             return iter(())
         return iter([k for g in table.groups for (k, ns) in g if ns == namespace])
 
     def get_keys_and_namespaces(self, state_name: str) -> Iterator[tuple[Any, Any]]:
-        """Every ``(key, namespace)`` with an entry in ``state_name`` (materialized first, safe to mutate state while iterating)."""
+        """Every ``(key, namespace)`` with an entry in ``state_name`` (materialized, like :meth:`get_keys`)."""
         table = self._tables.get(state_name)
         if table is None:
             return iter(())
@@ -552,14 +555,14 @@ class HeapKeyedStateBackend:
             except CorruptSnapshotError as exc:
                 raise CorruptSnapshotError(f"state table {name!r} column 'value': row {row}: {exc}") from exc
             if kind == "list" and not isinstance(value, list):
-                raise CorruptSnapshotError(f"state table {name!r} column 'value': row {row} of a list state is not a list")
+                raise CorruptSnapshotError(f"state table {name!r} column 'value': row {row} of list state is no list")
             if kind == "map" and not isinstance(value, dict):
-                raise CorruptSnapshotError(f"state table {name!r} column 'value': row {row} of a map state is not a map")
+                raise CorruptSnapshotError(f"state table {name!r} column 'value': row {row} of map state is no map")
             table.groups[group - self._start][(key, namespace)] = value
 
 
 def _hashable(value: Any) -> Any:
-    """Keys decode as plain data; a list inside a key (never produced by encode_key of a hashable key) becomes a tuple."""
+    """Keys decode as plain data; a list inside a key (encode_key writes none for hashable keys) becomes a tuple."""
     if isinstance(value, list):
         return tuple(_hashable(v) for v in value)
     return value

@@ -224,7 +224,7 @@ class KeyedStateSnapshot:
 
 
 def validate_state_table(name: str, table: pa.Table, max_parallelism: int) -> str:
-    """Check one table against the layout; returns its state kind or raises CorruptSnapshotError naming table and column."""
+    """Check a table against the layout: return its state kind or raise CorruptSnapshotError naming table and column."""
     if not isinstance(table, pa.Table):
         raise CorruptSnapshotError(f"state table {name!r} is a {type(table).__name__}, not a pyarrow.Table")
     for field in SCHEMA_FIELDS:

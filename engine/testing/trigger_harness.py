@@ -106,7 +106,9 @@ class TriggerTestHarness:
         self.current_processing_time = timestamp
         return self._fire(self._processing_time_timers, timestamp, event_time=False)
 
-    def _fire(self, timers: set[tuple[int, Window]], up_to: int, event_time: bool) -> list[tuple[Window, TriggerResult]]:
+    def _fire(
+        self, timers: set[tuple[int, Window]], up_to: int, event_time: bool
+    ) -> list[tuple[Window, TriggerResult]]:
         results: list[tuple[Window, TriggerResult]] = []
         # A trigger may re-register the very timer that is firing (ContinuousProcessingTimeTrigger at the
         # window end does): in the window operator the window's cleanup then deletes it.  The harness has
@@ -164,6 +166,7 @@ class TriggerTestHarness:
         return sum(1 for _, w in self._processing_time_timers if window is None or w == window)
 
 
-def _timer_order(timer: tuple[int, Window]) -> tuple[int, str]:
-    # windows of one assigner are mutually comparable, but keep the order total and cheap
-    return timer[0], repr(timer[1])
+def _timer_order(timer: tuple[int, Window]) -> tuple[int, int, int]:
+    # time first; ties between windows in window order (GlobalWindow has no start: it sorts first)
+    time, window = timer
+    return time, getattr(window, "start", 0), getattr(window, "end", 0)

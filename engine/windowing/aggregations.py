@@ -158,7 +158,7 @@ class MaxAggregate(_FieldAggregate):
 
 
 class MinByAggregate(_FieldAggregate):
-    """``.min_by(field)``: the element with the smallest ``field``, the first one on ties (ComparableAggregator MINBY, first=True)."""
+    """``.min_by(field)``: the element with the smallest ``field``, the first on ties (Flink MINBY, first=True)."""
 
     kind = "min_by"
 
@@ -167,7 +167,7 @@ class MinByAggregate(_FieldAggregate):
 
 
 class MaxByAggregate(_FieldAggregate):
-    """``.max_by(field)``: the element with the largest ``field``, the first one on ties (ComparableAggregator MAXBY, first=True)."""
+    """``.max_by(field)``: the element with the largest ``field``, the first on ties (Flink MAXBY, first=True)."""
 
     kind = "max_by"
 
@@ -204,7 +204,9 @@ class ReduceAggregate(AggregateFunction):
         elif callable(reduce_function):
             self.reduce_function = reduce_function
         else:
-            raise JobDefinitionError("reduce_function", reduce_function, "must be a ReduceFunction or a callable (a, b) -> c")
+            raise JobDefinitionError(
+                "reduce_function", reduce_function, "must be a ReduceFunction or a callable (a, b) -> c"
+            )
 
     def create_accumulator(self) -> Any:
         return None

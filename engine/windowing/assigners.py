@@ -191,7 +191,8 @@ class SlidingEventTimeWindows(WindowAssigner[TimeWindow]):
 
 
 def _sliding_windows(ts: int, size_ms: int, slide_ms: int, offset_ms: int) -> list[TimeWindow]:
-    # Flink: lastStart = getWindowStartWithOffset(ts, offset, slide); for (start = lastStart; start > ts - size; start -= slide)
+    # Flink: lastStart = getWindowStartWithOffset(ts, offset, slide);
+    #        for (start = lastStart; start > ts - size; start -= slide) add [start, start + size)
     last_start = ts - (ts - offset_ms) % slide_ms
     return [TimeWindow(start, start + size_ms) for start in range(last_start, ts - size_ms, -slide_ms)]
 
@@ -319,7 +320,11 @@ class EventTimeSessionWindows(MergingWindowAssigner[TimeWindow]):
 
     def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:
         ts = _require_timestamp("EventTimeSessionWindows", timestamp, element)
-        gap = self.gap_ms if self.gap_extractor is None else _dynamic_gap("EventTimeSessionWindows", self.gap_extractor, element)
+        gap = (
+            self.gap_ms
+            if self.gap_extractor is None
+            else _dynamic_gap("EventTimeSessionWindows", self.gap_extractor, element)
+        )
         return [TimeWindow(ts, ts + gap)]
 
     def merge_windows(self, windows: Collection[TimeWindow], callback: Any) -> None:
@@ -349,7 +354,9 @@ class ProcessingTimeSessionWindows(MergingWindowAssigner[TimeWindow]):
         return ProcessingTimeSessionWindows(positive_millis(gap, "gap"))
 
     @staticmethod
-    def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor | Callable[[Any], Any]) -> ProcessingTimeSessionWindows:
+    def with_dynamic_gap(
+        extractor: SessionWindowTimeGapExtractor | Callable[[Any], Any],
+    ) -> ProcessingTimeSessionWindows:
         return ProcessingTimeSessionWindows(None, _gap_extractor(extractor))
 
     def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:

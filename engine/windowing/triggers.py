@@ -433,7 +433,7 @@ class DeltaTrigger(Trigger):
 
     @staticmethod
     def of(threshold: float, delta_function: Any, state_serializer: Any = None) -> DeltaTrigger:
-        """``state_serializer`` is accepted for PyFlink/Java signature compatibility and ignored: state is codec JSON."""
+        """``state_serializer`` is accepted for PyFlink/Java signature compatibility and ignored (state is JSON)."""
         return DeltaTrigger(threshold, delta_function)
 
     def on_element(self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext) -> TriggerResult:
