@@ -44,6 +44,8 @@ class CheckpointRecord:
     completed_ms: int
     external_pointer: str | None
     alignment_ms_max: int = 0
+    #: in-flight buffers and watermarks persisted as channel state (unaligned checkpoints, seed 003)
+    in_flight_elements: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,8 +192,18 @@ class JobRun:
         is_savepoint = latest is not None and latest.checkpoint_id == checkpoint_id and latest.is_savepoint()
         is_savepoint = is_savepoint or checkpoint_id in self._savepoint_futures
         kind = "final" if final else ("savepoint" if is_savepoint else "checkpoint")
+        in_flight = 0
+        if latest is not None and latest.checkpoint_id == checkpoint_id:
+            for state in latest.task_states.values():
+                channel_state = state.input_channel_state
+                if channel_state is None:
+                    continue
+                if hasattr(channel_state, "elements"):
+                    in_flight += sum(len(e) for e in channel_state.elements.values())
+                else:
+                    in_flight += sum(f.rows for f in channel_state.files)
         self.history.append(CheckpointRecord(checkpoint_id, kind, "completed", self.attempt, self.clock.now_ms(),
-                                             pointer, self._alignment.pop(checkpoint_id, 0)))
+                                             pointer, self._alignment.pop(checkpoint_id, 0), in_flight))
         future = self._savepoint_futures.get(checkpoint_id)
         if future is not None and not future.done():
             future.set_result(pointer)

@@ -95,6 +95,8 @@ class LocalRuntime:
             raise JobDefinitionError("bundle_size", self.bundle_size, "must be >= 1")
         #: advance a ManualClock by this much per scheduling round (deterministic checkpoint intervals in tests)
         self.clock_step_ms = int(opts.get("clock_step_ms", 0))
+        #: records a stream task processes per scheduling step (a small value makes consumers lag: in-flight data)
+        self.task_budget = int(opts.get("task_budget", self.bundle_size * 4))
         self.fault_plan = opts.get("fault_plan")
         self.from_savepoint = opts.get("from_savepoint")
 
@@ -465,7 +467,8 @@ class LocalJob:
 
     # -- running ---------------------------------------------------------------------------------
     def run(self) -> None:
-        budget = self.runtime.bundle_size * 4
+        budget = self.runtime.task_budget
+        source_budget = self.runtime.bundle_size
         run, faults = self.run_, self.runtime.fault_plan
         step_ms = self.runtime.clock_step_ms
         advance = getattr(self.clock, "advance", None) if step_ms > 0 else None
@@ -482,7 +485,7 @@ class LocalJob:
             progressed = False
             for task in order:
                 if task.runnable():
-                    task.step(budget)
+                    task.step(source_budget if task.is_source_task else budget)
                     progressed = True
             if threshold is not None and run.records_before_attempt + self.records_read() >= threshold:
                 faults.fire(FaultKind.RECORDS, run.records_before_attempt + self.records_read())

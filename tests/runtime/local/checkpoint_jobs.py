@@ -37,13 +37,15 @@ def make_events(seed: int = 7, n: int = 1500, keys: int = 23) -> list[tuple[str,
 def build_job(out_dir: str, events: list, *, parallelism: int = 3, mode: CheckpointingMode | None = None,
               unaligned: bool = False, interval_ms: int = 50, fault_plan: Any = None, restarts: int = 0,
               storage_dir: str | None = None, retained: int = 1, bundle_size: int = 16,
-              sink_mode: str = "exactly_once") -> StreamExecutionEnvironment:
+              sink_mode: str = "exactly_once", task_budget: int | None = None) -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
     env.set_clock(ManualClock())
     env.set_runtime_option("bundle_size", bundle_size)
     env.set_runtime_option("channel_capacity", 4)
     env.set_runtime_option("clock_step_ms", 10)
+    if task_budget is not None:
+        env.set_runtime_option("task_budget", task_budget)  # consumers lag: channels hold in-flight data
     if mode is not None:
         env.enable_checkpointing(interval_ms, mode)
         config = env.get_checkpoint_config()
