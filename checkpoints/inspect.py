@@ -74,9 +74,15 @@ def inspect_snapshot(uri: str, *, verify_checksums: bool = False, **store_option
     for op in m.operators:
         tables: dict[str, dict[str, int]] = {}
         for _, handle in op.files():
-            entry = tables.setdefault(handle.table, {"files": 0, "rows": 0, "bytes": 0, "shared_files": 0})
+            entry = tables.setdefault(
+                handle.table, {"files": 0, "rows": 0, "bytes": 0, "shared_files": 0, "delta_files": 0, "delta_rows": 0}
+            )
             entry["files"] += 1
-            entry["rows"] += handle.rows
+            if handle.is_delta():  # rows of a delta are changes, not state entries
+                entry["delta_files"] += 1
+                entry["delta_rows"] += handle.rows
+            else:
+                entry["rows"] += handle.rows
             entry["bytes"] += handle.bytes
             entry["shared_files"] += int(layout.is_shared_path(handle.path))
         ranges = sorted(s.key_group_range for s in op.subtasks if s.key_group_range is not None)

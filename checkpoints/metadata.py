@@ -17,7 +17,8 @@ Shape (``to_json``)::
      "operators": [{"uid", "name", "parallelism", "max_parallelism", "config": {...},
                     "subtasks": [{"subtask", "key_group_range": [start, end] | null,
                                   "files": [{"path", "bytes", "rows", "sha256", "table",
-                                             "format": "parquet"|"arrow", "incremental_key"}]}]}],
+                                             "format": "parquet"|"arrow", "incremental_key",
+                                             "kind": "full"|"delta", "merge_key": [...]|null}]}]}],
      "ledger": {"splits": {split_id: {"offset", "watermark_ms", "idle_ms"}},
                 "late_records_dropped", "late_records_side_output", "oldest_open_window"},
      "validation": null | {"status": "passed"|"failed"|..., ...}}
@@ -38,6 +39,7 @@ from engine.errors import CorruptSnapshotError, JobDefinitionError
 
 FORMAT_VERSION = "1.0"
 FILE_FORMATS = ("parquet", "arrow")
+FILE_KINDS = ("full", "delta")
 SNAPSHOT_TYPES = ("checkpoint", "savepoint")
 #: Flink's CheckpointProperties discard flags: when the snapshot's files are deleted
 DISCARD_EVENTS = ("subsumed", "finished", "cancelled", "failed", "suspended")
@@ -55,6 +57,13 @@ class StateFileHandle:
     format: str = "parquet"
     #: logical identity for incremental reuse (e.g. "window-op/kg17/window-contents"); None for private files
     incremental_key: str | None = None
+    #: "full": the rows of the state; "delta": changes to apply, in list order, to the preceding files
+    #: of the same table and incremental_key (upserts by ``merge_key``; rows with ``_deleted`` true remove)
+    kind: str = "full"
+    merge_key: tuple[str, ...] | None = None
+
+    def is_delta(self) -> bool:
+        return self.kind == "delta"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +74,8 @@ class StateFileHandle:
             "table": self.table,
             "format": self.format,
             "incremental_key": self.incremental_key,
+            "kind": self.kind,
+            "merge_key": list(self.merge_key) if self.merge_key is not None else None,
         }
 
     @staticmethod
@@ -75,6 +86,12 @@ class StateFileHandle:
         path = f.get("path", str)
         if not path or path.startswith("/") or ".." in path.split("/"):
             raise CorruptSnapshotError(f"{f.what} path {path!r} must be relative and stay inside the snapshot")
+        kind = f.get("kind", str, optional=True, default="full")
+        merge_key = f.get("merge_key", list, optional=True)
+        if kind not in FILE_KINDS:
+            raise CorruptSnapshotError(f"{f.what} field 'kind' is {kind!r}, expected one of {FILE_KINDS}")
+        if kind == "delta" and (not merge_key or not all(isinstance(k, str) for k in merge_key)):
+            raise CorruptSnapshotError(f"{f.what} is a delta file but has no 'merge_key' column names")
         return StateFileHandle(
             path=path,
             bytes=f.get("bytes", int),
@@ -83,6 +100,8 @@ class StateFileHandle:
             table=f.get("table", str),
             format=fmt,
             incremental_key=f.get("incremental_key", str, optional=True),
+            kind=kind,
+            merge_key=tuple(merge_key) if merge_key is not None else None,
         )
 
 

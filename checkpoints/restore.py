@@ -82,6 +82,8 @@ class Snapshot:
     def state_tables(self, operator_uid: str, key_group_range: KeyGroupRange | None = None) -> dict[str, pa.Table]:
         """One Arrow table per state name of the operator, all subtasks concatenated.
 
+        Delta files are applied to the files before them with the same table and
+        incremental key (see ``CheckpointStorageLocation.write_state_changes``).
         With ``key_group_range`` (a restoring subtask's range after rescaling) only
         files of subtasks overlapping it are read, and rows outside it are dropped
         by their ``key_group`` column."""
@@ -92,8 +94,13 @@ class Snapshot:
                 mine = KeyGroupRange(*sub.key_group_range).intersection(key_group_range)
                 if len(mine) == 0:
                     continue
-            for handle in sub.files:
-                table = self.read_file(handle)
+            chains: dict[tuple[str, str | None, int], list[StateFileHandle]] = {}
+            for position, handle in enumerate(sub.files):
+                # a private (non-incremental) file is a chain of its own
+                ident = (handle.table, handle.incremental_key, -1 if handle.incremental_key else position)
+                chains.setdefault(ident, []).append(handle)
+            for (table_name, _, _), chain in chains.items():
+                table = self._read_chain(chain)
                 if key_group_range is not None and "key_group" in table.column_names:
                     import pyarrow.compute as pc
 
@@ -104,12 +111,40 @@ class Snapshot:
                             pc.less_equal(column, key_group_range.end_key_group),
                         )
                     )
-                parts.setdefault(handle.table, []).append(table)
+                parts.setdefault(table_name, []).append(table)
         return {name: _concat(tables) for name, tables in sorted(parts.items())}
+
+    def _read_chain(self, chain: list[StateFileHandle]) -> pa.Table:
+        table = self.read_file(chain[0])
+        for delta in chain[1:]:
+            table = apply_delta(table, self.read_file(delta), delta.merge_key or (), self.store.key_uri(self.file_key(delta)))
+        return table
 
     def state_frames(self, operator_uid: str) -> dict[str, Any]:
         """``{state name: pandas.DataFrame}`` of one operator: what the validation helper checks."""
         return {name: table.to_pandas() for name, table in self.state_tables(operator_uid).items()}
+
+
+DELETED_COLUMN = "_deleted"
+
+
+def apply_delta(base: pa.Table, delta: pa.Table, merge_key: tuple[str, ...], where: str) -> pa.Table:
+    """Rows of ``base`` whose merge key the delta does not mention, plus the delta's non-deleted rows."""
+    missing = [c for c in merge_key if c not in base.column_names or c not in delta.column_names]
+    if not merge_key or missing:
+        raise CorruptSnapshotError(f"delta file {where} has merge key {list(merge_key)} but lacks columns {missing}")
+    keys = delta.select(list(merge_key))
+    kept = base.join(keys, keys=list(merge_key), join_type="left anti") if keys.num_rows else base
+    upserts = delta
+    if DELETED_COLUMN in delta.column_names:
+        import pyarrow.compute as pc
+
+        upserts = delta.filter(pc.invert(pc.fill_null(delta.column(DELETED_COLUMN), False))).drop_columns([DELETED_COLUMN])
+    try:
+        return pa.concat_tables([kept.select(base.column_names), upserts.select(base.column_names)],
+                                promote_options="default")
+    except (pa.ArrowException, KeyError) as exc:
+        raise CorruptSnapshotError(f"delta file {where} does not fit the state it changes: {exc}") from exc
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:
@@ -177,6 +212,7 @@ def open_snapshot(
         shared_dir = (parent + "/" if parent else "") + layout.SHARED_PREFIX
     snapshot = Snapshot(metadata, uri, store, snapshot_dir, shared_dir)
     problems.extend(key_group_problems(metadata))
+    problems.extend(delta_chain_problems(metadata))
     if not any("not self-contained" in p for p in problems):
         problems.extend(_file_problems(snapshot, verify_checksums))
     return snapshot, problems
@@ -221,6 +257,24 @@ def key_group_problems(metadata: CheckpointMetadata) -> list[str]:
             expected = max(expected, end + 1)
         if expected < op.max_parallelism:
             problems.append(f"{where} leaves key groups [{expected}, {op.max_parallelism - 1}] uncovered (gap at the end)")
+    return problems
+
+
+def delta_chain_problems(metadata: CheckpointMetadata) -> list[str]:
+    """A delta file must follow a full file of the same table and incremental key in its subtask."""
+    problems: list[str] = []
+    for op in metadata.operators:
+        for sub in op.subtasks:
+            seen_full: set[tuple[str, str | None]] = set()
+            for handle in sub.files:
+                ident = (handle.table, handle.incremental_key)
+                if not handle.is_delta():
+                    seen_full.add(ident)
+                elif handle.incremental_key is None or ident not in seen_full:
+                    problems.append(
+                        f"operator {op.uid!r} subtask {sub.subtask}: delta file {handle.path} has no full file of "
+                        f"state {handle.table!r} / {handle.incremental_key!r} before it"
+                    )
     return problems
 
 

@@ -1,0 +1,363 @@
+"""Run a validation of a snapshot with Great Expectations: suites -> ValidationDefinition -> gx.Checkpoint.
+
+A GE ``gx.Checkpoint`` is a *validation run*, not a snapshot.  One validation of
+a Sluice snapshot is one ephemeral GX context holding, per frame (an asset of
+:mod:`checkpoints.validation.suite_builder`), an ExpectationSuite, a
+ValidationDefinition over a whole-dataframe batch and a ``gx.Checkpoint`` with an
+``UpdateDataDocsAction``: frames differ per asset, and a gx.Checkpoint passes
+the same ``batch_parameters`` to all its definitions, hence one per asset.
+
+Engines: pandas below ``spark_row_threshold`` rows of state, Spark above it (or
+when asked): the Spark path derives the same frames inside ``mapInArrow`` tasks
+that read the state files themselves (:mod:`checkpoints.validation.spark_frames`),
+so large state never passes through one process, and GX validates the Spark
+DataFrames with its Spark execution engine.
+
+Outputs: a :class:`ValidationReport`; its JSON written beside the snapshot
+(``<snapshot>/_validation/<run>.json``); Data Docs HTML in ``data_docs_dir``; and,
+with ``record=True``, the outcome in the snapshot's ``_metadata`` ``validation``
+field (:mod:`checkpoints.validation.records`), which savepoint history reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+import great_expectations as gx  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from checkpoints.restore import Snapshot, load_snapshot  # noqa: E402
+from checkpoints.validation import frames as F  # noqa: E402
+from checkpoints.validation.previous import previous_source_positions  # noqa: E402
+from checkpoints.validation.suite_builder import (  # noqa: E402
+    FILES,
+    SOURCE_OFFSETS,
+    SOURCE_OFFSETS_ASSET,
+    SuitePlan,
+    build_suites,
+    files_asset,
+    sessions_asset,
+    state_asset,
+    timers_asset,
+)
+from checkpoints.validation.user_expectations import (  # noqa: E402
+    add_user_expectations,
+    load_user_expectations,
+    suite_path_for_job,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SPARK_ROW_THRESHOLD = 5_000_000
+DATA_DOCS_SITE = "sluice"
+PARTIAL_UNEXPECTED = 5
+RESULTS_DIR = "_validation"
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class FailedExpectation:
+    """One expectation that failed, as GX reported it, with the rule it checks in words."""
+
+    asset: str
+    expectation: str
+    kwargs: dict[str, Any]
+    rule: str
+    unexpected_count: int | None = None
+    observed_value: Any = None
+    partial_unexpected: tuple[str, ...] = ()
+    user: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"asset": self.asset, "expectation": self.expectation, "kwargs": self.kwargs, "rule": self.rule,
+                "unexpected_count": self.unexpected_count, "observed_value": _jsonable(self.observed_value),
+                "partial_unexpected": list(self.partial_unexpected), "user": self.user}
+
+
+@dataclass(frozen=True, slots=True)
+class AssetOutcome:
+    asset: str
+    rows: int
+    evaluated: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """The outcome of one validation run of a snapshot."""
+
+    snapshot_uri: str
+    job_id: str
+    checkpoint_id: int
+    status: str  # "passed" | "failed"
+    engine: str
+    started_ms: int
+    duration_ms: int
+    rows: int
+    assets: tuple[AssetOutcome, ...]
+    failed: tuple[FailedExpectation, ...]
+    unknown: tuple[str, ...]
+    data_docs_url: str | None
+    results_uri: str | None = None
+    run_name: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def failed_expectations(self) -> list[tuple[str, str]]:
+        """``(asset, expectation type)`` of every failure, e.g. ``("op.timers", "expect_table_row_count_to_equal")``."""
+        return [(f.asset, f.expectation) for f in self.failed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "snapshot_uri": self.snapshot_uri, "job_id": self.job_id, "checkpoint_id": self.checkpoint_id,
+            "status": self.status, "engine": self.engine, "started_ms": self.started_ms,
+            "duration_ms": self.duration_ms, "rows": self.rows, "run_name": self.run_name,
+            "assets": [{"asset": a.asset, "rows": a.rows, "evaluated": a.evaluated, "failed": a.failed}
+                       for a in self.assets],
+            "failed": [f.to_dict() for f in self.failed], "unknown": list(self.unknown),
+            "data_docs_url": self.data_docs_url, "results_uri": self.results_uri,
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    try:
+        return value.item()  # numpy scalars
+    except AttributeError:
+        return str(value)
+
+
+def default_data_docs_dir() -> Path:
+    return Path(os.environ.get("SLUICE_DATA_DOCS_DIR", ".sluice/data_docs")).absolute()
+
+
+def validate_snapshot(
+    snapshot: str | Snapshot,
+    *,
+    job_spec: str | None = None,
+    user_expectations: str | Path | None = None,
+    data_docs_dir: str | Path | None = None,
+    engine: str = "auto",
+    spark_row_threshold: int = DEFAULT_SPARK_ROW_THRESHOLD,
+    spark: Any = None,
+    previous_source_positions_: dict[str, Any] | None = None,
+    find_previous: bool = True,
+    write_results: bool = True,
+    record: bool = False,
+    clock_ms: Callable[[], int] = _wall_clock_ms,
+    **store_options: Any,
+) -> ValidationReport:
+    """Validate a checkpoint or savepoint (a URI, or a loaded :class:`Snapshot`); see the module docstring.
+
+    Integrity (missing files, checksums, key-group coverage) is checked first by
+    :func:`checkpoints.restore.load_snapshot` and raises CorruptSnapshotError;
+    the GX suites then check the state's content.  ``job_spec`` finds the user
+    suite file beside the job; ``user_expectations`` names one explicitly.
+    ``record=True`` writes the outcome into ``_metadata`` (savepoints: the validated tier)."""
+    if engine not in ("auto", "pandas", "spark"):
+        from engine.errors import JobDefinitionError
+
+        raise JobDefinitionError("engine", engine, "must be 'auto', 'pandas' or 'spark'")
+    started = clock_ms()
+    snap = snapshot if isinstance(snapshot, Snapshot) else load_snapshot(snapshot, **store_options)
+    metadata = snap.metadata
+    previous = previous_source_positions_
+    if previous is None and find_previous:
+        previous = previous_source_positions(snap)
+    plan = build_suites(metadata, previous_offsets=previous)
+    suite_file = Path(user_expectations) if user_expectations else (suite_path_for_job(job_spec) if job_spec else None)
+    if suite_file is not None:
+        add_user_expectations(plan, load_user_expectations(suite_file))
+    total_rows = sum(h.rows for _, _, h in metadata.files())
+    use_spark = engine == "spark" or (engine == "auto" and total_rows > spark_row_threshold)
+    tasks = file_tasks(snap, plan)
+    if use_spark:
+        from checkpoints.validation.spark_frames import spark_frames
+
+        if spark is None:
+            from engine.runtime.spark.session import get_or_create_spark
+
+            spark = get_or_create_spark()
+        asset_frames = spark_frames(spark, snap, plan, tasks)
+    else:
+        asset_frames = pandas_frames(snap, plan, tasks)
+    if SOURCE_OFFSETS_ASSET in plan.assets:
+        asset_frames[SOURCE_OFFSETS_ASSET] = ("pandas", offsets_frame(metadata.source_positions, previous or {}))
+    docs_dir = Path(data_docs_dir).absolute() if data_docs_dir else default_data_docs_dir()
+    run_name = f"{metadata.job_id}-{'sp' if metadata.is_savepoint() else 'chk'}-{metadata.checkpoint_id}-{started}"
+    outcomes, failed, docs_url = run_gx(plan, asset_frames, docs_dir, run_name)
+    report = ValidationReport(
+        snapshot_uri=snap.uri, job_id=metadata.job_id, checkpoint_id=metadata.checkpoint_id,
+        status="failed" if failed else "passed", engine="spark" if use_spark else "pandas",
+        started_ms=started, duration_ms=max(0, clock_ms() - started), rows=total_rows,
+        assets=tuple(outcomes), failed=tuple(failed), unknown=tuple(plan.unknown),
+        data_docs_url=docs_url, run_name=run_name,
+    )
+    if write_results:
+        from checkpoints.validation.records import write_results_json
+
+        report = write_results_json(snap, report)
+    if record:
+        from checkpoints.validation.records import record_outcome
+
+        record_outcome(snap, report)
+    return report
+
+
+# ---- frames ----------------------------------------------------------------------------------------------
+
+
+def file_tasks(snap: Snapshot, plan: SuitePlan) -> list[F.FileTask]:
+    """One :class:`FileTask` per state file of every operator that has suites."""
+    tasks: list[F.FileTask] = []
+    for op in snap.metadata.operators:
+        facts = plan.facts.get(op.uid)
+        if facts is None:
+            continue
+        for sub in op.subtasks:
+            for handle in sub.files:
+                tasks.append(F.FileTask.of(len(tasks), facts, sub.subtask, sub.key_group_range, handle))
+    return tasks
+
+
+def asset_of(task: F.FileTask, kind: str) -> str:
+    if kind == F.TIMERS:
+        return timers_asset(task.operator_uid)
+    if kind == F.SESSIONS:
+        return sessions_asset(task.operator_uid)
+    return state_asset(task.operator_uid, task.state_name or "")
+
+
+def pandas_frames(snap: Snapshot, plan: SuitePlan, tasks: list[F.FileTask]) -> dict[str, tuple[str, Any]]:
+    """``{asset: ("pandas", DataFrame)}`` for every asset of ``plan`` (empty frames where no file contributes)."""
+    parts: dict[str, list[pd.DataFrame]] = {}
+    files_rows: dict[str, list[dict[str, Any]]] = {}
+    handles = {(uid, h.path): h for uid, _, h in snap.metadata.files()}
+    for task in tasks:
+        table = snap.read_file(handles[(task.operator_uid, task.path)])
+        for kind, frame in F.derive_file(task, table).items():
+            parts.setdefault(asset_of(task, kind), []).append(frame)
+        files_rows.setdefault(files_asset(task.operator_uid), []).append(_file_row(task, F.column_types(table)))
+    out: dict[str, tuple[str, Any]] = {}
+    for name, suite in plan.assets.items():
+        if suite.kind == FILES:
+            out[name] = ("pandas", files_frame(files_rows.get(name, [])))
+        elif suite.kind == SOURCE_OFFSETS:
+            continue
+        else:
+            frames = parts.get(name)
+            out[name] = ("pandas", pd.concat(frames, ignore_index=True) if frames else F.empty_frame(suite.kind))
+    return out
+
+
+def _file_row(task: F.FileTask, types: str) -> dict[str, Any]:
+    return {"file_index": task.file_index, "path": task.path, "table": task.table, "subtask": task.subtask,
+            "rows": task.rows, "column_types": types, "expected_column_types": F.expected_column_types(task)}
+
+
+def files_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    columns = ["file_index", "path", "table", "subtask", "rows", "column_types", "expected_column_types"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def offsets_frame(current: dict[str, Any], previous: dict[str, Any]) -> pd.DataFrame:
+    """One row per split: its offset now and at the previous retained checkpoint (NaN when absent or not numeric)."""
+    splits = sorted(set(current) | set(previous))
+
+    def num(v: Any) -> float:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan")
+
+    return pd.DataFrame({"split": splits, "offset": [num(current.get(s)) for s in splits],
+                         "previous_offset": [num(previous.get(s)) for s in splits]})
+
+
+# ---- Great Expectations --------------------------------------------------------------------------------
+
+
+def gx_context(data_docs_dir: Path) -> Any:
+    """An ephemeral GX context with analytics and progress bars off and one local Data Docs site."""
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.enable_analytics(False)
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    data_docs_dir.mkdir(parents=True, exist_ok=True)
+    context.add_data_docs_site(DATA_DOCS_SITE, {
+        "class_name": "SiteBuilder",
+        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(data_docs_dir)},
+    })
+    return context
+
+
+def run_gx(plan: SuitePlan, asset_frames: dict[str, tuple[str, Any]], data_docs_dir: Path,
+           run_name: str) -> tuple[list[AssetOutcome], list[FailedExpectation], str | None]:
+    """Run every asset's suite as a gx.Checkpoint (a validation run) and collect what failed."""
+    context = gx_context(data_docs_dir)
+    sources: dict[str, Any] = {}
+    outcomes: list[AssetOutcome] = []
+    failed: list[FailedExpectation] = []
+    for name, suite_plan in plan.assets.items():
+        engine, frame = asset_frames[name]
+        if engine not in sources:
+            sources[engine] = (context.data_sources.add_pandas(f"sluice-{engine}") if engine == "pandas"
+                               else context.data_sources.add_spark(f"sluice-{engine}"))
+        batch_definition = sources[engine].add_dataframe_asset(name).add_batch_definition_whole_dataframe("snapshot")
+        suite = context.suites.add(gx.ExpectationSuite(name=name, meta={"sluice_run": run_name}))
+        for expectation in suite_plan.expectations:
+            suite.add_expectation(expectation)
+        definition = context.validation_definitions.add(
+            gx.ValidationDefinition(name=f"{run_name}:{name}", data=batch_definition, suite=suite))
+        validation_run = context.checkpoints.add(gx.Checkpoint(
+            name=f"{run_name}:{name}",
+            validation_definitions=[definition],
+            actions=[gx.checkpoint.UpdateDataDocsAction(name="data-docs", site_names=[DATA_DOCS_SITE])],
+            result_format={"result_format": "SUMMARY", "partial_unexpected_count": PARTIAL_UNEXPECTED},
+        ))
+        result = validation_run.run(batch_parameters={"dataframe": frame})
+        evaluated = bad = 0
+        for validation_result in result.run_results.values():
+            for r in validation_result.results:
+                evaluated += 1
+                if r.success:
+                    continue
+                bad += 1
+                failed.append(_failure(name, r))
+        rows = int(len(frame)) if engine == "pandas" else int(frame.count())
+        outcomes.append(AssetOutcome(name, rows, evaluated, bad))
+    urls = context.get_docs_sites_urls(site_name=DATA_DOCS_SITE)
+    return outcomes, failed, (urls[0]["site_url"] if urls else None)
+
+
+def _failure(asset: str, r: Any) -> FailedExpectation:
+    config = r.expectation_config
+    result = r.result or {}
+    meta = config.meta or {}
+    kwargs = {k: _jsonable(v) for k, v in config.kwargs.items() if k != "batch_id"}
+    exception = (r.exception_info or {}).get("exception_message") if isinstance(r.exception_info, dict) else None
+    partial = tuple(str(v) for v in (result.get("partial_unexpected_list") or [])[:PARTIAL_UNEXPECTED])
+    if exception and not partial:
+        partial = (f"error: {exception}",)
+    return FailedExpectation(
+        asset=asset, expectation=config.type, kwargs=kwargs, rule=str(meta.get("rule", "")),
+        unexpected_count=result.get("unexpected_count"), observed_value=result.get("observed_value"),
+        partial_unexpected=partial, user=bool(meta.get("user")),
+    )
