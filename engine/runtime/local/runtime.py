@@ -98,6 +98,9 @@ class LocalRuntime:
         #: records a stream task processes per scheduling step (a small value makes consumers lag: in-flight data)
         self.task_budget = int(opts.get("task_budget", self.bundle_size * 4))
         self.fault_plan = opts.get("fault_plan")
+        #: tests: finish each round's uploads before the next round, so the number of checkpoints per run
+        #: does not depend on how fast storage is (the asynchronous part still runs on the writer pool)
+        self.wait_for_uploads = bool(opts.get("wait_for_uploads", False))
         self.from_savepoint = opts.get("from_savepoint")
 
     def _prepare(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
@@ -491,6 +494,8 @@ class LocalJob:
                 faults.fire(FaultKind.RECORDS, run.records_before_attempt + self.records_read())
                 threshold = faults.next_record_threshold()
             self.mailbox.drain()
+            while self.runtime.wait_for_uploads and self.outstanding_uploads and self.failure is None:
+                self.mailbox.drain(timeout_s=0.05)
             if advance is not None:
                 advance(step_ms)
             now = self.clock.now_ms()

@@ -1,0 +1,145 @@
+"""Recovery on the local runtime (seed 002 "Recovery"): savepoints and retained checkpoints restore the job,
+also at another parallelism (key groups are redistributed), and the committed output stays exactly-once."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from checkpoints import load_snapshot
+from engine import CheckpointingMode, ExternalizedCheckpointRetention
+from engine.errors import JobFailedError
+from engine.runtime.local.faults import Fault, FaultKind, FaultPlan
+from engine.runtime.local.runtime import LocalRuntime
+
+from checkpoint_jobs import build_job, committed, make_events
+
+EVENTS = make_events()
+
+
+@pytest.fixture(scope="module")
+def golden() -> list:
+    out = tempfile.mkdtemp()
+    build_job(out, EVENTS).execute("golden")
+    return committed(out)
+
+
+def stop_with_savepoint_after(env, records: int, savepoint_dir: str) -> tuple[str, object]:
+    client = LocalRuntime(env).submit("to be stopped", list(env._sinks))
+    while client.status().records_in < records and not client.done():
+        time.sleep(0.0002)
+    uri = client.stop_with_savepoint(savepoint_dir).result(timeout=30)
+    client.wait(30)
+    return uri, client
+
+
+@pytest.mark.parametrize("new_parallelism", [2, 4])
+def test_restoring_a_savepoint_at_another_parallelism_gives_the_same_final_output(golden: list, tmp_path: Path,
+                                                                                     new_parallelism: int) -> None:
+    out = str(tmp_path / "out")
+    env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE)
+    uri, client = stop_with_savepoint_after(env, 400, f"file://{tmp_path}/savepoints")
+    assert client.status().state == "stopped"
+    assert [r.kind for r in client.checkpoint_history()][-1] == "savepoint"
+    before = committed(out)
+    assert 0 < len(before) < len(golden)  # stopped midway, with what the savepoint covers committed
+
+    resumed = build_job(out, EVENTS, parallelism=new_parallelism, mode=CheckpointingMode.EXACTLY_ONCE)
+    resumed.set_runtime_option("from_savepoint", uri)
+    result = resumed.execute("resumed")
+    assert committed(out) == golden
+    assert min(result.completed_checkpoints) > load_snapshot(uri).metadata.checkpoint_id  # ids continue
+
+
+def test_a_savepoint_is_self_contained_and_leaves_the_running_job_undisturbed(golden: list, tmp_path: Path) -> None:
+    out = str(tmp_path / "out")
+    env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE, storage_dir=f"file://{tmp_path}/chk")
+    client = LocalRuntime(env).submit("savepointed", list(env._sinks))
+    while client.status().records_in < 300 and not client.done():
+        time.sleep(0.0002)
+    uri = client.trigger_savepoint(f"file://{tmp_path}/sp").result(timeout=30)
+    client.wait(30)
+    assert client.status().state == "finished"
+    assert committed(out) == golden
+    snapshot = load_snapshot(uri)  # full validation: key groups covered, files and checksums present
+    assert snapshot.metadata.is_savepoint()
+    assert str(tmp_path / "sp") in uri
+    assert not any(p.startswith("shared/") for p in snapshot.metadata.referenced_paths())
+    window_ops = [op for op in snapshot.metadata.operators if op.is_keyed()]
+    assert len(window_ops) == 2 and all(op.parallelism == 3 for op in window_ops)
+
+
+def test_retained_checkpoints_are_n_in_storage_and_restore_a_failed_job(golden: list, tmp_path: Path) -> None:
+    out, storage = str(tmp_path / "out"), f"file://{tmp_path}/chk"
+    env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE, storage_dir=storage, retained=2,
+                    fault_plan=FaultPlan([Fault(FaultKind.RECORDS, 1300)]), restarts=0)
+    env.get_checkpoint_config().set_externalized_checkpoint_retention(
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
+    with pytest.raises(JobFailedError):
+        env.execute("fails late")
+    (job_dir,) = [p for p in (tmp_path / "chk").iterdir() if p.is_dir()]
+    retained = sorted(p.name for p in job_dir.iterdir() if p.name.startswith("chk-") and (p / "_metadata").exists())
+    assert len(retained) == 2
+    latest = f"file://{job_dir}/{retained[-1]}"
+
+    resumed = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE)
+    resumed.set_runtime_option("from_savepoint", latest)
+    resumed.execute("resumed from a retained checkpoint")
+    assert committed(out) == golden
+
+
+def test_checkpoint_ids_continue_across_restarts(golden: list, tmp_path: Path) -> None:
+    out = str(tmp_path / "out")
+    plan = FaultPlan([Fault(FaultKind.BEFORE_ACK, 2), Fault(FaultKind.RECORDS, 900)])
+    env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE, fault_plan=plan, restarts=5)
+    run = LocalRuntime(env)._prepare("restarts", list(env._sinks), [])
+    result = run.run()
+    ids = [r.checkpoint_id for r in run.history]
+    assert result.restarts == 2 and len({r.attempt for r in run.history}) >= 2
+    assert ids == sorted(set(ids))
+    assert run.history[-1].kind == "final"
+    assert committed(out) == golden
+
+
+def test_cancel_stops_the_job_and_keeps_nothing_uncommitted(tmp_path: Path) -> None:
+    out = str(tmp_path / "out")
+    env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE)
+    client = LocalRuntime(env).submit("cancelled", list(env._sinks))
+    while client.status().records_in < 200 and not client.done():
+        time.sleep(0.0002)
+    client.cancel()
+    client.wait(30)
+    assert client.status().state in ("cancelled", "finished")
+    assert not list((tmp_path / "out" / "tumbling").glob("_staging/*/*"))  # open transactions were aborted
+
+
+def test_checkpoints_and_restore_work_on_s3_through_a_moto_server(golden: list, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    boto3 = pytest.importorskip("boto3")
+    from moto.server import ThreadedMotoServer
+
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(name, value)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
+        bucket = "sluice-" + uuid.uuid4().hex[:10]
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=bucket)
+        out = str(tmp_path / "out")
+        plan = FaultPlan([Fault(FaultKind.BEFORE_COMMIT, 2)])
+        env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE, storage_dir=f"s3://{bucket}/checkpoints",
+                        fault_plan=plan, restarts=2, interval_ms=200)
+        result = env.execute("on s3")
+        assert result.restarts == 1
+        assert committed(out) == golden
+    finally:
+        server.stop()
+        os.environ.pop("AWS_ENDPOINT_URL", None)
