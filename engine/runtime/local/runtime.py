@@ -98,9 +98,10 @@ class LocalRuntime:
         #: records a stream task processes per scheduling step (a small value makes consumers lag: in-flight data)
         self.task_budget = int(opts.get("task_budget", self.bundle_size * 4))
         self.fault_plan = opts.get("fault_plan")
-        #: tests: finish each round's uploads before the next round, so the number of checkpoints per run
-        #: does not depend on how fast storage is (the asynchronous part still runs on the writer pool)
-        self.wait_for_uploads = bool(opts.get("wait_for_uploads", False))
+        #: finish each round's uploads before the next round, so the number of checkpoints per run does not
+        #: depend on thread scheduling or storage speed (the asynchronous part still runs on the writer pool);
+        #: on by default with simulated time (clock_step_ms), where runs are meant to be exact
+        self.wait_for_uploads = bool(opts.get("wait_for_uploads", self.clock_step_ms > 0))
         self.from_savepoint = opts.get("from_savepoint")
 
     def _prepare(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],

@@ -53,7 +53,6 @@ def build_job(out_dir: str, events: list, *, parallelism: int = 3, mode: Checkpo
             config.enable_unaligned_checkpoints()
         if storage_dir is not None:
             config.set_checkpoint_storage_dir(storage_dir)
-            env.set_runtime_option("wait_for_uploads", True)  # as many checkpoints as in memory, however slow the disk
         config.set_num_retained_checkpoints(retained)
     if fault_plan is not None:
         env.set_runtime_option("fault_plan", fault_plan)
