@@ -1,7 +1,9 @@
 """The ``sluice`` command line (ARCHITECTURE section 7).
 
-Implemented verbs: ``demo``.  The storage verbs (``checkpoints list``,
-``inspect``) are mounted from the checkpoints package when it is installed.
+Verbs: ``demo``, ``run``, ``status``, ``savepoint``, ``stop``, ``cancel``, and the storage
+verbs ``checkpoints list`` and ``inspect`` from the checkpoints package.  A running job is
+found through the status document its master publishes in checkpoint storage
+(``--storage``), or directly with ``--url``.
 """
 
 from __future__ import annotations
@@ -57,16 +59,142 @@ def demo(runtime: str, parallelism: int, events_per_split: int, show: int, json_
     click.echo(json.dumps(summary))
 
 
-def _mount_optional() -> None:
-    try:
-        from checkpoints.cli import checkpoints_cli, inspect_command
-    except ImportError:
+def _parse_params(values: tuple[str, ...]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected key=value, got {item!r}", param_hint="--param")
+        try:
+            params[key] = json.loads(raw)
+        except ValueError:
+            params[key] = raw
+    return params
+
+
+@main.command()
+@click.argument("job")
+@click.option("--name", "job_name", default=None, help="job id in storage (default: the spec's module name)")
+@click.option("--runtime", type=click.Choice(["local", "spark"]), default="local", show_default=True)
+@click.option("--parallelism", type=int, default=None)
+@click.option("--storage", default=None, help="checkpoint storage: s3://bucket/prefix or file:///path")
+@click.option("--savepoint-dir", default=None, help="default savepoint root (s3:// or file://)")
+@click.option("--retained", type=int, default=3, show_default=True, help="completed checkpoints to retain")
+@click.option("--checkpoint-interval", "interval_ms", type=int, default=5_000, show_default=True,
+              help="ms between checkpoints; 0 disables checkpointing")
+@click.option("--from-savepoint", default=None, help="restore from this savepoint or retained checkpoint")
+@click.option("--output", default=None, help="folder for the job's result streams (exactly-once files)")
+@click.option("--host", default="127.0.0.1", show_default=True, help="control API bind address")
+@click.option("--port", type=int, default=0, help="control API port (0: any free port)")
+@click.option("--token", envvar="SLUICE_CONTROL_TOKEN", default=None, help="bearer token for the control API")
+@click.option("--param", "params", multiple=True, help="key=value passed to the job function (JSON values)")
+@click.option("--option", "options", multiple=True, help="runtime option key=value (e.g. bundle_size=64)")
+def run(job: str, job_name: str | None, runtime: str, parallelism: int | None, storage: str | None,
+        savepoint_dir: str | None, retained: int, interval_ms: int, from_savepoint: str | None,
+        output: str | None, host: str, port: int, token: str | None, params: tuple[str, ...],
+        options: tuple[str, ...]) -> None:
+    """Run JOB (an import path module:function) under a job master with a control API."""
+    from engine.master.master import JobMaster, MasterConfig
+
+    name = job_name or job.partition(":")[0].rsplit(".", 1)[-1]
+    config = MasterConfig(job_spec=job, job_name=name, params=_parse_params(params), runtime=runtime,
+                          parallelism=parallelism, checkpoint_interval_ms=interval_ms or None, storage_uri=storage,
+                          savepoint_dir=savepoint_dir, retained_checkpoints=retained, from_savepoint=from_savepoint,
+                          output_dir=output, host=host, port=port, token=token,
+                          runtime_options=_parse_params(options))
+    master = JobMaster(config).start()
+    click.echo(json.dumps({"job_id": master.client.get_job_id(), "control_url": master.url}), err=True)
+    result = master.wait()
+    click.echo(json.dumps({"job_id": result.job_id, "runtime_ms": result.net_runtime_ms,
+                           "restarts": result.restarts, "metrics": result.metrics}))
+
+
+def _client(job_id: str, url: str | None, storage: str | None, token: str | None) -> Any:
+    from engine.master.client import ControlClient, discover_control_url
+
+    if url is None:
+        if storage is None:
+            raise click.UsageError("give --url of the job master, or --storage where its status document lives")
+        url = discover_control_url(storage, job_id)
+    return ControlClient(url, job_id, token)
+
+
+_locate = [
+    click.argument("job_id"),
+    click.option("--url", default=None, help="job master control URL"),
+    click.option("--storage", default=None, help="checkpoint storage to find the master's status document in"),
+    click.option("--token", envvar="SLUICE_CONTROL_TOKEN", default=None),
+]
+
+
+def _with_locate(fn: Any) -> Any:
+    for decorator in reversed(_locate):
+        fn = decorator(fn)
+    return fn
+
+
+@main.command()
+@_with_locate
+def status(job_id: str, url: str | None, storage: str | None, token: str | None) -> None:
+    """Print a running job's status."""
+    click.echo(json.dumps(_client(job_id, url, storage, token).status(), indent=2))
+
+
+def _wait_for(client: Any, kind: str, trigger_id: str) -> None:
+    from rich.console import Console
+
+    with Console(stderr=True).status(f"{kind} {trigger_id} in progress"):
+        op = client.wait(kind, trigger_id)
+    if op["status"]["id"] == "COMPLETED":
+        click.echo(op["operation"]["location"])
         return
+    click.echo(f"{kind} failed: {op['operation'].get('failure-cause')}", err=True)
+    sys.exit(1)
+
+
+@main.command()
+@_with_locate
+@click.option("--target", default=None, help="savepoint directory (default: the job's --savepoint-dir)")
+@click.option("--trigger-id", default=None, help="idempotency key: retrying with it never takes a second savepoint")
+def savepoint(job_id: str, url: str | None, storage: str | None, token: str | None, target: str | None,
+              trigger_id: str | None) -> None:
+    """Take a savepoint of a running job and print its location."""
+    client = _client(job_id, url, storage, token)
+    _wait_for(client, "savepoint", client.trigger_savepoint(target, trigger_id))
+
+
+@main.command()
+@_with_locate
+@click.option("--savepoint/--no-savepoint", "with_savepoint", default=True, show_default=True)
+@click.option("--drain", is_flag=True, help="emit MAX_WATERMARK first: fire all event-time windows (Flink --drain)")
+@click.option("--target", default=None, help="savepoint directory")
+def stop(job_id: str, url: str | None, storage: str | None, token: str | None, with_savepoint: bool, drain: bool,
+         target: str | None) -> None:
+    """Stop a running job, with a savepoint (default) or by cancelling it."""
+    client = _client(job_id, url, storage, token)
+    if not with_savepoint:
+        client.cancel()
+        click.echo("cancelled")
+        return
+    _wait_for(client, "stop", client.stop(target, drain))
+
+
+@main.command()
+@_with_locate
+def cancel(job_id: str, url: str | None, storage: str | None, token: str | None) -> None:
+    """Cancel a running job without a savepoint."""
+    _client(job_id, url, storage, token).cancel()
+    click.echo("cancelled")
+
+
+def _mount_storage_commands() -> None:
+    from checkpoints.cli import checkpoints_cli, inspect_command
+
     main.add_command(checkpoints_cli, "checkpoints")
     main.add_command(inspect_command, "inspect")
 
 
-_mount_optional()
+_mount_storage_commands()
 
 if __name__ == "__main__":
     main()

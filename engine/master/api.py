@@ -1,0 +1,134 @@
+"""The job master's HTTP control API (ARCHITECTURE section 7), shaped after Flink's REST API.
+
+=======  ====================================  ==========================================
+GET      /healthz                              liveness, no token needed
+GET      /jobs                                 the job this master runs
+GET      /jobs/{job_id}                        status: state, watermark, checkpoints, rates
+GET      /jobs/{job_id}/checkpoints            completed/failed checkpoint history
+POST     /jobs/{job_id}/savepoints             ``{"target_directory", "trigger_id"}`` -> trigger id
+GET      /jobs/{job_id}/savepoints/{trigger}   savepoint status / location / failure cause
+POST     /jobs/{job_id}/stop                   stop with savepoint ``{"target_directory", "drain", "trigger_id"}``
+GET      /jobs/{job_id}/stop/{trigger}         stop status
+PATCH    /jobs/{job_id}?mode=cancel            cancel without savepoint
+GET      /metrics                              Prometheus text format
+=======  ====================================  ==========================================
+
+Every route but ``/healthz`` requires ``Authorization: Bearer <token>`` when the
+master was given a token (always, when it is bound to a non-loopback address).
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any, Protocol
+
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from pydantic import BaseModel
+
+from engine.master.operations import OperationRegistry
+
+
+class JobControl(Protocol):
+    """What a running job offers its master; implemented by both runtimes' job handles."""
+
+    job_id: str
+
+    def status(self) -> dict[str, Any]: ...
+
+    def checkpoint_history(self) -> list[dict[str, Any]]: ...
+
+    def trigger_savepoint(self, target_dir: str | None) -> Any: ...  # Future[str location]
+
+    def stop_with_savepoint(self, target_dir: str | None, drain: bool) -> Any: ...  # Future[str location]
+
+    def cancel(self) -> None: ...
+
+
+class SavepointRequest(BaseModel):
+    target_directory: str | None = None
+    trigger_id: str | None = None
+
+
+class StopRequest(BaseModel):
+    target_directory: str | None = None
+    drain: bool = False
+    trigger_id: str | None = None
+
+
+def create_app(job: JobControl, operations: OperationRegistry, token: str | None,
+               metrics_text: Any = None) -> FastAPI:
+    app = FastAPI(title="Sluice job master", version="1")
+
+    def authorize(request: Request) -> None:
+        if token is None:
+            return
+        header = request.headers.get("authorization", "")
+        supplied = header[7:] if header.lower().startswith("bearer ") else ""
+        if not hmac.compare_digest(supplied.encode(), token.encode()):
+            raise HTTPException(status_code=401, detail="missing or wrong bearer token (Authorization: Bearer <token>)")
+
+    def check_job(job_id: str) -> None:
+        if job_id != job.job_id:
+            raise HTTPException(status_code=404, detail=f"this master runs job {job.job_id!r}, not {job_id!r}")
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/jobs", dependencies=[Depends(authorize)])
+    def jobs() -> dict[str, Any]:
+        return {"jobs": [{"id": job.job_id, "status": job.status().get("state")}]}
+
+    @app.get("/jobs/{job_id}", dependencies=[Depends(authorize)])
+    def status(job_id: str) -> dict[str, Any]:
+        check_job(job_id)
+        return job.status()
+
+    @app.get("/jobs/{job_id}/checkpoints", dependencies=[Depends(authorize)])
+    def checkpoints(job_id: str) -> dict[str, Any]:
+        check_job(job_id)
+        return {"history": job.checkpoint_history()}
+
+    @app.post("/jobs/{job_id}/savepoints", status_code=202, dependencies=[Depends(authorize)])
+    def trigger_savepoint(job_id: str, body: SavepointRequest) -> dict[str, Any]:
+        check_job(job_id)
+        op, _ = operations.start("savepoint", body.trigger_id, body.model_dump(),
+                                 lambda: job.trigger_savepoint(body.target_directory))
+        return {"request-id": op.trigger_id}
+
+    @app.post("/jobs/{job_id}/stop", status_code=202, dependencies=[Depends(authorize)])
+    def stop(job_id: str, body: StopRequest) -> dict[str, Any]:
+        check_job(job_id)
+        op, _ = operations.start("stop", body.trigger_id, body.model_dump(),
+                                 lambda: job.stop_with_savepoint(body.target_directory, body.drain))
+        return {"request-id": op.trigger_id}
+
+    def operation(job_id: str, trigger_id: str, kind: str) -> dict[str, Any]:
+        check_job(job_id)
+        op = operations.get(trigger_id)
+        if op is None or op.kind != kind:
+            raise HTTPException(status_code=404, detail=f"no {kind} operation with trigger id {trigger_id!r}")
+        return op.to_json()
+
+    @app.get("/jobs/{job_id}/savepoints/{trigger_id}", dependencies=[Depends(authorize)])
+    def savepoint_status(job_id: str, trigger_id: str) -> dict[str, Any]:
+        return operation(job_id, trigger_id, "savepoint")
+
+    @app.get("/jobs/{job_id}/stop/{trigger_id}", dependencies=[Depends(authorize)])
+    def stop_status(job_id: str, trigger_id: str) -> dict[str, Any]:
+        return operation(job_id, trigger_id, "stop")
+
+    @app.patch("/jobs/{job_id}", status_code=202, dependencies=[Depends(authorize)])
+    def cancel(job_id: str, mode: str = "cancel") -> dict[str, str]:
+        check_job(job_id)
+        if mode != "cancel":
+            raise HTTPException(status_code=400, detail=f"mode must be 'cancel', got {mode!r}")
+        job.cancel()
+        return {"status": "cancelling"}
+
+    @app.get("/metrics", dependencies=[Depends(authorize)])
+    def metrics() -> Response:
+        body = metrics_text() if metrics_text is not None else b""
+        return Response(content=body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return app

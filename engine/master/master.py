@@ -1,0 +1,188 @@
+"""The job master: runs one job, serves its control API and publishes its status document.
+
+``sluice run <spec>`` lands here.  A job spec is an import path ``module:function``;
+the function receives a StreamExecutionEnvironment (and ``--param`` values as
+keyword arguments) and adds the job to it.  If it returns a dict of named
+streams instead of adding sinks, each stream is written exactly-once to
+``<output>/<name>/`` with ``write_files``.  User code is referenced by import
+path and never stored (STYLE section 9).
+
+The master publishes ``_status.json`` under the job's checkpoint storage every
+``status_interval_ms`` (heartbeat, state, last completed checkpoint, watermark,
+throughput, failures, and the control URL in ``extra``), so supervision —
+Airflow's included — works from storage alone, and clients find the control API
+through it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import JobDefinitionError
+from engine.master.api import create_app
+from engine.master.metrics import metrics_renderer
+from engine.master.operations import OperationRegistry
+from engine.master.server import ControlServer
+
+log = logging.getLogger(__name__)
+
+
+def load_job_spec(spec: str) -> Any:
+    """Import ``module:function``; errors name the spec and the accepted form."""
+    module_name, sep, func_name = spec.partition(":")
+    if not sep or not module_name or not func_name:
+        raise JobDefinitionError("job", spec, "must be an import path 'package.module:function'",
+                                 "e.g. engine.examples.purchases:build")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise JobDefinitionError("job", spec, f"names a module that cannot be imported ({exc})") from exc
+    fn = getattr(module, func_name, None)
+    if not callable(fn):
+        raise JobDefinitionError("job", spec, f"names no callable {func_name!r} in {module_name}")
+    return fn
+
+
+def build_job(env: Any, spec: str, params: dict[str, Any], output_dir: str | None) -> None:
+    """Add the job of ``spec`` to ``env``, attaching file sinks for returned streams."""
+    streams = load_job_spec(spec)(env, **params)
+    if isinstance(streams, dict) and streams:
+        if output_dir is None:
+            raise JobDefinitionError("output", None, f"is required: {spec} returns streams {sorted(streams)} "
+                                     "without sinks", "Pass --output DIR (local or s3://)")
+        for name, stream in streams.items():
+            stream.write_files(f"{output_dir.rstrip('/')}/{name}", "jsonl")
+
+
+@dataclass
+class MasterConfig:
+    job_spec: str
+    job_name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    runtime: str = "local"
+    parallelism: int | None = None
+    checkpoint_interval_ms: int | None = 5_000
+    storage_uri: str | None = None
+    savepoint_dir: str | None = None
+    retained_checkpoints: int = 3
+    from_savepoint: str | None = None
+    output_dir: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+    token: str | None = None
+    status_interval_ms: int = 2_000
+    runtime_options: dict[str, Any] = field(default_factory=dict)
+
+
+class JobMaster:
+    def __init__(self, config: MasterConfig) -> None:
+        self.config = config
+        self.operations = OperationRegistry()
+        self.client: Any = None
+        self.server: ControlServer | None = None
+        self._stop_publishing = threading.Event()
+
+    def _environment(self) -> Any:
+        from engine.api.environment import StreamExecutionEnvironment
+
+        c = self.config
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_runtime(c.runtime)
+        if c.parallelism:
+            env.set_parallelism(c.parallelism)
+        for key, value in c.runtime_options.items():
+            env.set_runtime_option(key, value)
+        if c.checkpoint_interval_ms:
+            env.enable_checkpointing(c.checkpoint_interval_ms)
+            cfg = env.get_checkpoint_config()
+            if c.storage_uri:
+                cfg.set_checkpoint_storage_dir(c.storage_uri)
+            cfg.set_num_retained_checkpoints(c.retained_checkpoints)
+        build_job(env, c.job_spec, c.params, c.output_dir)
+        return env
+
+    def start(self) -> JobMaster:
+        env = self._environment()
+        self.client = env.execute_async(self.config.job_name, from_savepoint=self.config.from_savepoint,
+                                        savepoint_dir=self.config.savepoint_dir)
+        control = _ClientControl(self.client)
+        app = create_app(control, self.operations, self.config.token,
+                         metrics_renderer(control.job_id, control.status))
+        self.server = ControlServer(app, self.config.host, self.config.port, self.config.token).start()
+        threading.Thread(target=self._publish_loop, name="sluice-status", daemon=True).start()
+        log.info("job %s running; control API at %s", control.job_id, self.server.url)
+        return self
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return self.server.url
+
+    def wait(self) -> Any:
+        """Block until the job ends; returns its JobExecutionResult (raises if it failed)."""
+        try:
+            return self.client.get_job_execution_result().result()
+        finally:
+            self._publish_once()
+            self._stop_publishing.set()
+            if self.server is not None:
+                self.server.stop()
+
+    def _publish_loop(self) -> None:
+        interval = self.config.status_interval_ms / 1000
+        while not self._stop_publishing.wait(interval):
+            try:
+                self._publish_once()
+            except Exception:  # status publication must never take the job down; it is retried next tick
+                log.exception("could not publish the status document")
+
+    def _publish_once(self) -> None:
+        if not self.config.storage_uri:
+            return
+        from checkpoints.backends import open_store
+        from checkpoints.status import StatusDocument, write_status
+
+        s = self.client.status_details()
+        doc = StatusDocument(
+            job_id=self.client.get_job_id(),
+            heartbeat_ms=int(time.time() * 1000),
+            state=s.get("state", "RUNNING"),
+            epoch=int(s.get("epoch", 0) or 0),
+            last_completed_checkpoint=s.get("last_completed_checkpoint"),
+            last_completed_ms=s.get("last_completed_ms"),
+            watermark_ms=s.get("watermark_ms"),
+            lag_ms=s.get("lag_ms"),
+            records_per_second=s.get("records_per_second"),
+            failures=tuple(s.get("failures", ())),
+            extra={"control_url": self.server.url if self.server else None, "runtime": self.config.runtime,
+                   "job_spec": self.config.job_spec, "parallelism": s.get("parallelism")},
+        )
+        write_status(open_store(self.config.storage_uri), doc)
+
+
+class _ClientControl:
+    """Adapts a JobClient (PyFlink's shape) to the control API's JobControl protocol."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.job_id = client.get_job_id()
+
+    def status(self) -> dict[str, Any]:
+        return self._client.status_details()
+
+    def checkpoint_history(self) -> list[dict[str, Any]]:
+        return self._client.checkpoint_history()
+
+    def trigger_savepoint(self, target_dir: str | None) -> Any:
+        return self._client.trigger_savepoint(target_dir)
+
+    def stop_with_savepoint(self, target_dir: str | None, drain: bool) -> Any:
+        return self._client.stop_with_savepoint(drain, target_dir)
+
+    def cancel(self) -> None:
+        self._client.cancel()
