@@ -1,0 +1,179 @@
+"""Where a node's output goes inside a Spark task: chained operators, a keyed shuffle, or the driver.
+
+The physical plan (engine/runtime/plan.py) is shared with the local runtime.  On Spark a task
+runs one source split's slice or one key group, and everything downstream of it that needs no
+shuffle runs right there: chained map/filter/flat_map nodes, and also stateless vertices
+reached over a FORWARD or REBALANCE edge (a map after a union, say) — a stateless operator
+gives the same records wherever it runs.  A HASH edge into a window vertex becomes rows with
+the record's encoded key, shuffled by key group in Spark SQL; sinks and collect targets
+become rows for the driver.
+
+:func:`build_routes` (driver) turns the plan into plain data; :class:`Router` (task) follows it,
+building operators with the same classes the local runtime uses (engine/operators/simple.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.api.graph import (
+    MapTransformation,
+    SinkTransformation,
+    TimestampsAndWatermarksTransformation,
+    Transformation,
+    WindowTransformation,
+)
+from engine.elements import StreamRecord
+from engine.errors import JobDefinitionError
+from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output
+from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
+from engine.runtime.plan import PhysicalPlan, Vertex
+from engine.runtime.spark.rows import DEST_DEAD_LETTER, DEST_DRIVER, RowBuffer
+from engine.state import codec
+
+OP = "op"  # a stateless operator node run in the task
+PASS = "pass"  # a timestamps/watermarks node folded into its source (per-split generation ran already)
+WINDOW = "window"  # a HASH edge into a window vertex
+DRIVER = "driver"  # a sink or collect target
+
+
+@dataclass(frozen=True, slots=True)
+class Consumer:
+    kind: str
+    node_id: int
+
+
+@dataclass
+class Routes:
+    """node id and side-output tag id -> consumers; plus the nodes the tasks need."""
+
+    consumers: dict[tuple[int, str | None], list[Consumer]] = field(default_factory=dict)
+    nodes: dict[int, Transformation] = field(default_factory=dict)
+
+    def of(self, node_id: int, tag_id: str | None) -> list[Consumer]:
+        return self.consumers.get((node_id, tag_id), [])
+
+
+def _tag_id(tag: Any) -> str | None:
+    return None if tag is None else tag.tag_id
+
+
+def build_routes(plan: PhysicalPlan, driver_nodes: set[int]) -> Routes:
+    """Routes for every node of ``plan``; ``driver_nodes`` are sink/collect node ids (rows to the driver)."""
+    routes = Routes()
+
+    def consumer(node: Transformation, v: Vertex) -> Consumer:
+        routes.nodes[node.id] = node
+        if node.id in driver_nodes or isinstance(node, SinkTransformation):
+            return Consumer(DRIVER, node.id)
+        if isinstance(node, MapTransformation):
+            return Consumer(OP, node.id)
+        if isinstance(node, TimestampsAndWatermarksTransformation) and v.is_source() \
+                and v.source_watermark_strategy is node.watermark_strategy:
+            return Consumer(PASS, node.id)
+        if isinstance(node, WindowTransformation):
+            return Consumer(WINDOW, node.id)
+        raise JobDefinitionError(
+            "runtime", "spark", f"cannot run {type(node).__name__} {node.name!r} yet",
+            "Partial: on Spark, assign_timestamps_and_watermarks must follow the source directly and add_async "
+            "is not supported; run this job on the local runtime")
+
+    for v in plan.vertices:
+        for node in v.nodes:
+            routes.nodes[node.id] = node
+            chained = getattr(node, "_chained_input", None)
+            if chained is not None and node is not v.head:
+                producer, tag = chained
+                routes.consumers.setdefault((producer.id, _tag_id(tag)), []).append(consumer(node, v))
+    for v in plan.vertices:
+        for edge in v.outputs:
+            target = edge.target_vertex.head
+            routes.consumers.setdefault((edge.source_node.id, _tag_id(edge.tag)), []).append(
+                consumer(target, edge.target_vertex))
+    return routes
+
+
+class _NodeOutput(Output):
+    """The output of one operator in a task: forwards to the router (watermarks are the driver's business)."""
+
+    def __init__(self, router: Router, node_id: int) -> None:
+        self.router = router
+        self.node_id = node_id
+
+    def collect(self, record: StreamRecord) -> None:
+        self.router.emit(self.node_id, None, (record,))
+
+    def collect_side(self, tag: Any, record: StreamRecord) -> None:
+        self.router.emit(self.node_id, tag.tag_id, (record,))
+
+    def emit_watermark(self, watermark: Any) -> None:
+        pass
+
+    def emit_watermark_status(self, status: Any) -> None:
+        pass
+
+
+class Router:
+    """Runs the stateless part of a task's chain and turns what leaves it into rows."""
+
+    def __init__(self, routes: Routes, rows: RowBuffer, context: OperatorContext, channel: str,
+                 max_parallelism: int) -> None:
+        self.routes = routes
+        self.rows = rows
+        self.context = context
+        self.channel = channel
+        self.max_parallelism = max_parallelism
+        self.sequence = 0
+        self._ops: dict[int, OneInputStreamOperator] = {}
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.context.metrics
+
+    def dead_letter(self, value: Any, error: BaseException, stage: str) -> None:
+        try:
+            text = codec.encode(value)
+        except Exception:  # noqa: BLE001 - a dead letter must never fail the task
+            text = json.dumps(repr(value))
+        self.rows.add(DEST_DEAD_LETTER, value=json.dumps(
+            {"value": text, "error": f"{type(error).__name__}: {error}", "stage": stage}))
+
+    def _operator(self, node_id: int) -> OneInputStreamOperator:
+        op = self._ops.get(node_id)
+        if op is None:
+            node = self.routes.nodes[node_id]
+            op = {"map": MapOperator, "filter": FilterOperator, "flat_map": FlatMapOperator}[node.kind](node.fn)
+            op.open(self.context, _NodeOutput(self, node_id))
+            self._ops[node_id] = op
+        return op
+
+    def emit(self, node_id: int, tag_id: str | None, records: Any) -> None:
+        for c in self.routes.of(node_id, tag_id):
+            if c.kind == OP:
+                self._operator(c.node_id).process_batch(list(records))
+            elif c.kind == PASS:
+                self.emit(c.node_id, None, records)
+            elif c.kind == WINDOW:
+                self._to_window(c.node_id, records)
+            else:
+                for r in records:
+                    self.rows.add(DEST_DRIVER, ts=r.timestamp, value=codec.encode(r.value), tag=str(c.node_id))
+
+    def _to_window(self, node_id: int, records: Any) -> None:
+        selector = self.routes.nodes[node_id].key_selector
+        add = self.rows.add
+        channel = self.channel
+        for r in records:
+            try:
+                key = codec.encode_key(selector(r.value))
+            except Exception as exc:  # noqa: BLE001 - a key the selector cannot give is a dead letter (local runtime too)
+                self.dead_letter(r.value, exc, "key_selector")
+                continue
+            self.sequence += 1
+            add(node_id, split=channel, offset=self.sequence, ts=r.timestamp, key=key, value=codec.encode(r.value))
+
+    def close(self) -> None:
+        for op in self._ops.values():
+            op.close()

@@ -1,0 +1,560 @@
+"""Checkpoints, savepoints and restore on Spark: the epoch boundary is barrier n (seed 001/002).
+
+Seed 002's snapshot is the source positions Sn plus each operator's state after exactly the
+records before Sn.  On Spark that moment exists for free between two epochs: every record of
+epochs 1..n has been processed, nothing of n+1 has been read.  So barrier n *is* the end of an
+epoch, aligned by construction; unaligned checkpoints and the barrier-handler settings are
+accepted and behave as aligned (ARCHITECTURE section 3; there is no in-flight data to persist).
+
+At a boundary the driver runs the real :class:`CheckpointCoordinator` (engine/checkpointing):
+
+* its periodic timer and queued requests run on :class:`EpochScheduler`, which the job master
+  polls between epochs with the job's clock;
+* "trigger" asks the source tasks (one per source vertex) to inject barrier n — here it marks n
+  to be taken at this boundary;
+* every window subtask's state is written **from inside its Spark task** through
+  ``checkpoints.CheckpointStorageLocation.write_state_file`` (S3 or file, one file per state
+  table per subtask, Parquet with sha256) and the task returns its handles as its
+  acknowledgement row; the driver hands each to ``receive_acknowledge_message``;
+  sources acknowledge with Sn, sinks with their two-phase-commit state;
+* on completion :class:`StorageCompletedCheckpointStore` writes ``_metadata`` last and adds the
+  checkpoint to the persistent ``checkpoints.CompletedCheckpointStore`` (N retained, subsumed ones
+  deleted); then the coordinator notifies every task, and the sink tasks commit
+  (``TwoPhaseCommitDriver.notify_checkpoint_complete``; EXACTLY_ONCE output becomes visible only
+  then).  Savepoints go to a self-contained savepoint folder and are never retained or subsumed.
+
+Restore (runtime option ``restore_from``): split offsets, watermark-generator snapshots and the
+valve come from ``_metadata``; each new subtask's Spark task reads the files of the old subtasks
+overlapping its key-group range (``Snapshot.state_tables(uid, range)``, rows filtered by key
+group), so restoring with another parallelism redistributes key groups.
+
+Partial: the snapshot upload runs synchronously at the boundary (it does not overlap the next
+epoch yet); files are per subtask, not incremental.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import pyarrow as pa
+
+from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
+from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
+from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore
+from engine.checkpointing.coordinator import CheckpointCoordinator, CheckpointTaskGateway
+from engine.checkpointing.discarder import CheckpointDiscarder
+from engine.checkpointing.job_status import JobStatus
+from engine.checkpointing.scheduler import ScheduledTask, Scheduler
+from engine.checkpointing.task_state import TaskStateSnapshot
+from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
+from engine.runtime.spark.rows import DEST_STATE, ROW_DDL, RowBuffer, snapshot_from_row_parts, snapshot_to_row_parts
+
+ACK_DDL = "subtask int, ack string"
+_KEYED_PREFIX = "keyed/"
+_FILE_KEYED_PREFIX = "keyed."
+
+
+def storage_uid(uid: str) -> str:
+    """An operator uid as a storage path segment (checkpoints.layout.check_name)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", uid)
+    return safe if safe[:1].isalnum() else "op" + safe
+
+
+def _file_table(name: str) -> str:
+    return _FILE_KEYED_PREFIX + name[len(_KEYED_PREFIX):] if name.startswith(_KEYED_PREFIX) else name
+
+
+def _state_table(name: str) -> str:
+    return _KEYED_PREFIX + name[len(_FILE_KEYED_PREFIX):] if name.startswith(_FILE_KEYED_PREFIX) else name
+
+
+# ---- driver-side collaborators of the coordinator ------------------------------------------------------
+
+
+class _Task(ScheduledTask):
+    def __init__(self, due_ms: int, callback: Callable[[], None]) -> None:
+        self.due_ms = due_ms
+        self.callback = callback
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    def is_cancelled(self) -> bool:
+        return self._cancelled
+
+
+class EpochScheduler(Scheduler):
+    """Timers of the coordinator, run by the job master between epochs (the job master's main thread)."""
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self._tasks: list[_Task] = []
+
+    def schedule(self, delay_ms: int, callback: Callable[[], None]) -> ScheduledTask:
+        task = _Task(self.clock.now_ms() + max(0, int(delay_ms)), callback)
+        self._tasks.append(task)
+        return task
+
+    def run_due(self) -> int:
+        ran = 0
+        while True:
+            now = self.clock.now_ms()
+            due = sorted((t for t in self._tasks if not t.is_cancelled() and t.due_ms <= now), key=lambda t: t.due_ms)
+            if not due:
+                break
+            for t in due:
+                self._tasks.remove(t)
+                t.callback()
+                ran += 1
+        self._tasks = [t for t in self._tasks if not t.is_cancelled()]
+        return ran
+
+
+class _Gateway(CheckpointTaskGateway):
+    def __init__(self, owner: SparkCheckpointing) -> None:
+        self.owner = owner
+
+    def tasks_to_trigger(self) -> Sequence[str]:
+        return self.owner.source_tasks
+
+    def tasks_to_acknowledge(self) -> Sequence[str]:
+        return self.owner.all_tasks
+
+    def is_task_running(self, task_id: str) -> bool:
+        return not self.owner.job.finished
+
+    def trigger_checkpoint(self, task_id: str, checkpoint_id: int, timestamp_ms: int, options: Any) -> None:
+        self.owner.triggered.setdefault(checkpoint_id, []).append(task_id)
+
+    def notify_checkpoint_complete(self, task_id: str, checkpoint_id: int, timestamp_ms: int) -> None:
+        writer = self.owner.sink_tasks.get(task_id)
+        if writer is not None and hasattr(writer, "notify_checkpoint_complete"):
+            writer.notify_checkpoint_complete(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, task_id: str, checkpoint_id: int, timestamp_ms: int) -> None:
+        pass  # a two-phase-commit sink keeps the handle pending; the next completion commits it
+
+
+class _StorageDiscarder(CheckpointDiscarder):
+    def __init__(self, owner: SparkCheckpointing) -> None:
+        self.owner = owner
+
+    def discard_task_state(self, job_id: str, checkpoint_id: int, task_id: str, state: Any) -> None:
+        location = self.owner.locations.pop(checkpoint_id, None)
+        if location is not None:
+            location.discard()
+
+    def discard_completed_checkpoint(self, checkpoint: CompletedCheckpoint) -> None:
+        pass  # the persistent store deletes subsumed checkpoints itself (index first, then files)
+
+
+class StorageCompletedCheckpointStore(CompletedCheckpointStore):
+    """The coordinator's store, backed by ``checkpoints.CompletedCheckpointStore`` (N retention in storage)."""
+
+    def __init__(self, owner: SparkCheckpointing, persistent: Any, retained: int) -> None:
+        self.owner = owner
+        self.persistent = persistent
+        self._retained = retained
+        self._checkpoints: list[CompletedCheckpoint] = []
+
+    @property
+    def max_retained(self) -> int:
+        return self._retained
+
+    def add_checkpoint_and_subsume_oldest(self, checkpoint: CompletedCheckpoint) -> list[CompletedCheckpoint]:
+        metadata = self.owner.build_metadata(checkpoint)
+        location = self.owner.locations.pop(checkpoint.checkpoint_id)
+        uri = location.finalize(metadata)
+        self.owner.uris[checkpoint.checkpoint_id] = uri
+        self.owner.history.append({
+            "checkpoint_id": checkpoint.checkpoint_id, "savepoint": checkpoint.is_savepoint(), "uri": uri,
+            "bytes": metadata.total_bytes(), "epoch": self.owner.job.epoch,
+            "duration_ms": checkpoint.completion_timestamp_ms - checkpoint.timestamp_ms})
+        if checkpoint.is_savepoint():
+            return []
+        result = self.persistent.add_checkpoint(metadata)
+        self._checkpoints.append(checkpoint)
+        dropped = [c for c in self._checkpoints if c.checkpoint_id in set(result.subsumed_ids)]
+        self._checkpoints = [c for c in self._checkpoints if c.checkpoint_id not in set(result.subsumed_ids)]
+        return dropped
+
+    def get_all_checkpoints(self) -> Sequence[CompletedCheckpoint]:
+        return tuple(self._checkpoints)
+
+    def max_checkpoint_id(self) -> int | None:
+        highest = self.persistent.max_checkpoint_id()
+        return highest or None
+
+    def shutdown(self, job_status: JobStatus) -> None:
+        pass  # retained checkpoints stay in storage (RETAIN_ON_CANCELLATION semantics of the persistent store)
+
+
+@dataclass
+class _Request:
+    kind: str  # "savepoint" | "stop" | "cancel"
+    target: str | None
+    drain: bool
+    future: Future
+
+
+# ---- the job master's checkpointing ------------------------------------------------------------------------
+
+
+class SparkCheckpointing:
+    """Everything checkpoint-related the job master does at epoch boundaries; also serves control requests."""
+
+    def __init__(self, job: Any) -> None:
+        self.job = job
+        env = job.env
+        self.config = env.get_checkpoint_config()
+        self.storage_options = job.runtime.storage_options
+        self.history: list[dict[str, Any]] = []
+        self.uris: dict[int, str] = {}
+        self.locations: dict[int, Any] = {}
+        self.triggered: dict[int, list[str]] = {}
+        self.requests: list[_Request] = []
+        self.requests_lock = threading.Lock()
+        self.stopped = False
+        self.cancelled = False
+        self.ended = False
+        self.failure: BaseException | None = None
+        self.source_tasks = [f"source-{v.id}" for v in job.sources]
+        self.window_tasks = {
+            f"{storage_uid(v.head.operator_uid())}#{i}": (v, i) for v in job.windows for i in range(v.parallelism)}
+        self.sink_tasks = {f"sink-{nid}": w for nid, w in job.sink_writers.items()}
+        self.all_tasks = [*self.source_tasks, *self.window_tasks, *self.sink_tasks]
+        self.storage_dir = self.config.get_checkpoint_storage_dir()
+        self.coordinator: CheckpointCoordinator | None = None
+        self.storage = None
+        if self.storage_dir is not None:
+            from checkpoints import CheckpointStorage
+            from checkpoints import CompletedCheckpointStore as PersistentStore
+
+            self.storage = CheckpointStorage(self._open(self.storage_dir), job.job_id)
+            retained = self.config.get_num_retained_checkpoints()
+            persistent = PersistentStore(self.storage, retained=retained)
+            persistent.recover()
+            self.scheduler = EpochScheduler(job.clock)
+            self.store = StorageCompletedCheckpointStore(self, persistent, retained)
+            self.coordinator = CheckpointCoordinator(
+                job.job_id, self.config, _Gateway(self), self.store, StandaloneCheckpointIDCounter(),
+                _StorageDiscarder(self), job.clock, self.scheduler, self._fail)
+        elif self.config.is_checkpointing_enabled():
+            raise JobDefinitionError(
+                "checkpoint_storage_dir", None, "must be set to checkpoint on Spark",
+                "env.get_checkpoint_config().set_checkpoint_storage_dir('s3://bucket/prefix' or 'file:///path')")
+
+    def _open(self, uri: str) -> Any:
+        from checkpoints import open_store
+
+        return open_store(uri, **self.storage_options) if uri.startswith(("s3://", "s3a://")) else open_store(uri)
+
+    def _fail(self, error: BaseException) -> None:
+        self.failure = error
+
+    def completed_ids(self) -> list[int]:
+        return [h["checkpoint_id"] for h in self.history if not h["savepoint"]]
+
+    # ---- epoch hooks ---------------------------------------------------------------------------------------
+    def before_epoch(self) -> bool:
+        """Serve control requests; True when the job must stop now."""
+        if self.coordinator is not None and self.job.epoch == 0 and self.config.is_checkpointing_enabled() \
+                and not self.coordinator.is_periodic_checkpointing_started():
+            self.coordinator.start_checkpoint_scheduler()
+        self._serve_requests()
+        return self.stopped or self.cancelled
+
+    def after_epoch(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+        if self.coordinator is not None and not self.job.finished:
+            self.scheduler.run_due()
+            self._take_triggered()
+        self._serve_requests()
+
+    def on_job_end(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        job = self.job
+        if job.finished:
+            final_id = (self.coordinator._counter.get() if self.coordinator is not None else 1)
+            for writer in job.sink_writers.values():
+                if hasattr(writer, "finish"):
+                    writer.finish(final_id)  # end of bounded input: commit, as a last checkpoint would
+        elif self.cancelled:
+            for writer in job.sink_writers.values():
+                if hasattr(writer, "abort_current"):
+                    writer.abort_current()
+        if self.coordinator is not None:
+            self.coordinator.shutdown(JobStatus.FINISHED if job.finished else JobStatus.CANCELED)
+        with self.requests_lock:
+            pending, self.requests = self.requests, []
+        for r in pending:
+            if not r.future.done():
+                r.future.set_exception(IllegalStateError(f"job {job.job_name!r} ended before the {r.kind} request ran"))
+
+    # ---- control requests ----------------------------------------------------------------------------------
+    def submit(self, kind: str, target: str | None = None, drain: bool = False) -> Future:
+        future: Future = Future()
+        with self.requests_lock:
+            self.requests.append(_Request(kind, target, drain, future))
+        return future
+
+    def _serve_requests(self) -> None:
+        with self.requests_lock:
+            pending, self.requests = self.requests, []
+        for r in pending:
+            try:
+                if r.kind == "cancel":
+                    self.cancelled = True
+                    r.future.set_result(None)
+                elif r.kind == "savepoint":
+                    r.future.set_result(self.take_savepoint(r.target))
+                elif r.kind == "stop":
+                    if r.drain:
+                        self._drain()
+                    uri = self.take_savepoint(r.target, terminate=True, drain=r.drain)
+                    self.stopped = True
+                    r.future.set_result(uri)
+            except BaseException as exc:  # noqa: BLE001 - the caller of the control handle gets the error
+                r.future.set_exception(exc)
+
+    def _drain(self) -> None:
+        """stop --drain: end event time (MAX_WATERMARK) so every window fires before the savepoint (Flink)."""
+        from engine.elements import MAX_WATERMARK
+
+        job = self.job
+        if job.finished or job.watermark == MAX_WATERMARK:
+            return
+        job.drain_to_max_watermark()
+
+    def take_savepoint(self, target: str | None, terminate: bool = False, drain: bool = False) -> str:
+        if self.coordinator is None:
+            raise JobDefinitionError(
+                "checkpoint_storage_dir", None, "must be set to take savepoints",
+                "env.get_checkpoint_config().set_checkpoint_storage_dir(...)")
+        if terminate:
+            promise = self.coordinator.trigger_synchronous_savepoint(terminate=drain, target_location=target)
+        else:
+            promise = self.coordinator.trigger_savepoint(target)
+        outcome: dict[str, Any] = {}
+        promise.then(lambda value: outcome.setdefault("value", value), lambda error: outcome.setdefault("error", error))
+        ids = self._take_triggered()
+        if "error" in outcome:
+            raise outcome["error"]
+        if "value" not in outcome:
+            raise IllegalStateError(f"Bug: savepoint {ids} did not complete at the epoch boundary")
+        return self.uris[outcome["value"].checkpoint_id]
+
+    # ---- taking a checkpoint -------------------------------------------------------------------------------
+    def _take_triggered(self) -> list[int]:
+        taken = []
+        while self.triggered:
+            checkpoint_id = min(self.triggered)
+            self.triggered.pop(checkpoint_id)
+            pending = self.coordinator.get_pending_checkpoints().get(checkpoint_id)
+            if pending is None:
+                continue
+            self._snapshot(checkpoint_id, pending)
+            taken.append(checkpoint_id)
+        return taken
+
+    def _location(self, checkpoint_id: int, pending: Any) -> Any:
+        from checkpoints import CheckpointStorage
+
+        if pending.properties.is_savepoint():
+            target = getattr(pending, "target_location", None)
+            storage = self.storage if not target else CheckpointStorage(
+                self.storage.store, self.job.job_id, savepoint_store=self._open(target))
+            return storage.initialize_savepoint_location(checkpoint_id)
+        return self.storage.initialize_location(checkpoint_id, known_shared=self.store.persistent.shared_files_in_use())
+
+    def _snapshot(self, checkpoint_id: int, pending: Any) -> None:
+        job = self.job
+        coordinator = self.coordinator
+        location = self._location(checkpoint_id, pending)
+        self.locations[checkpoint_id] = location
+        started = time.monotonic()
+        acks: dict[str, Any] = {}
+        for v in job.windows:
+            uid = storage_uid(v.head.operator_uid())
+            state = job.state[v.head.id]
+            written: dict[int, dict] = {}
+            if state is not None:
+                fn = write_state_files(location, uid, v.parallelism, job.max_parallelism)
+                for subtask, ack in state.mapInArrow(fn, ACK_DDL).collect():
+                    written[subtask] = json.loads(ack)
+            for i in range(v.parallelism):
+                acks[f"{uid}#{i}"] = TaskStateSnapshot({uid: written.get(i, {"subtask": i, "files": []})})
+        for task_id in self.source_tasks:
+            vid = int(task_id.split("-", 1)[1])
+            positions = {sid: s["offset"] for sid, s in job.splits.items() if s["vertex"] == vid}
+            acks[task_id] = TaskStateSnapshot({}, positions)
+        for task_id, writer in self.sink_tasks.items():
+            state = writer.snapshot_state(checkpoint_id) if hasattr(writer, "snapshot_state") else None
+            acks[task_id] = TaskStateSnapshot({task_id: state})
+        self.last_snapshot_ms = int((time.monotonic() - started) * 1000)
+        for task_id, state in acks.items():
+            coordinator.receive_acknowledge_message(job.job_id, task_id, checkpoint_id, state)
+
+    def build_metadata(self, checkpoint: CompletedCheckpoint) -> Any:
+        from checkpoints.metadata import (
+            CheckpointMetadata,
+            CheckpointProperties,
+            OperatorSnapshot,
+            StateFileHandle,
+            SubtaskState,
+        )
+        from checkpoints._documents import Fields
+        from engine.state.key_groups import key_group_range_for_operator
+
+        job = self.job
+        operators = []
+        for v in job.windows:
+            uid = storage_uid(v.head.operator_uid())
+            subtasks = []
+            for i in range(v.parallelism):
+                ack = checkpoint.task_states[f"{uid}#{i}"].operator_states[uid]
+                rng = key_group_range_for_operator(job.max_parallelism, v.parallelism, i)
+                files = tuple(StateFileHandle.from_dict(Fields(f, "ack")) for f in ack["files"])
+                subtasks.append(SubtaskState(i, (rng.start_key_group, rng.end_key_group), files))
+            operators.append(OperatorSnapshot(uid, v.head.name, v.parallelism, job.max_parallelism,
+                                              {"kind": "window"}, tuple(subtasks)))
+        for task_id in self.sink_tasks:
+            state = checkpoint.task_states[task_id].operator_states[task_id]
+            operators.append(OperatorSnapshot(task_id, task_id, 1, job.max_parallelism,
+                                              {"kind": "sink", "two_phase_commit": state}, ()))
+        props = CheckpointProperties.savepoint() if checkpoint.is_savepoint() else CheckpointProperties.checkpoint(
+            retain_on_cancellation=not checkpoint.properties.discard_cancelled)
+        splits = {sid: {"watermarks": s["watermarks"], "finished": s["finished"], "idle": s["idle"],
+                        "watermark": s["watermark"]} for sid, s in job.splits.items()}
+        return CheckpointMetadata(
+            job_id=job.job_id, checkpoint_id=checkpoint.checkpoint_id, job_name=job.job_name, properties=props,
+            trigger_timestamp_ms=checkpoint.timestamp_ms, complete_timestamp_ms=checkpoint.completion_timestamp_ms,
+            source_positions=dict(checkpoint.source_positions),
+            watermarks={"watermark": job.watermark, "epoch": job.epoch, "valve": job.valve.snapshot(), "splits": splits},
+            operators=tuple(operators))
+
+    # ---- restore -------------------------------------------------------------------------------------------
+    def restore_if_requested(self) -> None:
+        uri = self.job.runtime.restore_from
+        if uri is None:
+            return
+        from checkpoints import load_snapshot
+
+        job = self.job
+        options = self.storage_options if uri.startswith(("s3://", "s3a://")) else {}
+        snapshot = load_snapshot(uri, verify_checksums=False, **options)
+        meta = snapshot.metadata
+        marks = meta.watermarks
+        for sid, s in job.splits.items():
+            if sid not in meta.source_positions:
+                continue  # a split the snapshot never saw starts from its beginning
+            saved = marks["splits"][sid]
+            s.update(offset=meta.source_positions[sid], watermarks=saved["watermarks"], finished=saved["finished"],
+                     idle=saved["idle"], watermark=saved["watermark"])
+        job.valve.restore(marks["valve"])
+        job.watermark = int(marks["watermark"])
+        job._valve_output.watermark = job.watermark
+        uids = set(snapshot.operator_uids())
+        saved_windows = [op.uid for op in meta.operators if op.config.get("kind") == "window"]
+        for position, v in enumerate(job.windows):
+            uid = storage_uid(v.head.operator_uid())
+            if uid not in uids:
+                # Without .uid(...) an operator's id comes from its node number, which changes when the job
+                # is built again; then window operators are matched by their position in the plan, which is
+                # what Flink's generated ids amount to for an unchanged topology.
+                if len(saved_windows) != len(job.windows):
+                    raise CorruptSnapshotError(
+                        f"snapshot {snapshot.uri} has window operators {saved_windows}, the job has "
+                        f"{[storage_uid(w.head.operator_uid()) for w in job.windows]}; give each window .uid(...) "
+                        "so state can be matched")
+                uid = saved_windows[position]
+            fn = read_state_rows(uri, options, uid, v.head.id, v.parallelism, job.max_parallelism, job.watermark,
+                                 meta.checkpoint_id)
+            job.state[v.head.id] = job.spark.range(0, v.parallelism, numPartitions=v.parallelism) \
+                .mapInArrow(fn, ROW_DDL).localCheckpoint(eager=True)
+        saved_sinks = [op.uid for op in meta.operators if op.config.get("kind") == "sink"]
+        for position, (task_id, writer) in enumerate(self.sink_tasks.items()):
+            saved = task_id if task_id in uids else (
+                saved_sinks[position] if len(saved_sinks) == len(self.sink_tasks) else None)
+            if saved is not None and hasattr(writer, "initialize_state"):
+                writer.initialize_state(meta.operator(saved).config.get("two_phase_commit"))
+        if self.coordinator is not None:
+            self.coordinator._counter.set_count(max(self.coordinator._counter.get(), meta.checkpoint_id + 1))
+        self.restored_from = snapshot.uri
+
+
+# ---- task-side functions ---------------------------------------------------------------------------------
+
+
+def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism: int):
+    """``mapInArrow`` over a window vertex's state rows (partition i = subtask i): one file per table."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        subtask = TaskContext.get().partitionId()
+        tables: dict[str, list[pa.Table]] = {}
+        for batch in batches:
+            headers = batch.column("_value").to_pylist()
+            blobs = batch.column("_blob").to_pylist()
+            for header, blob in zip(headers, blobs):
+                snap = snapshot_from_row_parts(header, blob)
+                for name, table in snap.tables.items():
+                    tables.setdefault(name, []).append(table)
+        files = []
+        for name in sorted(tables):
+            table = pa.concat_tables(tables[name], promote_options="default")
+            handle = location.write_state_file(uid, subtask, _file_table(name), table)
+            files.append(handle.to_dict())
+        ack = {"subtask": subtask, "files": files}
+        yield pa.RecordBatch.from_pydict({"subtask": [subtask], "ack": [json.dumps(ack)]},
+                                         schema=pa.schema([("subtask", pa.int32()), ("ack", pa.string())]))
+
+    return run
+
+
+def read_state_rows(uri: str, options: dict, uid: str, node_id: int, parallelism: int, max_parallelism: int,
+                    watermark: int, checkpoint_id: int):
+    """``mapInArrow`` over ``range(parallelism)``: task i reads its key groups' state rows from storage."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
+        from checkpoints import load_snapshot
+        from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION, MaterializedOperatorSnapshot
+        from engine.state.key_groups import key_group_range_for_operator
+
+        for batch in batches:
+            for subtask in batch.column(0).to_pylist():
+                rng = key_group_range_for_operator(max_parallelism, parallelism, subtask)
+                snapshot = load_snapshot(uri, verify_checksums=True, **options)
+                tables = {_state_table(n): t for n, t in snapshot.state_tables(uid, rng).items()}
+                groups: set[int] = set()
+                for t in tables.values():
+                    groups.update(t.column("key_group").to_pylist())
+                rows = RowBuffer()
+                for kg in sorted(groups):
+                    per_kg = {n: t.filter(pc.equal(t.column("key_group"), kg)) for n, t in tables.items()}
+                    metadata = {
+                        "format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid,
+                        "operator_class": "WindowOperator", "checkpoint_id": checkpoint_id,
+                        "max_parallelism": max_parallelism, "key_group_range": [kg, kg],
+                        "current_watermark": watermark,
+                    }
+                    header, blob = snapshot_to_row_parts(MaterializedOperatorSnapshot(metadata, per_kg))
+                    rows.add(DEST_STATE, kg=kg, split="", offset=-1, value=header, blob=blob, tag=str(node_id))
+                out = rows.take()
+                if out is not None:
+                    yield out
+
+    return run

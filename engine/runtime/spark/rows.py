@@ -1,0 +1,121 @@
+"""The one row shape every Spark stage of an epoch reads and writes, and keyed state as rows.
+
+Why one shape: an epoch is a short chain of Spark stages (the source stage, then one stage
+per window vertex); their outputs are unioned and filtered by destination, so every stage
+speaks the same schema.  ``_dest`` says where a row goes:
+
+* ``>= 0``  a record for the window vertex with that id (``_key`` set, ``_kg`` computed in SQL);
+* :data:`DEST_STATE` keyed state of one key group of a window vertex (``_tag`` = vertex id,
+  ``_value`` = the operator snapshot's metadata JSON, ``_blob`` = its Arrow tables);
+* :data:`DEST_DRIVER` a record for a sink or collect target on the driver (``_tag`` = node id);
+* :data:`DEST_DEAD_LETTER` a dead letter (``_value`` = JSON ``{value, error, stage}``);
+* :data:`DEST_SPLIT` the end-of-slice report of one source split (``_value`` = JSON);
+* :data:`DEST_METRICS` a task's counters (``_value`` = JSON).
+
+Values travel as codec JSON (engine/state/codec.py), never pickle: a spilled shuffle or a
+state row holds data only (ARCHITECTURE section 5).  State tables travel as Arrow IPC.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from engine.errors import CorruptSnapshotError
+from engine.operators.base import MaterializedOperatorSnapshot
+
+DEST_STATE = -1
+DEST_DRIVER = -2
+DEST_DEAD_LETTER = -3
+DEST_SPLIT = -4
+DEST_METRICS = -5
+
+ROW_SCHEMA = pa.schema([
+    pa.field("_dest", pa.int32()),
+    pa.field("_kg", pa.int32()),
+    pa.field("_split", pa.string()),
+    pa.field("_offset", pa.int64()),
+    pa.field("_ts", pa.int64()),
+    pa.field("_key", pa.string()),
+    pa.field("_value", pa.string()),
+    pa.field("_blob", pa.binary()),
+    pa.field("_tag", pa.string()),
+])
+ROW_DDL = ("_dest int, _kg int, _split string, _offset long, _ts long, _key string, _value string, "
+           "_blob binary, _tag string")
+COLUMNS = tuple(ROW_SCHEMA.names)
+
+#: state rows sort before every record of their key group (their channel name is the smallest string)
+STATE_CHANNEL = ""
+
+
+class RowBuffer:
+    """Collects rows column-wise inside a task and hands them out as Arrow batches."""
+
+    __slots__ = ("_cols",)
+
+    def __init__(self) -> None:
+        self._cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+
+    def add(self, dest: int, *, kg: int | None = None, split: str | None = None, offset: int | None = None,
+            ts: int | None = None, key: str | None = None, value: str | None = None, blob: bytes | None = None,
+            tag: str | None = None) -> None:
+        c = self._cols
+        c["_dest"].append(dest)
+        c["_kg"].append(kg)
+        c["_split"].append(split)
+        c["_offset"].append(offset)
+        c["_ts"].append(ts)
+        c["_key"].append(key)
+        c["_value"].append(value)
+        c["_blob"].append(blob)
+        c["_tag"].append(tag)
+
+    def __len__(self) -> int:
+        return len(self._cols["_dest"])
+
+    def take(self) -> pa.RecordBatch | None:
+        if not len(self):
+            return None
+        batch = pa.RecordBatch.from_pydict(self._cols, schema=ROW_SCHEMA)
+        self._cols = {c: [] for c in COLUMNS}
+        return batch
+
+
+# ---- keyed state as a row ----------------------------------------------------------------------------------
+
+
+def snapshot_to_row_parts(snapshot: MaterializedOperatorSnapshot) -> tuple[str, bytes]:
+    """(metadata JSON, blob): each table as an Arrow IPC stream, lengths recorded in the metadata."""
+    names = sorted(snapshot.tables)
+    chunks: list[bytes] = []
+    for name in names:
+        sink = pa.BufferOutputStream()
+        table = snapshot.tables[name]
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        chunks.append(sink.getvalue().to_pybytes())
+    header = {"metadata": snapshot.metadata, "tables": names, "sizes": [len(c) for c in chunks]}
+    return json.dumps(header, sort_keys=True, separators=(",", ":")), b"".join(chunks)
+
+
+def snapshot_from_row_parts(header_json: str, blob: bytes) -> MaterializedOperatorSnapshot:
+    try:
+        header = json.loads(header_json)
+        names, sizes = header["tables"], header["sizes"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptSnapshotError(f"state row header is malformed ({exc!r})") from exc
+    if sum(sizes) != len(blob):
+        raise CorruptSnapshotError(f"state row holds {len(blob)} bytes, its header announces {sum(sizes)}")
+    tables: dict[str, pa.Table] = {}
+    pos = 0
+    for name, size in zip(names, sizes):
+        tables[name] = pa.ipc.open_stream(pa.py_buffer(blob[pos:pos + size])).read_all()
+        pos += size
+    return MaterializedOperatorSnapshot.from_parts(json.dumps(header["metadata"]), tables)
+
+
+def is_empty_snapshot(snapshot: MaterializedOperatorSnapshot) -> bool:
+    return all(t.num_rows == 0 for t in snapshot.tables.values())

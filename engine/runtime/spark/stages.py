@@ -1,0 +1,207 @@
+"""The two kinds of Spark task an epoch runs: reading split slices, and a window vertex per key group.
+
+Both are plain functions of Arrow batches (``mapInArrow``) built from plain data the driver
+ships with the closure (cloudpickle, Spark's transport; nothing here is persisted).
+
+**Source stage** (:func:`source_stage`): one task per split.  It restores the split's
+:class:`SourceTimestampsAndWatermarks` from the JSON snapshot the driver carried over from the
+previous epoch, reads at most ``epoch_records`` records from the split's offset S(n-1), stamps
+them, runs the chain that needs no shuffle (engine/runtime/spark/chains.py), and ends with a
+split report row: the offset S(n), whether the split finished, the split's watermark after the
+epoch's periodic emission (the epoch boundary is the watermark interval, ARCHITECTURE section 4)
+and the generator snapshot for the next epoch.
+
+**Window stage** (:func:`window_stage`): one call per key group, in the Spark partition of the
+subtask that owns it.  The shared WindowOperator (engine/runtime/operator_factory.py) is built,
+restored from the key group's state row, brought to W(n-1) (a key group without state starts
+there), fed the epoch's records in (channel, sequence) order with ``process_batch`` — so every
+record of epoch n is judged against W(n-1) — then given W(n), which fires due timers.  Its new
+snapshot leaves as the key group's state row; what it emits is routed like any task output.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from engine.clock import ManualClock
+from engine.elements import MAX_WATERMARK, StreamRecord, Watermark
+from engine.operators.base import Metrics, OperatorContext
+from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
+from engine.runtime.operator_factory import build_window_operator
+from engine.runtime.spark.chains import Router, Routes, _NodeOutput
+from engine.runtime.spark.epochs import _key_group_runs
+from engine.runtime.spark.rows import (
+    DEST_METRICS,
+    DEST_SPLIT,
+    DEST_STATE,
+    STATE_CHANNEL,
+    RowBuffer,
+    is_empty_snapshot,
+    snapshot_from_row_parts,
+    snapshot_to_row_parts,
+)
+from engine.state import codec
+from engine.state.key_groups import KeyGroupRange, key_group_range_for_operator
+
+_FLUSH_ROWS = 8192
+
+
+def _metrics_row(rows: RowBuffer, metrics: Metrics) -> None:
+    if metrics.counters:
+        rows.add(DEST_METRICS, value=json.dumps(dict(metrics.counters)))
+
+
+# ---- source stage ------------------------------------------------------------------------------------------
+
+
+def source_stage(source: Any, strategy: Any, routes: Routes, head_node_id: int, slices: list[dict],
+                 epoch_records: int, now_ms: int, max_parallelism: int):
+    """The ``mapInArrow`` function of a source vertex: input rows carry the slice index (one per partition).
+
+    ``slices[i]``: ``{"split": SourceSplit JSON, "offset": S(n-1) or None, "watermarks": snapshot or None}``.
+    """
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from engine.io.source import SourceSplit
+
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                piece = slices[index]
+                split = SourceSplit.from_json(piece["split"])
+                yield from _read_slice(source, strategy, routes, head_node_id, split, piece, epoch_records,
+                                       now_ms, max_parallelism)
+
+    return run
+
+
+def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, split: Any, piece: dict,
+                epoch_records: int, now_ms: int, max_parallelism: int) -> Iterator[pa.RecordBatch]:
+    rows = RowBuffer()
+    metrics = Metrics()
+    clock = ManualClock(now_ms)
+    context = OperatorContext(f"source-{head_node_id}", 0, 1, max_parallelism, clock=clock, metrics=metrics)
+    router = Router(routes, rows, context, split.split_id, max_parallelism)
+    context.dead_letter = router.dead_letter
+    stage = SourceTimestampsAndWatermarks(
+        strategy, clock, lambda dl: router.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"))
+    if piece["watermarks"] is not None:
+        stage.restore(piece["watermarks"])
+    else:
+        stage.add_split(split.split_id)
+    reader = source.create_reader(split, piece["offset"])
+    remaining = epoch_records
+    finished = False
+    read = 0
+    try:
+        while remaining > 0:
+            got = reader.read(remaining)
+            for dl in got.dead_letters:
+                router.dead_letter(dl.raw, ValueError(dl.error), f"source:{split.split_id}@{dl.offset}")
+            records = []
+            for value in got.values:
+                for element in stage.on_record(split.split_id, value):
+                    if type(element) is StreamRecord:
+                        records.append(element)
+            if records:
+                router.emit(head_node_id, None, records)
+            read += len(got.values)
+            remaining -= len(got.values)
+            if len(rows) >= _FLUSH_ROWS:
+                yield rows.take()
+            if got.finished:
+                finished = True
+                break
+            if not got.values:
+                break  # nothing now (idle split or unbounded source waiting): the epoch ends here
+        offset = reader.current_offset()
+    finally:
+        reader.close()
+        router.close()
+    stage.on_periodic_emit()
+    report = {
+        "split_id": split.split_id,
+        "offset": offset,
+        "finished": finished,
+        "records": read,
+        "watermark": stage.current_watermark,
+        "idle": stage.status.is_idle(),
+        "watermarks": stage.snapshot(),
+    }
+    rows.add(DEST_SPLIT, split=split.split_id, value=json.dumps(report))
+    _metrics_row(rows, metrics)
+    out = rows.take()
+    if out is not None:
+        yield out
+
+
+# ---- window stage ------------------------------------------------------------------------------------------
+
+
+def window_stage(node: Any, routes: Routes, *, epoch: int, parallelism: int, max_parallelism: int,
+                 watermark_before: int, watermark_after: int, now_ms: int):
+    """The ``mapInArrow`` function of a window vertex over rows placed by ``partition_by_subtask``."""
+    node_id = node.id
+    uid = node.operator_uid()
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        subtask = TaskContext.get().partitionId()
+        owned = key_group_range_for_operator(max_parallelism, parallelism, subtask)
+        rows = RowBuffer()
+        metrics = Metrics()
+        for kg, table in _key_group_runs(batches):
+            if not owned.contains(kg):
+                from engine.errors import IllegalStateError
+
+                raise IllegalStateError(f"Bug: key group {kg} reached subtask {subtask}, which owns {owned}")
+            _run_key_group(node, uid, node_id, routes, rows, metrics, kg, subtask, table, epoch=epoch,
+                           parallelism=parallelism, max_parallelism=max_parallelism,
+                           watermark_before=watermark_before, watermark_after=watermark_after, now_ms=now_ms)
+            if len(rows) >= _FLUSH_ROWS:
+                yield rows.take()
+        _metrics_row(rows, metrics)
+        out = rows.take()
+        if out is not None:
+            yield out
+
+    return run
+
+
+def _run_key_group(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuffer, metrics: Metrics, kg: int,
+                   subtask: int, table: pa.Table, *, epoch: int, parallelism: int, max_parallelism: int,
+                   watermark_before: int, watermark_after: int, now_ms: int) -> None:
+    context = OperatorContext(uid, subtask, parallelism, max_parallelism, KeyGroupRange(kg, kg),
+                              clock=ManualClock(now_ms), metrics=metrics)
+    router = Router(routes, rows, context, f"{node_id}/{kg}", max_parallelism)
+    context.dead_letter = router.dead_letter
+    operator = build_window_operator(node)
+    operator.open(context, _NodeOutput(router, node_id))
+    dests = table.column("_dest").to_pylist()
+    state_rows = [i for i, d in enumerate(dests) if d == DEST_STATE]
+    if state_rows:
+        i = state_rows[0]
+        header = table.column("_value")[i].as_py()
+        blob = table.column("_blob")[i].as_py()
+        operator.initialize_state([snapshot_from_row_parts(header, blob)])
+    if operator.current_watermark() < watermark_before:
+        operator.process_watermark(Watermark(watermark_before))
+    operator.advance_processing_time(now_ms)
+    values = table.column("_value").to_pylist()
+    stamps = table.column("_ts").to_pylist()
+    records = [StreamRecord(codec.decode(values[i]), stamps[i]) for i, d in enumerate(dests) if d == node_id]
+    if records:
+        operator.process_batch(records)
+    if watermark_after > operator.current_watermark():
+        operator.process_watermark(Watermark(watermark_after))
+    if watermark_after == MAX_WATERMARK:
+        operator.finish()
+    snapshot = operator.snapshot_state(epoch).materialize()
+    operator.close()
+    router.close()
+    if not is_empty_snapshot(snapshot):
+        header, blob = snapshot_to_row_parts(snapshot)
+        rows.add(DEST_STATE, kg=kg, split=STATE_CHANNEL, offset=-1, value=header, blob=blob, tag=str(node_id))
