@@ -161,6 +161,7 @@ def validate_snapshot(
     previous_source_positions_: dict[str, Any] | None = None,
     find_previous: bool = True,
     write_results: bool = True,
+    build_data_docs: bool = True,
     record: bool = False,
     clock_ms: Callable[[], int] = _wall_clock_ms,
     **store_options: Any,
@@ -203,7 +204,7 @@ def validate_snapshot(
         asset_frames[SOURCE_OFFSETS_ASSET] = ("pandas", offsets_frame(metadata.source_positions, previous or {}))
     docs_dir = Path(data_docs_dir).absolute() if data_docs_dir else default_data_docs_dir()
     run_name = f"{metadata.job_id}-{'sp' if metadata.is_savepoint() else 'chk'}-{metadata.checkpoint_id}-{started}"
-    outcomes, failed, docs_url = run_gx(plan, asset_frames, docs_dir, run_name)
+    outcomes, failed, docs_url = run_gx(plan, asset_frames, docs_dir, run_name, build_data_docs)
     report = ValidationReport(
         snapshot_uri=snap.uri, job_id=metadata.job_id, checkpoint_id=metadata.checkpoint_id,
         status="failed" if failed else "passed", engine="spark" if use_spark else "pandas",
@@ -269,12 +270,12 @@ def pandas_frames(snap: Snapshot, plan: SuitePlan, tasks: list[F.FileTask]) -> d
 
 
 def _file_row(task: F.FileTask, types: str) -> dict[str, Any]:
-    return {"file_index": task.file_index, "path": task.path, "table": task.table, "subtask": task.subtask,
+    return {"file_index": task.file_index, "operator": task.operator_uid, "path": task.path, "table": task.table, "subtask": task.subtask,
             "rows": task.rows, "column_types": types, "expected_column_types": F.expected_column_types(task)}
 
 
 def files_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    columns = ["file_index", "path", "table", "subtask", "rows", "column_types", "expected_column_types"]
+    columns = ["file_index", "operator", "path", "table", "subtask", "rows", "column_types", "expected_column_types"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -308,9 +309,12 @@ def gx_context(data_docs_dir: Path) -> Any:
     return context
 
 
-def run_gx(plan: SuitePlan, asset_frames: dict[str, tuple[str, Any]], data_docs_dir: Path,
-           run_name: str) -> tuple[list[AssetOutcome], list[FailedExpectation], str | None]:
-    """Run every asset's suite as a gx.Checkpoint (a validation run) and collect what failed."""
+def run_gx(plan: SuitePlan, asset_frames: dict[str, tuple[str, Any]], data_docs_dir: Path, run_name: str,
+           build_data_docs: bool = True) -> tuple[list[AssetOutcome], list[FailedExpectation], str | None]:
+    """Run every asset's suite as a gx.Checkpoint (a validation run) and collect what failed.
+
+    Rendering Data Docs costs about a second per asset here (GX renders each page from
+    fresh Jinja templates); ``build_data_docs=False`` skips the UpdateDataDocsAction."""
     context = gx_context(data_docs_dir)
     sources: dict[str, Any] = {}
     outcomes: list[AssetOutcome] = []
@@ -329,7 +333,8 @@ def run_gx(plan: SuitePlan, asset_frames: dict[str, tuple[str, Any]], data_docs_
         validation_run = context.checkpoints.add(gx.Checkpoint(
             name=f"{run_name}:{name}",
             validation_definitions=[definition],
-            actions=[gx.checkpoint.UpdateDataDocsAction(name="data-docs", site_names=[DATA_DOCS_SITE])],
+            actions=[gx.checkpoint.UpdateDataDocsAction(name="data-docs", site_names=[DATA_DOCS_SITE])]
+            if build_data_docs else [],
             result_format={"result_format": "SUMMARY", "partial_unexpected_count": PARTIAL_UNEXPECTED},
         ))
         result = validation_run.run(batch_parameters={"dataframe": frame})
@@ -343,6 +348,8 @@ def run_gx(plan: SuitePlan, asset_frames: dict[str, tuple[str, Any]], data_docs_
                 failed.append(_failure(name, r))
         rows = int(len(frame)) if engine == "pandas" else int(frame.count())
         outcomes.append(AssetOutcome(name, rows, evaluated, bad))
+    if not build_data_docs:
+        return outcomes, failed, None
     urls = context.get_docs_sites_urls(site_name=DATA_DOCS_SITE)
     return outcomes, failed, (urls[0]["site_url"] if urls else None)
 

@@ -84,14 +84,9 @@ def spark_frames(spark: Any, snap: Snapshot, plan: SuitePlan, tasks: list[F.File
         files = spark.createDataFrame(rows or [], schema).repartition(max(1, min(len(rows), _parallelism(spark))))
         layout = files.mapInArrow(_reader(snap.store, None), "file_index bigint, column_types string").collect()
         types = {r["file_index"]: r["column_types"] for r in layout}
-        per_asset: dict[str, list[dict[str, Any]]] = {}
-        from checkpoints.validation.suite_builder import files_asset
+        from checkpoints.validation.suite_builder import FILES_ASSET
 
-        for task in tasks:
-            per_asset.setdefault(files_asset(task.operator_uid), []).append(_file_row(task, types.get(task.file_index, "")))
-        for name, suite in plan.assets.items():
-            if suite.kind == FILES:
-                out[name] = ("pandas", files_frame(per_asset.get(name, [])))
+        out[FILES_ASSET] = ("pandas", files_frame([_file_row(t, types.get(t.file_index, "")) for t in tasks]))
     return out
 
 
