@@ -1,0 +1,119 @@
+"""Airflow test fixtures: an isolated AIRFLOW_HOME with a SQLite metadata DB, a moto S3 server over HTTP,
+the Sluice and AWS connections as environment variables, and a deployments file.
+
+Airflow reads its configuration when first imported, so the environment is set
+here, at collection time, before any test module imports Airflow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_HOME = Path(tempfile.mkdtemp(prefix="sluice-airflow-home-"))
+os.environ.update({
+    "AIRFLOW_HOME": str(_HOME),
+    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+    "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__UNIT_TEST_MODE": "True",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_HOME / 'airflow.db'}",
+    "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+    "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+    "SLUICE_STATE_DIR": str(_HOME / "sluice"),
+    "GX_ANALYTICS_ENABLED": "false",
+})
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+if str(REPO / "plugins") not in sys.path:
+    sys.path.insert(0, str(REPO / "plugins"))
+
+ARTIFACTS = REPO / "tests" / "artifacts"
+FAKE_MASTER = Path(__file__).with_name("fake_master.py")
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    """``airflow db migrate`` into the temporary SQLite database, once per session."""
+    from airflow.utils import db
+
+    db.resetdb()
+    yield _HOME
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def sluice_env(airflow_db, moto_endpoint, tmp_path, monkeypatch):
+    """A fresh bucket, the AWS + Sluice connections, and a deployments file naming the fake master.
+
+    Yields a dict with the bucket, URIs, job id and deployment name; kills every
+    master the test started (by the pids the deploy operator recorded)."""
+    import boto3
+
+    bucket = f"sluice-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                 aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+    job_id = f"purchases-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_MOTO", json.dumps({
+        "conn_type": "aws", "login": "testing", "password": "testing",
+        "extra": {"endpoint_url": moto_endpoint, "region_name": "us-east-1"}}))
+    monkeypatch.setenv("AIRFLOW_CONN_SLUICE_TEST", json.dumps({
+        "conn_type": "generic", "password": "s3cret-token",
+        "extra": {"storage_uri": f"s3://{bucket}/checkpoints", "savepoint_dir": f"s3://{bucket}/savepoints",
+                  "aws_conn_id": "aws_moto", "data_docs_dir": str(tmp_path / "data_docs")}}))
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(var, raising=False)
+    deployments = tmp_path / "sluice_deployments.yaml"
+    deployments.write_text(json.dumps({"purchases": {
+        "conn_id": "sluice_test", "job_id": job_id, "job": "engine.examples.purchases:build",
+        "parallelism": 2, "retained": 3, "checkpoint_interval_ms": 700,
+        "command": [sys.executable, str(FAKE_MASTER)], "startup_timeout_s": 60,
+        "health": {"max_heartbeat_age_s": 5, "max_checkpoint_age_s": 30, "max_failed_checkpoints": 0},
+        "savepoint_policy": {"max_count": 2},
+    }}))
+    monkeypatch.setenv("SLUICE_DEPLOYMENTS_FILE", str(deployments))
+    env = {"bucket": bucket, "job_id": job_id, "deployment": "purchases", "endpoint": moto_endpoint,
+           "storage_uri": f"s3://{bucket}/checkpoints", "savepoint_dir": f"s3://{bucket}/savepoints"}
+    yield env
+    kill_masters(job_id)
+
+
+def kill_masters(job_id: str) -> None:
+    """Stop every master process recorded for ``job_id`` (only processes the tests started)."""
+    state = Path(os.environ["SLUICE_STATE_DIR"])
+    for record in state.glob(f"{job_id}*.json"):
+        pid = json.loads(record.read_text()).get("pid")
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+
+
+def wait_until(predicate, timeout_s: float = 30.0, interval_s: float = 0.3, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise AssertionError(f"{what} not reached within {timeout_s}s")
