@@ -46,6 +46,8 @@ class CheckpointRecord:
     alignment_ms_max: int = 0
     #: in-flight buffers and watermarks persisted as channel state (unaligned checkpoints, seed 003)
     in_flight_elements: int = 0
+    #: when the coordinator triggered it (the barrier timestamp)
+    triggered_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +205,9 @@ class JobRun:
                 else:
                     in_flight += sum(f.rows for f in channel_state.files)
         self.history.append(CheckpointRecord(checkpoint_id, kind, "completed", self.attempt, self.clock.now_ms(),
-                                             pointer, self._alignment.pop(checkpoint_id, 0), in_flight))
+                                             pointer, self._alignment.pop(checkpoint_id, 0), in_flight,
+                                             latest.timestamp_ms if latest is not None and latest.checkpoint_id == checkpoint_id
+                                             else self.clock.now_ms()))
         future = self._savepoint_futures.get(checkpoint_id)
         if future is not None and not future.done():
             future.set_result(pointer)
