@@ -51,9 +51,9 @@ class ObjectStore(abc.ABC):
     def get_range(self, key: str, start: int, length: int) -> bytes:
         """``length`` bytes from offset ``start`` (fewer at the end of the object)."""
 
-    def iter_chunks(self, key: str, chunk_size: int = 8 << 20) -> Iterator[bytes]:
+    def iter_chunks(self, key: str, chunk_size: int = 8 << 20, size: int | None = None) -> Iterator[bytes]:
         """The object in chunks, so a checksum can be verified without holding a large file in memory."""
-        size = self.head(key).size
+        size = self.head(key).size if size is None else size
         offset = 0
         while offset < size:
             chunk = self.get_range(key, offset, min(chunk_size, size - offset))

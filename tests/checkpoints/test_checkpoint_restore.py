@@ -177,3 +177,16 @@ def test_several_problems_are_reported_together(written):
     for p in paths[:2]:
         backend.store.delete("job-r/chk-5/" + p)
     assert "2 problems" in refused(backend)
+
+
+def test_large_state_files_are_verified_in_ranged_chunks_with_the_same_refusals(written, monkeypatch):
+    import checkpoints.restore as restore
+
+    backend, _, metadata, _ = written
+    monkeypatch.setattr(restore, "_WHOLE_READ_LIMIT", 0)
+    assert load_snapshot_from(backend.store, "job-r/chk-5").metadata == metadata
+    handle, key = first_state_key(backend, metadata)
+    data = bytearray(backend.store.get_bytes(key))
+    data[-3] ^= 0xFF
+    backend.store.put_bytes(key, bytes(data))
+    assert "fails its checksum" in refused(backend)

@@ -1,0 +1,104 @@
+"""Outcomes are kept: Data Docs HTML, results JSON beside the snapshot, the validated tier in _metadata; the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from checkpoints import SavepointHistoryPolicy, apply_savepoint_policy, list_savepoints, load_snapshot
+from checkpoints.validation import read_outcome, validate_snapshot
+from checkpoints.validation.user_expectations import suite_path_for_job
+from checkpoints.validation_cli import validate_command
+from conftest import fed_routers
+from snapshot_writer import write_snapshot
+
+
+def test_a_validation_run_renders_data_docs_and_stores_results_beside_the_snapshot(healthy_uri, docs_dir):
+    report = validate_snapshot(healthy_uri, data_docs_dir=docs_dir)
+    assert report.data_docs_url == (docs_dir / "index.html").as_uri()
+    index = (docs_dir / "index.html").read_text()
+    assert "tumbling.state.window-contents" in index
+    pages = list((docs_dir / "validations").rglob("*.html"))
+    assert len(pages) == len(report.assets)
+    stored = json.loads(Path(report.results_uri.removeprefix("file://")).read_text())
+    assert stored["status"] == "passed" and stored["snapshot_uri"] == healthy_uri
+    assert "/chk-1/_validation/" in report.results_uri
+    # the results file is beside the state, not part of it: the snapshot still loads with all checksums
+    load_snapshot(healthy_uri)
+
+
+def test_the_outcome_recorded_in_metadata_is_what_savepoint_history_keeps(storage):
+    def negative(uid, subtask, name, table):
+        if uid == "count" and name == "keyed.count" and table.num_rows:
+            values = [-5.0] * table.num_rows
+            import pyarrow as pa
+
+            return table.set_column(table.schema.get_field_index("value_num"), table.schema.field("value_num"),
+                                    pa.array(values, pa.float64()))
+        return table
+
+    good = write_snapshot(storage, 1, fed_routers(), savepoint=True, now_ms=1_000)
+    bad = write_snapshot(storage, 2, fed_routers(), savepoint=True, now_ms=2_000, edit=negative)
+    newest = write_snapshot(storage, 3, fed_routers(), savepoint=True, now_ms=3_000)
+    assert validate_snapshot(good, record=True, build_data_docs=False).passed
+    assert not validate_snapshot(bad, record=True, build_data_docs=False).passed
+    outcomes = {s.checkpoint_id: read_outcome(s.metadata) for s in list_savepoints(storage.savepoint_store, "job-1")}
+    assert outcomes == {1: "passed", 2: "failed", 3: "not validated"}
+    recorded = load_snapshot(bad).metadata.validation
+    assert recorded["failed_expectations"][0]["expectation"] == "expect_column_values_to_be_between"
+    assert recorded["failed_expectations"][0]["asset"] == "count.state.count"
+    # keep only the newest: the newest savepoint that passed (1) survives the policy, the failed one does not
+    deleted = apply_savepoint_policy(storage.savepoint_store, "job-1", SavepointHistoryPolicy(max_count=1), now_ms=4_000)
+    assert sorted(s.checkpoint_id for s in deleted) == [2]
+    assert newest  # still there
+    assert sorted(s.checkpoint_id for s in list_savepoints(storage.savepoint_store, "job-1")) == [1, 3]
+
+
+def test_sluice_validate_exits_0_with_a_summary_and_a_data_docs_link(healthy_uri, docs_dir):
+    result = CliRunner().invoke(validate_command, [healthy_uri, "--data-docs", str(docs_dir),
+                                                   "--job", "validation_jobs:build"])
+    assert result.exit_code == 0, result.output
+    assert "PASSED" in result.output
+    assert "tumbling.state.window-contents" in result.output
+    assert f"Data Docs: {(docs_dir / 'index.html').as_uri()}" in result.output
+    assert "can restore" in result.output
+
+
+def test_sluice_validate_exits_1_and_names_the_incompatibility(healthy_uri, docs_dir):
+    result = CliRunner().invoke(validate_command, [healthy_uri, "--data-docs", str(docs_dir), "--json",
+                                                   "--job", "validation_jobs:build_changed"])
+    assert result.exit_code == 1
+    doc = json.loads(result.output)
+    assert doc["validation"]["status"] == "passed"
+    assert {p["kind"] for p in doc["compatibility"]["problems"]} >= {"assigner", "max-parallelism", "unrestored-state"}
+
+
+def test_the_user_suite_file_beside_the_job_is_found_and_applied(healthy_uri, tmp_path, monkeypatch):
+    (tmp_path / "myjob.py").write_text("from validation_jobs import build\n")
+    (tmp_path / "myjob.expectations.yaml").write_text(
+        "expectations:\n"
+        "  - operator: count\n"
+        "    table: state.count\n"
+        "    expectation: ExpectColumnValuesToBeBetween\n"
+        "    column: value_num\n"
+        "    kwargs: {max_value: 1}\n"
+        "    rule: count windows hold at most one element\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert suite_path_for_job("myjob:build") == tmp_path / "myjob.expectations.yaml"
+    result = CliRunner().invoke(validate_command, [healthy_uri, "--job", "myjob:build", "--json",
+                                                   "--data-docs", str(tmp_path / "docs")])
+    assert result.exit_code == 1
+    failed = json.loads(result.output)["validation"]["failed"]
+    assert [(f["asset"], f["expectation"], f["rule"]) for f in failed] == [
+        ("count.state.count", "expect_column_values_to_be_between", "count windows hold at most one element")]
+
+
+def test_a_corrupt_snapshot_is_refused_with_exit_1(healthy_uri, tmp_path):
+    snap = load_snapshot(healthy_uri)
+    _, _, handle = next(iter(snap.metadata.files()))
+    (snap.store.root / snap.file_key(handle)).write_bytes(b"not parquet")
+    result = CliRunner().invoke(validate_command, [healthy_uri, "--data-docs", str(tmp_path / "docs")])
+    assert result.exit_code == 1
+    assert "validation refused" in result.output
