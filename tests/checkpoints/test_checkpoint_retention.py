@@ -200,3 +200,16 @@ def test_retained_must_be_at_least_one():
 
     with pytest.raises(JobDefinitionError, match="`retained` must be an int >= 1; got 0"):
         CompletedCheckpointStore(CheckpointStorage(LocalFileSystemStore("/tmp/x"), "j"), retained=0)
+
+
+def test_a_location_travels_to_another_process_as_plain_data_and_writes_from_there(backend):
+    import pickle
+
+    import pyarrow as pa
+
+    storage = CheckpointStorage(backend.store, "job-k")
+    location = storage.initialize_location(1, known_shared=frozenset())
+    location.write_state_file("op", 0, "s", pa.table({"x": [1]}))  # the driver's client now exists
+    shipped = pickle.loads(pickle.dumps(location))  # what Spark does when it sends a task
+    handle = shipped.write_state_file("op", 1, "s", pa.table({"x": [2]}))
+    assert backend.store.head("job-k/chk-1/" + handle.path).size == handle.bytes
