@@ -63,7 +63,7 @@ def _print_summary(report: Any, compat: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(soft_wrap=True)
     verdict = "[green]PASSED[/green]" if report.passed else "[red]FAILED[/red]"
     console.print(f"validation of {report.snapshot_uri} (job {report.job_id}, checkpoint {report.checkpoint_id}): "
                   f"{verdict} on {report.engine}, {report.rows} rows in {report.duration_ms} ms")

@@ -294,19 +294,25 @@ def offsets_frame(current: dict[str, Any], previous: dict[str, Any]) -> pd.DataF
 
 
 def gx_context(data_docs_dir: Path) -> Any:
-    """An ephemeral GX context with analytics and progress bars off and one local Data Docs site."""
-    from great_expectations.data_context.types.base import ProgressBarsConfig
+    """An ephemeral GX context: analytics and progress bars off, one local Data Docs site and no other."""
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
 
-    context = gx.get_context(mode="ephemeral")
-    context.enable_analytics(False)
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
     data_docs_dir.mkdir(parents=True, exist_ok=True)
-    context.add_data_docs_site(DATA_DOCS_SITE, {
-        "class_name": "SiteBuilder",
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(data_docs_dir)},
-    })
-    return context
+    config = DataContextConfig(
+        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+        analytics_enabled=False,
+        progress_bars=ProgressBarsConfig(globally=False),
+        data_docs_sites={DATA_DOCS_SITE: {
+            "class_name": "SiteBuilder",
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(data_docs_dir)},
+        }},
+    )
+    return gx.get_context(project_config=config, mode="ephemeral")
 
 
 def run_gx(plan: SuitePlan, asset_frames: dict[str, tuple[str, Any]], data_docs_dir: Path, run_name: str,

@@ -102,3 +102,14 @@ def test_a_corrupt_snapshot_is_refused_with_exit_1(healthy_uri, tmp_path):
     result = CliRunner().invoke(validate_command, [healthy_uri, "--data-docs", str(tmp_path / "docs")])
     assert result.exit_code == 1
     assert "validation refused" in result.output
+
+
+def test_great_expectations_runs_without_analytics(tmp_path):
+    import os
+
+    from checkpoints.validation.runner import gx_context
+
+    context = gx_context(tmp_path / "docs")
+    assert os.environ["GX_ANALYTICS_ENABLED"] == "false"
+    assert context.config.analytics_enabled is False
+    assert list(context.list_data_docs_sites()) == ["sluice"]
