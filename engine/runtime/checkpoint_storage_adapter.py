@@ -210,12 +210,14 @@ class CheckpointStorageAdapter:
     def write_task_state(self, task_id: str, snapshot: TaskSnapshot) -> TaskStateSnapshot:
         """Materialize and (if persistent) upload one task's snapshot; returns the handles to acknowledge with."""
         cid = snapshot.checkpoint_id
+        channel_state = snapshot.input_channel_state
+        if not self.is_persistent(cid):
+            # in memory the copy-on-write snapshot itself is the handle (seed 002: later writes do not change
+            # it); it is materialized only if a restore needs it, which keeps in-memory checkpoints cheap
+            return TaskStateSnapshot(dict(snapshot.operator_snapshots), dict(snapshot.source_positions), channel_state)
         materialized: dict[str, MaterializedOperatorSnapshot] = {}
         for uid, snap in snapshot.operator_snapshots.items():
             materialized[uid] = snap.materialize() if isinstance(snap, OperatorSnapshot) else snap
-        channel_state = snapshot.input_channel_state
-        if not self.is_persistent(cid):
-            return TaskStateSnapshot(materialized, dict(snapshot.source_positions), channel_state)
         location = self._location(cid)
         subtask = subtask_of(task_id)
         handles: dict[str, Any] = {uid: self._write(location, uid, subtask, m) for uid, m in materialized.items()}
@@ -289,6 +291,8 @@ class CheckpointStorageAdapter:
         for task_id, state in completed.task_states.items():
             subtask = subtask_of(task_id)
             for uid, snap in state.operator_states.items():
+                if isinstance(snap, OperatorSnapshot):
+                    snap = snap.materialize()
                 point.operators.setdefault(uid, []).append((subtask, snap))
             if state.input_channel_state is not None:
                 point.channel_state[task_id] = state.input_channel_state
