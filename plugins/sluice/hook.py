@@ -409,10 +409,8 @@ class SluiceHook(BaseHook):
         params = inspect.signature(validator).parameters if validator else {}
         options: dict[str, Any] = {}
         store_options = self._store_options(uri)
-        if "store_options" in params:
-            options["store_options"] = store_options
-        elif store_options and any(p.kind == p.VAR_KEYWORD for p in params.values()):
-            options.update(store_options)
+        if store_options and any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            options.update(store_options)  # validate_snapshot(uri, ..., **store_options)
         if "record" in params:
             options["record"] = record
         if "job_spec" in params and job_spec:

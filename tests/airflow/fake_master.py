@@ -29,8 +29,28 @@ from checkpoints.status import StatusDocument, write_status
 from engine.master.api import create_app
 from engine.master.operations import OperationRegistry
 from engine.master.server import ControlServer
+from engine.state.codec import encode
+from engine.state.key_groups import key_group_for_encoded_key
 
 MAX_PARALLELISM = 8
+KEYS_BY_GROUP: dict[int, list[str]] = {}
+for _user in range(20):
+    _key = encode(f"user-{_user}")
+    KEYS_BY_GROUP.setdefault(key_group_for_encoded_key(_key, MAX_PARALLELISM), []).append(_key)
+
+
+def state_rows(key_group: int, checkpoint_id: int, now_ms: int) -> pa.Table:
+    """Window contents in the stored layout: one open 1-minute window per key, its count as the value."""
+    keys = KEYS_BY_GROUP[key_group]
+    window_start = now_ms - now_ms % 60_000 + 3_600_000  # a window still open (ends after the watermark)
+    return pa.table({
+        "key_group": pa.array([key_group] * len(keys), pa.int32()), "key": pa.array(keys, pa.string()),
+        "namespace": pa.array(["window"] * len(keys), pa.string()),
+        "window_start": pa.array([window_start] * len(keys), pa.int64()),
+        "window_end": pa.array([window_start + 60_000] * len(keys), pa.int64()),
+        "value": pa.array([encode(checkpoint_id)] * len(keys), pa.string()),
+        "value_num": pa.array([float(checkpoint_id)] * len(keys), pa.float64()),
+    })
 
 
 class FakeJob:
@@ -65,10 +85,9 @@ class FakeJob:
             subtasks = []
             for subtask in range(p):
                 start, end = subtask * per, (MAX_PARALLELISM - 1 if subtask == p - 1 else (subtask + 1) * per - 1)
-                files = tuple(location.write_state_file(
-                    "counts", subtask, "contents",
-                    pa.table({"key_group": pa.array([kg], pa.int32()), "key": [f"user-{kg}"], "value": [str(cid)]}),
-                    key_group=kg) for kg in range(start, end + 1))
+                files = tuple(location.write_state_file("counts", subtask, "contents", state_rows(kg, cid, started),
+                                                        key_group=kg)
+                              for kg in range(start, end + 1) if kg in KEYS_BY_GROUP)
                 subtasks.append(SubtaskState(subtask, (start, end), files))
             self.records += 100
             metadata = CheckpointMetadata(
