@@ -60,10 +60,21 @@ _KEYED_PREFIX = "keyed/"
 _FILE_KEYED_PREFIX = "keyed."
 
 
+def window_uid(v: Any) -> str:
+    """The id a window vertex's state is stored under: the user's uid, else its place in the plan.
+
+    Same rule as the local runtime's ``stable_uid`` (engine/runtime/local/runtime.py), so a savepoint
+    names the same operators whichever runtime took it and the job can be rebuilt between runs.
+    """
+    node = v.head
+    return storage_uid(node.uid if node.uid else f"v{v.id}.n0.{node.name}")
+
+
 def storage_uid(uid: str) -> str:
-    """An operator uid as a storage path segment (checkpoints.layout.check_name)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", uid)
-    return safe if safe[:1].isalnum() else "op" + safe
+    """An operator uid as a storage path segment: the local runtime's ``safe_name``, so both agree."""
+    from engine.runtime.checkpoint_storage_adapter import safe_name
+
+    return safe_name(uid)
 
 
 def _file_table(name: str) -> str:
@@ -227,7 +238,7 @@ class SparkCheckpointing:
         self.failure: BaseException | None = None
         self.source_tasks = [f"source-{v.id}" for v in job.sources]
         self.window_tasks = {
-            f"{storage_uid(v.head.operator_uid())}#{i}": (v, i) for v in job.windows for i in range(v.parallelism)}
+            f"{window_uid(v)}#{i}": (v, i) for v in job.windows for i in range(v.parallelism)}
         self.sink_tasks = {f"sink-{nid}": w for nid, w in job.sink_writers.items()}
         self.all_tasks = [*self.source_tasks, *self.window_tasks, *self.sink_tasks]
         self.storage_dir = self.config.get_checkpoint_storage_dir()
@@ -385,7 +396,7 @@ class SparkCheckpointing:
         started = time.monotonic()
         acks: dict[str, Any] = {}
         for v in job.windows:
-            uid = storage_uid(v.head.operator_uid())
+            uid = window_uid(v)
             state = job.state[v.head.id]
             written: dict[int, dict] = {}
             if state is not None:
@@ -419,7 +430,7 @@ class SparkCheckpointing:
         job = self.job
         operators = []
         for v in job.windows:
-            uid = storage_uid(v.head.operator_uid())
+            uid = window_uid(v)
             subtasks = []
             for i in range(v.parallelism):
                 ack = checkpoint.task_states[f"{uid}#{i}"].operator_states[uid]
@@ -445,7 +456,7 @@ class SparkCheckpointing:
 
     # ---- restore -------------------------------------------------------------------------------------------
     def restore_if_requested(self) -> None:
-        uri = self.job.runtime.restore_from
+        uri = self.job.restore_from
         if uri is None:
             return
         from checkpoints import load_snapshot
@@ -467,7 +478,7 @@ class SparkCheckpointing:
         uids = set(snapshot.operator_uids())
         saved_windows = [op.uid for op in meta.operators if op.config.get("kind") == "window"]
         for position, v in enumerate(job.windows):
-            uid = storage_uid(v.head.operator_uid())
+            uid = window_uid(v)
             if uid not in uids:
                 # Without .uid(...) an operator's id comes from its node number, which changes when the job
                 # is built again; then window operators are matched by their position in the plan, which is
@@ -475,7 +486,7 @@ class SparkCheckpointing:
                 if len(saved_windows) != len(job.windows):
                     raise CorruptSnapshotError(
                         f"snapshot {snapshot.uri} has window operators {saved_windows}, the job has "
-                        f"{[storage_uid(w.head.operator_uid()) for w in job.windows]}; give each window .uid(...) "
+                        f"{[window_uid(w) for w in job.windows]}; give each window .uid(...) "
                         "so state can be matched")
                 uid = saved_windows[position]
             fn = read_state_rows(uri, options, uid, v.head.id, v.parallelism, job.max_parallelism, job.watermark,

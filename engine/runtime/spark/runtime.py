@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 import uuid
+from concurrent.futures import Future
 from typing import Any
 
 from engine.api.environment import JobExecutionResult
@@ -89,7 +90,7 @@ class SparkRuntime:
 
     Runtime options (``env.set_runtime_option``): ``epoch_records`` (records per split per epoch,
     default 10 000), ``master`` (default ``local[2]``; ignored when a session is active),
-    ``restore_from`` (a checkpoint or savepoint URI), ``storage_options`` (dict for
+    ``from_savepoint`` (alias ``restore_from``: a checkpoint or savepoint URI), ``storage_options`` (dict for
     ``checkpoints.open_store``, e.g. ``{"endpoint_url": ...}``), ``max_epochs`` (stop after that
     many epochs: for unbounded sources in tests and benchmarks).
     """
@@ -99,13 +100,14 @@ class SparkRuntime:
         opts = env.get_runtime_options()
         self.epoch_records = _positive_int("epoch_records", opts.get("epoch_records", DEFAULT_EPOCH_RECORDS))
         self.master = opts.get("master", DEFAULT_MASTER)
-        self.restore_from = opts.get("restore_from")
+        self.restore_from = opts.get("from_savepoint", opts.get("restore_from"))
         self.storage_options = dict(opts.get("storage_options") or {})
         self.max_epochs = opts.get("max_epochs")
         if self.max_epochs is not None:
             _positive_int("max_epochs", self.max_epochs)
 
-    def start(self, job_name: str, sinks: list[Transformation], collect: list[Transformation]) -> SparkJob:
+    def start(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
+              from_savepoint: str | None = None) -> SparkJob:
         """Build the job without running it: ``run()`` it, or ``step()`` it epoch by epoch."""
         collected: dict[int, list[Any]] = {}
         roots: list[Transformation] = list(sinks)
@@ -114,10 +116,18 @@ class SparkRuntime:
             collected[node.id] = target
             roots.append(_CollectNode(name="Collect", inputs=[node], sink=target))
         plan = build_plan(roots, self.env.get_parallelism(), self.env.get_max_parallelism())
-        return SparkJob(self, plan, job_name, collected)
+        return SparkJob(self, plan, job_name, collected, from_savepoint or self.restore_from)
 
-    def execute(self, job_name: str, sinks: list[Transformation], collect: list[Transformation]) -> JobExecutionResult:
-        job = self.start(job_name, sinks, collect)
+    def submit(self, job_name: str, sinks: list[Transformation], collect: list[Transformation] = (),  # type: ignore[assignment]
+               from_savepoint: str | None = None) -> SparkJob:
+        """Start the epoch loop on its own thread and return the job, which is its control handle."""
+        job = self.start(job_name, sinks, list(collect), from_savepoint)
+        job.run_in_background()
+        return job
+
+    def execute(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
+                from_savepoint: str | None = None) -> JobExecutionResult:
+        job = self.start(job_name, sinks, collect, from_savepoint)
         started = time.monotonic()
         job.run()
         return job.result(int((time.monotonic() - started) * 1000))
@@ -127,10 +137,11 @@ class SparkJob:
     """One execution of a plan on Spark; also the control handle (see engine/runtime/spark/control.py)."""
 
     def __init__(self, runtime: SparkRuntime, plan: PhysicalPlan, job_name: str,
-                 collected: dict[int, list[Any]]) -> None:
+                 collected: dict[int, list[Any]], restore_from: str | None = None) -> None:
         from engine.runtime.spark.session import get_or_create_spark
 
         self.runtime = runtime
+        self.restore_from = restore_from
         self.env = runtime.env
         self.plan = plan
         self.job_name = job_name
@@ -146,10 +157,14 @@ class SparkJob:
         self.lock = threading.RLock()
         self.running = False
         self.failure: BaseException | None = None
-        driver_nodes = {n for n in collected} | {
-            node.id for v in plan.vertices for node in v.nodes if isinstance(node, SinkTransformation)}
+        self._result: Future = Future()
+        #: collect node id -> the list execute_and_collect returns
+        self.collect_targets: dict[int, list[Any]] = {
+            node.id: node.sink for v in plan.vertices for node in v.nodes if isinstance(node, _CollectNode)}
+        driver_nodes = {node.id for v in plan.vertices for node in v.nodes if isinstance(node, SinkTransformation)}
         self.routes = build_routes(plan, driver_nodes)
         self.windows = [v for v in plan.vertices if isinstance(v.head, WindowTransformation)]
+        self.upstream_windows = {v.head.id: _upstream_windows(v) for v in self.windows}
         self.sources = [v for v in plan.vertices if v.is_source()]
         # per split: where the next epoch starts and the carried watermark-generator snapshot
         self.splits: dict[str, dict[str, Any]] = {}
@@ -172,7 +187,7 @@ class SparkJob:
         self.sink_writers: dict[int, Any] = {}
         for v in plan.vertices:
             for node in v.nodes:
-                if isinstance(node, SinkTransformation) and node.id not in collected:
+                if isinstance(node, SinkTransformation) and node.id not in self.collect_targets:
                     sink = node.sink
                     self.sink_writers[node.id] = sink.create_writer() if hasattr(sink, "create_writer") else sink
         self.records_read = 0
@@ -182,19 +197,20 @@ class SparkJob:
         self.checkpointing = SparkCheckpointing(self)
         self.checkpointing.restore_if_requested()
 
-    # ---- control handle (same shape as the local runtime's job: the job master's HTTP API drives either) ------
-    def trigger_savepoint(self, target_dir: str | None = None, timeout: float | None = None) -> str:
-        """Take a savepoint at the next epoch boundary; returns its URI (self-contained, never subsumed)."""
-        return self._control("savepoint", target_dir, False, timeout)
+    # ---- control handle: the shape of the local runtime's LocalJobClient (engine/master/api.py JobControl) ------
+    def trigger_savepoint(self, target_dir: str | None = None) -> Future:
+        """Take a savepoint at the next epoch boundary; the future gives its folder URI (never subsumed)."""
+        return self._control("savepoint", target_dir, False)
 
-    def stop_with_savepoint(self, target_dir: str | None = None, drain: bool = False,
-                            timeout: float | None = None) -> str:
+    def stop_with_savepoint(self, target_dir: str | None = None, drain: bool = False) -> Future:
         """Savepoint at the next boundary, then stop; ``drain`` first ends event time (MAX_WATERMARK, Flink's --drain)."""
-        return self._control("stop", target_dir, drain, timeout)
+        if not isinstance(drain, bool):
+            raise JobDefinitionError("drain", drain, "must be a bool")
+        return self._control("stop", target_dir, drain)
 
-    def cancel(self, timeout: float | None = None) -> None:
+    def cancel(self) -> None:
         """Stop at the next epoch boundary without a savepoint; open sink transactions are aborted."""
-        self._control("cancel", None, False, timeout)
+        self._control("cancel", None, False)
 
     def status(self) -> dict[str, Any]:
         cp = self.checkpointing
@@ -210,14 +226,21 @@ class SparkJob:
         """Completed checkpoints and savepoints, oldest first: id, savepoint flag, URI, bytes, epoch, duration."""
         return [dict(h) for h in self.checkpointing.history]
 
-    def _control(self, kind: str, target: str | None, drain: bool, timeout: float | None) -> Any:
+    def wait(self, timeout_s: float | None = None) -> JobExecutionResult:
+        """Block until a submitted job ends; its JobExecutionResult, or its failure raised."""
+        return self._result.result(timeout_s)
+
+    def done(self) -> bool:
+        return self._result.done()
+
+    def _control(self, kind: str, target: str | None, drain: bool) -> Future:
         future = self.checkpointing.submit(kind, target, drain)
         if not self.running:
             with self.lock:
                 self.checkpointing._serve_requests()  # no epoch loop: serve at the current boundary
                 if self.checkpointing.stopped or self.checkpointing.cancelled:
                     self.checkpointing.on_job_end()
-        return future.result(timeout)
+        return future
 
     def run_in_background(self) -> threading.Thread:
         """Run the epoch loop in a thread; control it through this handle from any thread."""
@@ -227,10 +250,13 @@ class SparkJob:
         return thread
 
     def _run_quietly(self) -> None:
+        started = time.monotonic()
         try:
             self.run()
-        except BaseException as exc:  # noqa: BLE001 - reported through status()
+            self._result.set_result(self.result(int((time.monotonic() - started) * 1000)))
+        except BaseException as exc:  # noqa: BLE001 - reported through status() and wait()
             self.failure = exc
+            self._result.set_exception(exc)
 
     # ---- running ---------------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -257,10 +283,7 @@ class SparkJob:
         with self.lock:
             stage_outputs: list[Any] = []
             now_ms = self.clock.now_ms()
-            for v in self.windows:
-                out = self._window_frame(v, stage_outputs, self.watermark, MAX_WATERMARK, now_ms)
-                stage_outputs.append(out)
-                self.state[v.head.id] = out.where(F.col("_dest") == DEST_STATE)
+            self._run_windows(self.windows, stage_outputs, self.watermark, MAX_WATERMARK, now_ms)
             self.watermark = MAX_WATERMARK
             if stage_outputs:
                 self._deliver(_union(stage_outputs).where(
@@ -288,13 +311,9 @@ class SparkJob:
             after = self._advance_watermark(reports)
             epoch_records = sum(r["records"] for r in reports)
             self.records_read += epoch_records
-            for v in self.windows:
-                node = v.head
-                if after == before and epoch_records == 0 and node.assigner.is_event_time():
-                    continue  # nothing can change: no input, no watermark progress
-                out = self._window_frame(v, stage_outputs, before, after, now_ms)
-                stage_outputs.append(out)
-                self.state[node.id] = out.where(F.col("_dest") == DEST_STATE)
+            active = [v for v in self.windows if not (
+                after == before and epoch_records == 0 and v.head.assigner.is_event_time())]  # else nothing can change
+            self._run_windows(active, stage_outputs, before, after, now_ms)
             self.watermark = after
             if stage_outputs:
                 driver_rows = _union(stage_outputs).where(
@@ -316,23 +335,58 @@ class SparkJob:
                           now_ms, self.max_parallelism)
         return self.spark.range(0, len(slices), numPartitions=len(slices)).mapInArrow(fn, ROW_DDL)
 
-    def _window_frame(self, v: Any, stage_outputs: list[Any], before: int, after: int, now_ms: int) -> Any:
+    def _run_windows(self, vertices: list[Any], stage_outputs: list[Any], before: int, after: int, now_ms: int) -> None:
+        """Run window vertices level by level: one Spark stage per (level, parallelism), not one per vertex.
+
+        A vertex is ready when every window vertex upstream of it ran in this epoch; ready vertices
+        with the same parallelism share one shuffle and one ``mapInArrow``, each task running its
+        (vertex, key group) runs one after another — the per-epoch cost grows with the depth of
+        the plan, not with the number of windows.
+        """
         from pyspark.sql import functions as F
 
-        from engine.runtime.spark.epochs import partition_by_subtask
+        pending = list(vertices)
+        done: set[int] = set()
+        while pending:
+            ready = [v for v in pending if all(u in done or u not in {p.head.id for p in pending}
+                                               for u in self.upstream_windows[v.head.id])]
+            if not ready:
+                raise IllegalStateError("Bug: window vertices form a cycle")
+            by_parallelism: dict[int, list[Any]] = {}
+            for v in ready:
+                by_parallelism.setdefault(v.parallelism, []).append(v)
+            outs = [self._window_frame(group, stage_outputs, before, after, now_ms)
+                    for group in by_parallelism.values()]
+            for group, out in zip(by_parallelism.values(), outs):
+                for v in group:
+                    self.state[v.head.id] = out.where(
+                        (F.col("_dest") == DEST_STATE) & (F.col("_tag") == str(v.head.id)))
+            stage_outputs.extend(outs)
+            done.update(v.head.id for v in ready)
+            pending = [v for v in pending if v.head.id not in done]
 
-        node = v.head
-        parts = [df.where(F.col("_dest") == node.id) for df in stage_outputs]
-        if self.state[node.id] is not None:
-            parts.append(self.state[node.id])
+    def _window_frame(self, group: list[Any], stage_outputs: list[Any], before: int, after: int, now_ms: int) -> Any:
+        from pyspark.sql import functions as F
+
+        from engine.runtime.spark.epochs import partition_preimages, subtask_expr
+
+        parallelism = group[0].parallelism
+        ids = [v.head.id for v in group]
+        parts = [df.where(F.col("_dest").isin(*ids)) for df in stage_outputs]
+        parts += [self.state[i] for i in ids if self.state[i] is not None]
         if not parts:
             parts.append(self.spark.createDataFrame([], ROW_DDL))
+        mp = self.max_parallelism
         keyed = _union(parts).withColumn("_kg", F.expr(
-            f"CASE WHEN _dest = {DEST_STATE} THEN _kg ELSE CAST(pmod(xxhash64(_key), {self.max_parallelism}) AS INT) END"))
-        placed = partition_by_subtask(self.spark, keyed, v.parallelism, self.max_parallelism)
-        fn = window_stage(node, self.routes, epoch=self.epoch, parallelism=v.parallelism,
-                          max_parallelism=self.max_parallelism, watermark_before=before, watermark_after=after,
-                          now_ms=now_ms)
+            f"CASE WHEN _dest = {DEST_STATE} THEN _kg ELSE CAST(pmod(xxhash64(_key), {mp}) AS INT) END")
+        ).withColumn("_node", F.expr(f"CASE WHEN _dest = {DEST_STATE} THEN CAST(_tag AS INT) ELSE _dest END"))
+        lookup = "array(" + ", ".join(str(x) for x in partition_preimages(self.spark, parallelism)) + ")"
+        placed = (keyed.withColumn("_subtask", F.expr(subtask_expr(parallelism, mp)))
+                  .withColumn("_pk", F.expr(f"element_at({lookup}, _subtask + 1)"))
+                  .repartition(parallelism, "_pk")
+                  .sortWithinPartitions("_node", "_kg", "_split", "_offset"))
+        fn = window_stage({v.head.id: v.head for v in group}, self.routes, epoch=self.epoch, parallelism=parallelism,
+                          max_parallelism=mp, watermark_before=before, watermark_after=after, now_ms=now_ms)
         return placed.mapInArrow(fn, ROW_DDL).localCheckpoint(eager=True)
 
     def _advance_watermark(self, reports: list[dict]) -> int:
@@ -381,8 +435,8 @@ class SparkJob:
                 for k, n in json.loads(value).items():
                     self.counters[k] = self.counters.get(k, 0) + int(n)
         for node_id, values in by_sink.items():
-            if node_id in self.collected:
-                self.collected[node_id].extend(values)
+            if node_id in self.collect_targets:
+                self.collect_targets[node_id].extend(values)
             else:
                 self.sink_writers[node_id].write(values)
 
@@ -405,6 +459,23 @@ class SparkJob:
             collected=self.collected,
             completed_checkpoints=self.checkpointing.completed_ids(),
         )
+
+
+def _upstream_windows(v: Any) -> set[int]:
+    """Window node ids whose output reaches vertex ``v`` without another window in between."""
+    found: set[int] = set()
+    stack = [e.source_vertex for e in v.inputs]
+    seen: set[int] = set()
+    while stack:
+        u = stack.pop()
+        if u.id in seen:
+            continue
+        seen.add(u.id)
+        if isinstance(u.head, WindowTransformation):
+            found.add(u.head.id)
+        else:
+            stack.extend(e.source_vertex for e in u.inputs)
+    return found
 
 
 def _union(frames: list[Any]) -> Any:

@@ -32,7 +32,6 @@ from engine.operators.base import Metrics, OperatorContext
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.operator_factory import build_window_operator
 from engine.runtime.spark.chains import Router, Routes, _NodeOutput
-from engine.runtime.spark.epochs import _key_group_runs
 from engine.runtime.spark.rows import (
     DEST_METRICS,
     DEST_SPLIT,
@@ -140,11 +139,9 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
 # ---- window stage ------------------------------------------------------------------------------------------
 
 
-def window_stage(node: Any, routes: Routes, *, epoch: int, parallelism: int, max_parallelism: int,
+def window_stage(nodes: dict[int, Any], routes: Routes, *, epoch: int, parallelism: int, max_parallelism: int,
                  watermark_before: int, watermark_after: int, now_ms: int):
-    """The ``mapInArrow`` function of a window vertex over rows placed by ``partition_by_subtask``."""
-    node_id = node.id
-    uid = node.operator_uid()
+    """The ``mapInArrow`` function of window vertices sharing a stage (rows sorted by node, key group)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -153,12 +150,13 @@ def window_stage(node: Any, routes: Routes, *, epoch: int, parallelism: int, max
         owned = key_group_range_for_operator(max_parallelism, parallelism, subtask)
         rows = RowBuffer()
         metrics = Metrics()
-        for kg, table in _key_group_runs(batches):
+        for (node_id, kg), table in _runs(batches):
             if not owned.contains(kg):
                 from engine.errors import IllegalStateError
 
                 raise IllegalStateError(f"Bug: key group {kg} reached subtask {subtask}, which owns {owned}")
-            _run_key_group(node, uid, node_id, routes, rows, metrics, kg, subtask, table, epoch=epoch,
+            node = nodes[node_id]
+            _run_key_group(node, node.operator_uid(), node_id, routes, rows, metrics, kg, subtask, table, epoch=epoch,
                            parallelism=parallelism, max_parallelism=max_parallelism,
                            watermark_before=watermark_before, watermark_after=watermark_after, now_ms=now_ms)
             if len(rows) >= _FLUSH_ROWS:
@@ -169,6 +167,33 @@ def window_stage(node: Any, routes: Routes, *, epoch: int, parallelism: int, max
             yield out
 
     return run
+
+
+def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[tuple[int, int], pa.Table]]:
+    """Cut a stream sorted by (``_node``, ``_kg``) into runs, holding one run at a time."""
+    pending: list[pa.RecordBatch] = []
+    current: tuple[int, int] | None = None
+    for batch in batches:
+        n = batch.num_rows
+        if n == 0:
+            continue
+        nodes = batch.column("_node").to_pylist()
+        kgs = batch.column("_kg").to_pylist()
+        start = 0
+        for i in range(n + 1):
+            if i < n and current is not None and (nodes[i], kgs[i]) == current:
+                continue
+            if i > start and current is not None:
+                pending.append(batch.slice(start, i - start))
+            if i == n:
+                break
+            if current is not None and pending:
+                yield current, pa.Table.from_batches(pending)
+                pending = []
+            current = (nodes[i], kgs[i])
+            start = i
+    if current is not None and pending:
+        yield current, pa.Table.from_batches(pending)
 
 
 def _run_key_group(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuffer, metrics: Metrics, kg: int,
