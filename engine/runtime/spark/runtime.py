@@ -289,6 +289,16 @@ class SparkJob:
                 self._deliver(_union(stage_outputs).where(
                     F.col("_dest").isin(DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS)).select("_dest", "_value", "_tag").collect())
 
+    def run_epoch(self) -> bool:
+        """One epoch with its boundary work (control requests, checkpoint); False once the job stopped or ended."""
+        if self.finished or self.checkpointing.before_epoch():
+            return False
+        self.step()
+        self.checkpointing.after_epoch()
+        if self.finished:
+            self.checkpointing.on_job_end()
+        return not self.finished
+
     def step(self) -> None:
         """Run one epoch (see the module docstring)."""
         from pyspark.sql import functions as F
