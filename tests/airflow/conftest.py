@@ -23,7 +23,9 @@ _HOME = Path(tempfile.mkdtemp(prefix="sluice-airflow-home-"))
 os.environ.update({
     "AIRFLOW_HOME": str(_HOME),
     "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-    "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+    # the plugin registers through its entry point (pyproject.toml); an empty plugins folder avoids
+    # loading it twice ("already registered")
+    "AIRFLOW__CORE__PLUGINS_FOLDER": str(_HOME / "plugins"),
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__CORE__UNIT_TEST_MODE": "True",
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_HOME / 'airflow.db'}",

@@ -98,10 +98,10 @@ def render_job(v: dict[str, Any]) -> HTMLResponse:
     now = v["now_ms"]
     facts = [
         ("state", s.get("state")), ("status source", s.get("source")), ("control API", s.get("control_url")),
-        ("heartbeat", f"{_when(s.get('heartbeat_ms'))} ({(now - s['heartbeat_ms']) / 1000:.0f}s ago)"
+        ("heartbeat", f"{_when(s.get('heartbeat_ms'))} ({max(0, now - s['heartbeat_ms']) / 1000:.0f}s ago)"
          if s.get("heartbeat_ms") else "-"),
         ("last completed checkpoint", f"{s.get('last_completed_checkpoint')} at {_when(s.get('last_completed_ms'))}"),
-        ("failed checkpoints", s.get("failed_checkpoints")), ("lag", f"{s.get('lag_ms')} ms"),
+        ("failed checkpoints", s.get("failed_checkpoints")), ("lag", f"{s['lag_ms']} ms" if s.get("lag_ms") is not None else "-"),
         ("watermark", _when(s.get("watermark_ms"))), ("job spec", v["job"]),
         ("runtime / parallelism", f"{v['runtime']} / {v['parallelism']}"),
     ]
