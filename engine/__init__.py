@@ -6,6 +6,8 @@ seed documents where PyFlink differs.
 
 from engine.api.datastream import DataStream, KeyedStream, SingleOutputStreamOperator, TimeCharacteristic
 from engine.api.environment import JobExecutionResult, StreamExecutionEnvironment
+from engine.api.job_client import JobClient
+from engine.api.restart import RestartStrategies
 from engine.api.functions import (
     AggregateFunction,
     OutputTag,

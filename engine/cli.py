@@ -196,5 +196,25 @@ def _mount_storage_commands() -> None:
 
 _mount_storage_commands()
 
+
+def entry_point() -> None:
+    """Console entry: Sluice's own errors are printed as one clear line (exit 1), not a traceback."""
+    from engine.errors import SluiceError
+
+    try:
+        main(standalone_mode=False)
+    except SluiceError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+
+
 if __name__ == "__main__":
-    main()
+    entry_point()

@@ -58,6 +58,7 @@ class StreamExecutionEnvironment:
         self._sinks: list[SinkTransformation] = []
         self._clock: Any = None
         self._runtime_options: dict[str, Any] = {}
+        self._restart_strategy: Any = None
 
     @staticmethod
     def get_execution_environment(config: dict[str, Any] | None = None) -> StreamExecutionEnvironment:
@@ -130,6 +131,19 @@ class StreamExecutionEnvironment:
             self._clock = SystemClock()
         return self._clock
 
+    def set_restart_strategy(self, restart_strategy: Any) -> StreamExecutionEnvironment:
+        """``RestartStrategies.fixed_delay_restart(attempts, delay)`` or ``no_restart()`` (the default)."""
+        from engine.api.restart import RestartStrategyConfiguration
+
+        if not isinstance(restart_strategy, RestartStrategyConfiguration):
+            raise JobDefinitionError("restart_strategy", restart_strategy,
+                                     "must come from RestartStrategies.fixed_delay_restart(...) or no_restart()")
+        self._restart_strategy = restart_strategy
+        return self
+
+    def get_restart_strategy(self) -> Any:
+        return self._restart_strategy
+
     def enable_checkpointing(self, interval_ms: int, mode: Any = None) -> StreamExecutionEnvironment:
         from engine.checkpointing.config import CheckpointingMode
 
@@ -184,10 +198,30 @@ class StreamExecutionEnvironment:
 
         return LocalRuntime(self)
 
-    def execute(self, job_name: str = "sluice-job") -> JobExecutionResult:
+    def _check_sinks(self) -> None:
         if not self._sinks:
             raise JobDefinitionError("sinks", [], "must not be empty: add a sink (print(), write_files(), sink_to())")
-        return self._runtime_instance().execute(job_name, list(self._sinks), collect=[])
+
+    def execute(self, job_name: str = "sluice-job", from_savepoint: str | None = None) -> JobExecutionResult:
+        """Run the job to its end (bounded input, a stop or a failure) in this thread.
+
+        ``from_savepoint`` restores state and source positions from a savepoint or a
+        retained checkpoint folder; key groups are redistributed to this parallelism.
+        """
+        self._check_sinks()
+        return self._runtime_instance().execute(job_name, list(self._sinks), collect=[], from_savepoint=from_savepoint)
+
+    def execute_async(self, job_name: str = "sluice-job", from_savepoint: str | None = None,
+                      savepoint_dir: str | None = None) -> Any:
+        """Start the job in the background and return its JobClient (PyFlink's ``execute_async``).
+
+        ``savepoint_dir`` is the default target of ``trigger_savepoint``/``stop_with_savepoint``.
+        """
+        from engine.api.job_client import JobClient
+
+        self._check_sinks()
+        handle = self._runtime_instance().submit(job_name, list(self._sinks), collect=[], from_savepoint=from_savepoint)
+        return JobClient(handle, job_name, savepoint_dir, self._parallelism)
 
     def _execute_collect(self, node: Transformation, job_name: str) -> list[Any]:
         result = self._runtime_instance().execute(job_name, list(self._sinks), collect=[node])

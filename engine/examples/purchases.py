@@ -17,6 +17,7 @@ shows late-data handling and the dead-letter count.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -34,7 +35,7 @@ LATE = OutputTag("late")
 @dataclass(frozen=True)
 class PurchaseJobConfig:
     num_splits: int = 4
-    events_per_split: int = 5_000
+    events_per_split: int | None = 5_000
     num_keys: int = 100
     events_per_second: int = 1
     out_of_orderness_ms: int = 2_000
@@ -83,8 +84,17 @@ def _event_time(event: dict[str, Any], _record_ts: Any) -> int:
     return event["ts"]  # a malformed event lacks "ts" or carries a string: it becomes a dead letter
 
 
-def build(env: StreamExecutionEnvironment, config: PurchaseJobConfig = PurchaseJobConfig()) -> dict[str, DataStream]:
-    """Add the job to ``env``; returns the result streams by name."""
+def build(env: StreamExecutionEnvironment, config: PurchaseJobConfig | None = None,
+          **overrides: Any) -> dict[str, DataStream]:
+    """Add the job to ``env``; returns the result streams by name.
+
+    ``overrides`` are PurchaseJobConfig fields (``sluice run ... --param events_per_split=null``
+    makes the stream unbounded, for a long-running job).
+    """
+    if config is None:
+        config = PurchaseJobConfig(**overrides)
+    elif overrides:
+        config = dataclasses.replace(config, **overrides)
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(config.out_of_orderness_ms)) \
         .with_timestamp_assigner(_event_time)
     purchases = env.from_source(purchase_source(config), strategy, "purchases") \

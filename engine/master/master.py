@@ -76,6 +76,9 @@ class MasterConfig:
     port: int = 0
     token: str | None = None
     status_interval_ms: int = 2_000
+    #: keep serving this long after the job ends, so a client polling a stop-with-savepoint
+    #: operation (or a final status) gets its answer instead of a refused connection
+    linger_after_end_s: float = 3.0
     runtime_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -128,10 +131,13 @@ class JobMaster:
         try:
             return self.client.get_job_execution_result().result()
         finally:
-            self._publish_once()
             self._stop_publishing.set()
-            if self.server is not None:
-                self.server.stop()
+            try:
+                self._publish_once()
+            finally:
+                if self.server is not None:
+                    time.sleep(self.config.linger_after_end_s)
+                    self.server.stop()
 
     def _publish_loop(self) -> None:
         interval = self.config.status_interval_ms / 1000

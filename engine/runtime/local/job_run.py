@@ -65,6 +65,22 @@ class JobStatusReport:
     records_out: int
 
 
+def stable_job_id(job_name: str, explicit: str | None = None) -> str:
+    """The id checkpoints, savepoints and the status document are stored under.
+
+    It must survive restarts of the master (supervision restarts a job from the
+    checkpoints of its previous run), so it is the job name — or the ``job_id``
+    runtime option — when that is a valid storage path segment, like Flink's fixed
+    job id in application mode; only an unusable name falls back to a random id.
+    """
+    import re
+
+    for candidate in (explicit, job_name):
+        if candidate and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}", candidate):
+            return candidate
+    return uuid.uuid4().hex[:16]
+
+
 class JobRun:
     def __init__(self, runtime: Any, job_name: str, roots: list[Any], collected: dict[int, list[Any]],
                  from_savepoint: str | None) -> None:
@@ -74,7 +90,7 @@ class JobRun:
         self.roots = roots
         self.collected = collected
         self.from_savepoint = from_savepoint
-        self.job_id = uuid.uuid4().hex[:16]
+        self.job_id = stable_job_id(job_name, self.env.get_runtime_options().get("job_id"))
         self.clock = self.env.get_clock()
         self.strategy = restart_strategy_of(self.env)
         config = self.env.get_checkpoint_config()

@@ -1,0 +1,106 @@
+"""``JobClient``: the handle ``env.execute_async()`` returns (PyFlink's JobClient shape).
+
+It wraps a runtime's own handle (LocalJobClient, or the Spark runtime's) and
+adds what the job master needs on top: a flat status dict with throughput and
+event-time lag, and the checkpoint history as plain JSON data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any
+
+from engine.elements import MAX_WATERMARK, MIN_WATERMARK
+from engine.errors import JobDefinitionError
+
+#: Flink's JobStatus names for the runtimes' lower-case states
+_FLINK_STATE = {
+    "created": "CREATED", "running": "RUNNING", "restarting": "RESTARTING", "finished": "FINISHED",
+    "stopped": "FINISHED", "cancelled": "CANCELED", "canceled": "CANCELED", "failed": "FAILED",
+}
+
+
+class JobClient:
+    def __init__(self, handle: Any, job_name: str, default_savepoint_dir: str | None, parallelism: int) -> None:
+        self._handle = handle
+        self._job_name = job_name
+        self._default_savepoint_dir = default_savepoint_dir
+        self._parallelism = parallelism
+        self._rate_lock = threading.Lock()
+        self._rate_sample: tuple[float, int] | None = None
+        self._rate = 0.0
+        self._result: Future = Future()
+        threading.Thread(target=self._await_result, name=f"sluice-client-{handle.job_id}", daemon=True).start()
+
+    def _await_result(self) -> None:
+        try:
+            self._result.set_result(self._handle.wait())
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the result
+            self._result.set_exception(exc)
+
+    # -- PyFlink's JobClient ---------------------------------------------------------------------
+    def get_job_id(self) -> str:
+        return self._handle.job_id
+
+    def get_job_status(self) -> str:
+        return _FLINK_STATE.get(self._handle.status().state, self._handle.status().state.upper())
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+    def _target(self, savepoint_directory: str | None) -> str:
+        target = savepoint_directory or self._default_savepoint_dir
+        if not target:
+            raise JobDefinitionError("savepoint_directory", savepoint_directory,
+                                     "is required: the job was started without a default savepoint directory",
+                                     "Pass a target directory (file:///... or s3://...)")
+        return target
+
+    def trigger_savepoint(self, savepoint_directory: str | None = None) -> Future:
+        """Future of the savepoint's folder URI."""
+        return self._handle.trigger_savepoint(self._target(savepoint_directory))
+
+    def stop_with_savepoint(self, advance_to_end_of_event_time: bool = False,
+                            savepoint_directory: str | None = None) -> Future:
+        """Future of the savepoint's folder URI; the job stops after it (drains first when asked)."""
+        return self._handle.stop_with_savepoint(self._target(savepoint_directory), drain=advance_to_end_of_event_time)
+
+    def get_job_execution_result(self) -> Future:
+        return self._result
+
+    # -- for the job master ----------------------------------------------------------------------
+    def status_details(self) -> dict[str, Any]:
+        report = self._handle.status()
+        history = self._handle.checkpoint_history()
+        completed = [r for r in history if r.status == "completed"]
+        now = time.time()
+        with self._rate_lock:
+            if self._rate_sample is not None and now > self._rate_sample[0]:
+                self._rate = (report.records_in - self._rate_sample[1]) / (now - self._rate_sample[0])
+            self._rate_sample = (now, report.records_in)
+            rate = self._rate
+        watermark = report.watermark_ms
+        has_watermark = MIN_WATERMARK < watermark < MAX_WATERMARK
+        return {
+            "job_id": report.job_id,
+            "job_name": report.job_name,
+            "state": _FLINK_STATE.get(report.state, report.state.upper()),
+            "attempt": report.attempt,
+            "restarts": report.restarts,
+            "parallelism": self._parallelism,
+            "last_completed_checkpoint": report.last_completed_checkpoint_id,
+            "last_completed_ms": completed[-1].completed_ms if completed else None,
+            "num_completed_checkpoints": len([r for r in completed if r.kind == "checkpoint"]),
+            "watermark_ms": watermark if has_watermark else None,
+            "lag_ms": int(now * 1000) - watermark if has_watermark else None,
+            "records_in": report.records_in,
+            "records_out": report.records_out,
+            "records_per_second": round(rate, 1),
+            "failures": list(getattr(report, "failures", ()) or ()),
+        }
+
+    def checkpoint_history(self) -> list[dict[str, Any]]:
+        return [dataclasses.asdict(r) for r in self._handle.checkpoint_history()]

@@ -1,0 +1,163 @@
+"""The job master runs a real job on the local runtime and serves its control API over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engine.errors import JobDefinitionError
+from engine.master.client import ControlApiError, ControlClient, discover_control_url
+from engine.master.master import JobMaster, MasterConfig
+from engine.master.server import ControlServer
+
+UNBOUNDED = {"events_per_split": None, "events_per_second": 50, "num_keys": 20}
+
+
+def _config(tmp_path: Path, **kw) -> MasterConfig:
+    base = dict(job_spec="engine.examples.purchases:build", job_name="purchases", params=dict(UNBOUNDED),
+                checkpoint_interval_ms=200, storage_uri=(tmp_path / "chk").as_uri(),
+                savepoint_dir=(tmp_path / "sp").as_uri(), output_dir=str(tmp_path / "out"),
+                status_interval_ms=100, linger_after_end_s=0.5, runtime_options={"bundle_size": 64})
+    base.update(kw)
+    return MasterConfig(**base)
+
+
+def _wait_for(predicate, timeout_s: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def running(tmp_path: Path):
+    master = JobMaster(_config(tmp_path)).start()
+    client = ControlClient(master.url, "purchases")
+    _wait_for(lambda: (client.status().get("last_completed_checkpoint") or 0) >= 2, what="two checkpoints")
+    yield master, client
+    if not master.client.get_job_execution_result().done():
+        master.client.cancel()
+        master.wait()
+        assert master.client.get_job_status() == "CANCELED"
+    client.close()
+
+
+def test_status_reports_checkpoints_watermark_and_throughput(running) -> None:
+    _, client = running
+    status = client.status()
+    assert status["state"] == "RUNNING" and status["job_id"] == "purchases"
+    assert status["last_completed_checkpoint"] >= 2
+    assert status["watermark_ms"] > 1_600_000_000_000
+    assert status["records_in"] > 0
+    history = client.checkpoints()
+    assert [h["checkpoint_id"] for h in history] == sorted(h["checkpoint_id"] for h in history)
+
+
+def test_a_retried_savepoint_request_with_the_same_trigger_id_takes_one_savepoint(running, tmp_path: Path) -> None:
+    _, client = running
+    first = client.trigger_savepoint(trigger_id="airflow-run-1")
+    again = client.trigger_savepoint(trigger_id="airflow-run-1")
+    assert first == again == "airflow-run-1"
+    op = client.wait("savepoint", first)
+    assert op["status"]["id"] == "COMPLETED"
+    assert len(list((tmp_path / "sp" / "purchases").iterdir())) == 1
+    other = client.wait("savepoint", client.trigger_savepoint())
+    assert other["operation"]["location"] != op["operation"]["location"]
+
+
+def test_the_status_document_in_storage_leads_clients_to_the_control_api(running, tmp_path: Path) -> None:
+    master, _ = running
+    url = _wait_for(lambda: _try_discover(tmp_path), what="status document")
+    assert url == master.url
+
+
+def _try_discover(tmp_path: Path):
+    try:
+        return discover_control_url((tmp_path / "chk").as_uri(), "purchases")
+    except ControlApiError:
+        return None
+
+
+def test_metrics_are_served_in_prometheus_text_format(running) -> None:
+    master, _ = running
+    text = httpx.get(f"{master.url}/metrics").text
+    assert 'sluice_records_in_total{job="purchases"}' in text
+    assert "# TYPE sluice_completed_checkpoints_total counter" in text
+
+
+def test_stop_with_savepoint_drains_and_the_savepoint_restores_at_another_parallelism(running, tmp_path: Path) -> None:
+    master, client = running
+    op = client.wait("stop", client.stop(drain=True))
+    assert op["status"]["id"] == "COMPLETED"
+    result = master.wait()
+    assert result.job_id == "purchases"
+    location = op["operation"]["location"]
+    restored = JobMaster(_config(tmp_path, parallelism=3, from_savepoint=location)).start()
+    rclient = ControlClient(restored.url, "purchases")
+    def checkpointed():
+        s = rclient.status()
+        return s if (s.get("last_completed_checkpoint") or 0) > 0 else None
+
+    status = _wait_for(checkpointed, what="first checkpoint after restore")
+    assert status["parallelism"] == 3
+    # checkpoint ids continue after the savepoint's id
+    assert status["last_completed_checkpoint"] > int(location.rsplit("savepoint-", 1)[1].split("-")[0])
+    restored.client.cancel()
+    restored.wait()
+
+
+def test_a_token_protected_master_refuses_requests_without_the_token(tmp_path: Path) -> None:
+    master = JobMaster(_config(tmp_path, token="s3cret", checkpoint_interval_ms=None)).start()
+    try:
+        assert httpx.get(f"{master.url}/jobs/purchases").status_code == 401
+        assert httpx.get(f"{master.url}/healthz").status_code == 200
+        assert ControlClient(master.url, "purchases", token="s3cret").status()["state"] in ("RUNNING", "CREATED")
+        with pytest.raises(ControlApiError, match="401"):
+            ControlClient(master.url, "purchases", token="wrong").status()
+    finally:
+        master.client.cancel()
+        master.wait()
+
+
+def test_binding_the_control_api_off_loopback_without_a_token_is_refused() -> None:
+    with pytest.raises(JobDefinitionError, match="`token`"):
+        ControlServer(app=None, host="0.0.0.0", port=0, token=None)
+
+
+def test_the_sluice_cli_runs_savepoints_and_stops_a_job(tmp_path: Path) -> None:
+    storage = (tmp_path / "chk").as_uri()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "run", "engine.examples.purchases:build", "--storage", storage,
+         "--savepoint-dir", (tmp_path / "sp").as_uri(), "--output", str(tmp_path / "out"),
+         "--checkpoint-interval", "300", "--param", "events_per_split=null", "--param", "events_per_second=50",
+         "--option", "bundle_size=64"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        cli = [sys.executable, "-m", "engine.cli"]
+        _wait_for(lambda: _try_discover(tmp_path), what="status document")
+        sp = subprocess.run(cli + ["savepoint", "purchases", "--storage", storage], capture_output=True, text=True,
+                            env=env, timeout=120)
+        assert sp.returncode == 0, sp.stderr
+        assert sp.stdout.strip().startswith((tmp_path / "sp").as_uri())
+        stop = subprocess.run(cli + ["stop", "purchases", "--storage", storage], capture_output=True, text=True,
+                              env=env, timeout=120)
+        assert stop.returncode == 0, stop.stderr
+        out, _ = run.communicate(timeout=60)
+        assert run.returncode == 0
+        assert json.loads(out.strip().splitlines()[-1])["job_id"] == "purchases"
+        missing = subprocess.run(cli + ["status", "nosuchjob", "--storage", storage], capture_output=True,
+                                 text=True, env=env, timeout=60)
+        assert missing.returncode == 1 and missing.stderr.startswith("error: job 'nosuchjob'")
+    finally:
+        if run.poll() is None:
+            run.kill()
