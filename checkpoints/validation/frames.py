@@ -147,16 +147,18 @@ def expected_column_types(task: FileTask) -> str:
     return EXPECTED_TIMER_TYPES if task.state_name is None else EXPECTED_STATE_TYPES
 
 
-def expected_key_groups(keys: pd.Series, max_parallelism: int) -> np.ndarray:
-    """The stable key group of every encoded key, hashing each distinct key once."""
-    codes, uniques = pd.factorize(keys, use_na_sentinel=True)
-    groups = np.fromiter(
-        (key_group_for_encoded_key(k, max_parallelism) if isinstance(k, str) else -1 for k in uniques),
-        dtype=np.int64, count=len(uniques),
-    )
-    out = np.full(len(keys), -1, dtype=np.int64)
-    valid = codes >= 0
-    out[valid] = groups[codes[valid]]
+def expected_key_groups(keys: pd.Series | pa.ChunkedArray, max_parallelism: int) -> np.ndarray:
+    """The stable key group of every encoded key, hashing each distinct key once (-1 for a null key)."""
+    array = keys if isinstance(keys, pa.ChunkedArray) else pa.chunked_array([pa.array(keys, pa.string())])
+    encoded = array.combine_chunks().dictionary_encode() if len(array) else pa.array([], pa.string()).dictionary_encode()
+    uniques = encoded.dictionary.to_pylist()
+    groups = np.fromiter((key_group_for_encoded_key(k, max_parallelism) for k in uniques),
+                         dtype=np.int64, count=len(uniques))
+    indices = encoded.indices.to_numpy(zero_copy_only=False)
+    out = np.full(len(array), -1, dtype=np.int64)
+    if len(array):
+        valid = ~encoded.is_null().to_numpy(zero_copy_only=False)
+        out[valid] = groups[indices[valid].astype(np.int64)]
     return out
 
 
@@ -173,7 +175,8 @@ def derive_file(task: FileTask, table: pa.Table) -> dict[str, pd.DataFrame]:
     common = {
         "key_group": _column(table, "key_group", n, "float64").astype("float64").fillna(-1).astype("int64"),
         "key": key,
-        "expected_key_group": expected_key_groups(key, task.max_parallelism),
+        "expected_key_group": expected_key_groups(
+            table.column("key") if "key" in table.column_names else key, task.max_parallelism),
         "file_kg_start": np.full(n, task.kg_start, dtype=np.int64),
         "file_kg_end": np.full(n, task.kg_end, dtype=np.int64),
         "file_index": np.full(n, task.file_index, dtype=np.int64),
@@ -192,12 +195,6 @@ def _state_frame(task: FileTask, table: pa.Table, common: dict[str, Any], n: int
     end = _column(table, "window_end", n, "float64").astype("float64")
     value = _column(table, "value", n, "object")
     value_num = _column(table, "value_num", n, "float64").astype("float64")
-    frame = pd.DataFrame({
-        **{k: common[k] for k in ("key_group", "key")},
-        "namespace": _column(table, "namespace", n, "object"),
-        "window_start": start, "window_end": end, "value": value, "value_num": value_num,
-        **{k: common[k] for k in ("expected_key_group", "file_kg_start", "file_kg_end", "file_index")},
-    })
     nan = np.full(n, np.nan)
     length, phase, cleanup = nan, nan, nan
     contents_hold_real_windows = task.merging is False and task.state_name != MERGING_WINDOW_SET_STATE
@@ -208,14 +205,27 @@ def _state_frame(task: FileTask, table: pa.Table, common: dict[str, Any], n: int
             phase = np.mod(start.to_numpy() - task.offset_ms, task.slide_ms)
         if task.is_event_time is True and isinstance(task.allowed_lateness_ms, int):
             cleanup = (end - 1 + task.allowed_lateness_ms).to_numpy()
-    frame["window_length"] = length
-    frame["window_phase"] = phase
-    frame["cleanup_time"] = cleanup
-    frame["watermark"] = common["watermark"]
-    frame["value_chars"] = value.str.len().fillna(0).astype("int64") if n else np.zeros(0, dtype=np.int64)
     count, lo, hi = _accumulators(task, value, value_num)
-    frame["acc_count"], frame["acc_min"], frame["acc_max"] = count, lo, hi
-    return frame
+    # built in one call: a frame grown column by column is fragmented, and every GX metric
+    # would pay for consolidating it again
+    return pd.DataFrame({
+        "key_group": common["key_group"], "key": common["key"],
+        "namespace": _column(table, "namespace", n, "object"),
+        "window_start": start, "window_end": end, "value": value, "value_num": value_num,
+        **{k: common[k] for k in ("expected_key_group", "file_kg_start", "file_kg_end", "file_index")},
+        "window_length": length, "window_phase": phase, "cleanup_time": cleanup, "watermark": common["watermark"],
+        "value_chars": _value_chars(table, n),
+        "acc_count": count, "acc_min": lo, "acc_max": hi,
+    })
+
+
+def _value_chars(table: pa.Table, n: int) -> np.ndarray:
+    if "value" not in table.column_names or not n:
+        return np.zeros(n, dtype=np.int64)
+    import pyarrow.compute as pc
+
+    lengths = pc.utf8_length(table.column("value").combine_chunks())
+    return pc.fill_null(lengths, 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _accumulators(task: FileTask, value: pd.Series, value_num: pd.Series) -> tuple[Any, Any, Any]:
@@ -273,15 +283,14 @@ def _pick(text: Any, path: Any) -> float:
 def _timer_frame(task: FileTask, table: pa.Table, common: dict[str, Any], n: int) -> pd.DataFrame:
     kind = _column(table, "kind", n, "object")
     timestamp = _column(table, "timestamp", n, "float64").astype("float64")
-    frame = pd.DataFrame({
-        **{k: common[k] for k in ("key_group", "key")},
+    return pd.DataFrame({
+        "key_group": common["key_group"], "key": common["key"],
         "namespace": _column(table, "namespace", n, "object"),
         "timestamp": timestamp.fillna(0).astype("int64"),
         "kind": kind,
         **{k: common[k] for k in ("expected_key_group", "file_kg_start", "file_kg_end", "file_index", "watermark")},
+        "event_timestamp": timestamp.where(kind == EVENT_TIME).astype("float64"),
     })
-    frame["event_timestamp"] = timestamp.where(kind == EVENT_TIME).astype("float64")
-    return frame
 
 
 def _session_frame(task: FileTask, state: pd.DataFrame) -> pd.DataFrame:

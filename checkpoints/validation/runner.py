@@ -204,7 +204,12 @@ def validate_snapshot(
         asset_frames[SOURCE_OFFSETS_ASSET] = ("pandas", offsets_frame(metadata.source_positions, previous or {}))
     docs_dir = Path(data_docs_dir).absolute() if data_docs_dir else default_data_docs_dir()
     run_name = f"{metadata.job_id}-{'sp' if metadata.is_savepoint() else 'chk'}-{metadata.checkpoint_id}-{started}"
-    outcomes, failed, docs_url = run_gx(plan, asset_frames, docs_dir, run_name, build_data_docs)
+    try:
+        outcomes, failed, docs_url = run_gx(plan, asset_frames, docs_dir, run_name, build_data_docs)
+    finally:
+        for engine_name, frame in asset_frames.values():
+            if engine_name == "spark":
+                frame.unpersist()
     report = ValidationReport(
         snapshot_uri=snap.uri, job_id=metadata.job_id, checkpoint_id=metadata.checkpoint_id,
         status="failed" if failed else "passed", engine="spark" if use_spark else "pandas",
@@ -265,7 +270,9 @@ def pandas_frames(snap: Snapshot, plan: SuitePlan, tasks: list[F.FileTask]) -> d
             continue
         else:
             frames = parts.get(name)
-            out[name] = ("pandas", pd.concat(frames, ignore_index=True) if frames else F.empty_frame(suite.kind))
+            frame = pd.concat(frames, ignore_index=True) if frames else F.empty_frame(suite.kind)
+            frame._consolidate_inplace()  # one block per dtype before GX copies and slices it per metric
+            out[name] = ("pandas", frame)
     return out
 
 
@@ -327,6 +334,7 @@ def run_gx(plan: SuitePlan, asset_frames: dict[str, tuple[str, Any]], data_docs_
     failed: list[FailedExpectation] = []
     for name, suite_plan in plan.assets.items():
         engine, frame = asset_frames[name]
+        frame = _only_used_columns(frame, suite_plan.expectations, engine)
         if engine not in sources:
             sources[engine] = (context.data_sources.add_pandas(f"sluice-{engine}") if engine == "pandas"
                                else context.data_sources.add_spark(f"sluice-{engine}"))
@@ -358,6 +366,24 @@ def run_gx(plan: SuitePlan, asset_frames: dict[str, tuple[str, Any]], data_docs_
         return outcomes, failed, None
     urls = context.get_docs_sites_urls(site_name=DATA_DOCS_SITE)
     return outcomes, failed, (urls[0]["site_url"] if urls else None)
+
+
+def _only_used_columns(frame: Any, expectations: list[Any], engine: str) -> Any:
+    """The frame reduced to the columns its expectations read: GX copies the frame per metric domain,
+    so every unused column is copied a few dozen times for nothing."""
+    used: list[str] = []
+    for expectation in expectations:
+        for attr in ("column", "column_A", "column_B"):
+            name = getattr(expectation, attr, None)
+            if isinstance(name, str) and name not in used:
+                used.append(name)
+        for name in getattr(expectation, "column_list", None) or ():
+            if name not in used:
+                used.append(name)
+    present = [c for c in used if c in frame.columns]
+    if not present or len(present) < len(used):  # table-level only, or an unknown column GX must report
+        return frame
+    return frame[present] if engine == "pandas" else frame.select(*present)
 
 
 def _failure(asset: str, r: Any) -> FailedExpectation:

@@ -79,7 +79,9 @@ def spark_frames(spark: Any, snap: Snapshot, plan: SuitePlan, tasks: list[F.File
             continue
         mine = [r for r in rows if suite.kind in by_task[r[0]].frame_kinds() and asset_of(by_task[r[0]], suite.kind) == name]
         files = spark.createDataFrame(mine or [], schema).repartition(max(1, min(len(mine), _parallelism(spark))))
-        out[name] = ("spark", files.mapInArrow(_reader(snap.store, suite.kind), spark_schema(F.COLUMNS[suite.kind])))
+        # cached: GX computes each expectation's metrics in its own Spark job; the files are read once
+        frame = files.mapInArrow(_reader(snap.store, suite.kind), spark_schema(F.COLUMNS[suite.kind])).cache()
+        out[name] = ("spark", frame)
     if any(s.kind == FILES for s in plan.assets.values()):
         files = spark.createDataFrame(rows or [], schema).repartition(max(1, min(len(rows), _parallelism(spark))))
         layout = files.mapInArrow(_reader(snap.store, None), "file_index bigint, column_types string").collect()

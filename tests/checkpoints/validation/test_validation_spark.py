@@ -1,0 +1,59 @@
+"""The Spark path gives the pandas path's verdict, frame by frame (issue 6: large state validates on Spark)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from checkpoints.validation import validate_snapshot
+from conftest import fed_routers
+from snapshot_writer import write_snapshot
+
+pytestmark = pytest.mark.spark
+
+_HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """One session for this module, as tests/runtime/spark/conftest.py makes one for its folder."""
+    pytest.importorskip("pyspark")
+    from engine.runtime.spark.session import get_or_create_spark, stop_spark
+
+    # executors unpickle the mapInArrow function by reference to these modules
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(_HERE), str(_HERE.parents[2]), os.environ.get("PYTHONPATH")) if p)
+    session = get_or_create_spark(os.environ.get("SLUICE_TEST_SPARK_MASTER", "local[2]"),
+                                  app_name="sluice-validation-tests", shuffle_partitions=2)
+    yield session
+    stop_spark(session)
+
+
+def test_spark_and_pandas_agree_on_a_healthy_and_a_corrupt_snapshot(spark, storage):
+    healthy = write_snapshot(storage, 1, fed_routers(), source_positions={"s": 1})
+
+    def negative(uid, subtask, name, table):
+        if uid == "count" and name == "keyed.count" and table.num_rows:
+            import pyarrow as pa
+
+            return table.set_column(table.schema.get_field_index("value_num"), table.schema.field("value_num"),
+                                    pa.array([-1.0] * table.num_rows, pa.float64()))
+        return table
+
+    corrupt = write_snapshot(storage, 2, fed_routers(), source_positions={"s": 0}, edit=negative)
+    for uri in (healthy, corrupt):
+        on_pandas = validate_snapshot(uri, engine="pandas", build_data_docs=False, write_results=False)
+        on_spark = validate_snapshot(uri, engine="spark", spark=spark, build_data_docs=False, write_results=False)
+        assert on_spark.engine == "spark" and on_pandas.engine == "pandas"
+        assert on_spark.status == on_pandas.status
+        assert [(a.asset, a.rows, a.evaluated, a.failed) for a in on_spark.assets] == \
+               [(a.asset, a.rows, a.evaluated, a.failed) for a in on_pandas.assets]
+        assert [(f.asset, f.expectation, f.unexpected_count) for f in on_spark.failed] == \
+               [(f.asset, f.expectation, f.unexpected_count) for f in on_pandas.failed]
+    assert sorted(on_spark.failed_expectations()) == [
+        ("count.state.count", "expect_column_values_to_be_between"),
+        ("job.source_offsets", "expect_column_pair_values_a_to_be_greater_than_b"),
+    ]
