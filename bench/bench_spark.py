@@ -1,0 +1,123 @@
+"""Sluice-on-Spark versus Spark Structured Streaming's native windowed sum (issue 5's benchmark).
+
+Same process, same SparkSession, same Parquet files (bench/common.py generate_purchase_events):
+native ``groupBy(window(ts, 60 s[, 10 s]), user_id).agg(sum(qty))`` with a watermark, one file per
+micro-batch, against a Sluice job reading the files (one split per file) with ``epoch_records``
+chosen so it runs the same number of epochs as native micro-batches, keyed by user, tumbling
+60 s or sliding 60 s/10 s ``sum``, checkpointing every epoch to a local folder, then restored
+from its last checkpoint.  Prints both throughputs, their ratio, checkpoint duration and size per
+epoch and the restore time; the last line is JSON.
+
+Usage: ``python -m bench.bench_spark --events 200000 --keys 10000 --files 10``
+(the issue's target is 5M events / 100k keys and ratio >= 1.0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+import argparse
+import math
+import tempfile
+import time
+from typing import Any
+
+from bench.bench_spark_native import bench_spark_conf, run_native_window_sum
+from bench.common import generate_purchase_events, print_result_line
+
+
+def _ts_ms(e: dict, ts: Any) -> int:
+    return int(e["ts"].timestamp() * 1000)
+
+
+def _as_tuple(e: dict) -> tuple:
+    return (e["user_id"], int(e["ts"].timestamp() * 1000), int(e["qty"]))
+
+
+def _user(e: tuple) -> str:
+    return e[0]
+
+
+def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int) -> dict[str, Any]:
+    from engine.api.environment import StreamExecutionEnvironment
+    from engine.api.time import Duration, Time
+    from engine.runtime.spark.runtime import SparkRuntime
+    from engine.watermarks.strategy import WatermarkStrategy
+    from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
+
+    files = len(dataset.files)
+    epoch_records = max(1, math.ceil(dataset.events / files / files))
+
+    def build(restore: str | None = None):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_runtime("spark")
+        env.set_parallelism(parallelism)
+        env.set_max_parallelism(128)
+        env.set_runtime_option("epoch_records", epoch_records)
+        env.enable_checkpointing(10)
+        env.get_checkpoint_config().set_checkpoint_storage_dir(f"file://{work_dir}/sluice-checkpoints")
+        if restore:
+            env.set_runtime_option("from_savepoint", restore)
+        strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(10)).with_timestamp_assigner(_ts_ms)
+        events = env.read_files(dataset.directory, "parquet")
+        events = events.assign_timestamps_and_watermarks(strategy).map(_as_tuple)
+        assigner = (TumblingEventTimeWindows.of(Time.seconds(60)) if window == "tumbling"
+                    else SlidingEventTimeWindows.of(Time.seconds(60), Time.seconds(10)))
+        return env, events.key_by(_user).window(assigner).sum(2)
+
+    env, stream = build()
+    job = SparkRuntime(env).start(f"bench-{window}", [], [stream._node])
+    started = time.monotonic()
+    job.run()
+    wall_s = time.monotonic() - started
+    output_rows = len(job.collected[stream._node.id])
+    history = job.checkpoint_history()
+    restore_s = None
+    if history:
+        restart_env, restart_stream = build(history[-1]["uri"])
+        t = time.monotonic()
+        SparkRuntime(restart_env).start("bench-restore", [], [restart_stream._node])
+        restore_s = round(time.monotonic() - t, 3)
+    return {
+        "system": "sluice-on-spark", "window": window, "events": dataset.events, "epochs": job.epoch,
+        "wall_s": round(wall_s, 3), "events_per_s": round(dataset.events / wall_s, 1), "output_rows": output_rows,
+        "checkpoints": len(history),
+        "checkpoint_ms_per_epoch": round(sum(h["duration_ms"] for h in history) / max(1, len(history)), 1),
+        "checkpoint_bytes_per_epoch": round(sum(h["bytes"] for h in history) / max(1, len(history)), 1),
+        "restore_s": restore_s,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--files", type=int, default=10)
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--windows", default="tumbling,sliding")
+    args = parser.parse_args(argv)
+
+    from engine.runtime.spark.session import get_or_create_spark, stop_spark
+
+    spark = get_or_create_spark("local[2]", app_name="sluice-bench", conf=bench_spark_conf(args.parallelism),
+                                shuffle_partitions=args.parallelism)
+    results: dict[str, Any] = {"events": args.events, "keys": args.keys, "files": args.files}
+    try:
+        with tempfile.TemporaryDirectory(prefix="sluice-bench-") as work:
+            dataset = generate_purchase_events(f"{work}/data", events=args.events, keys=args.keys, files=args.files)
+            for window in args.windows.split(","):
+                native = run_native_window_sum(spark, dataset, window=window, sink="noop", work_dir=f"{work}/n-{window}")
+                sluice = run_sluice(dataset, window, f"{work}/s-{window}", args.parallelism)
+                ratio = round(sluice["events_per_s"] / native.events_per_s, 3)
+                print(f"{window}: native {native.events_per_s:,.0f} ev/s in {native.micro_batches} micro-batches; "
+                      f"sluice {sluice['events_per_s']:,.0f} ev/s in {sluice['epochs']} epochs; ratio {ratio}; "
+                      f"checkpoint {sluice['checkpoint_ms_per_epoch']} ms / {sluice['checkpoint_bytes_per_epoch']:.0f} B "
+                      f"per epoch; restore {sluice['restore_s']} s")
+                results[window] = {"native": asdict(native),
+                                   "sluice": sluice, "ratio": ratio}
+    finally:
+        stop_spark(spark)
+    print_result_line(results)
+
+
+if __name__ == "__main__":
+    main()
