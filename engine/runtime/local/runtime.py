@@ -97,6 +97,12 @@ class LocalRuntime:
         self.clock_step_ms = int(opts.get("clock_step_ms", 0))
         #: records a stream task processes per scheduling step (a small value makes consumers lag: in-flight data)
         self.task_budget = int(opts.get("task_budget", self.bundle_size * 4))
+        epoch_records = opts.get("epoch_records")
+        if epoch_records is not None and (isinstance(epoch_records, bool) or not isinstance(epoch_records, int)
+                                          or epoch_records < 1):
+            raise JobDefinitionError("epoch_records", epoch_records, "must be an int >= 1 (offsets per split per epoch)")
+        #: epoch mode: the Spark runtime's watermark cadence on the local runtime (see SourceTask.epoch_records)
+        self.epoch_records: int | None = epoch_records
         self.fault_plan = opts.get("fault_plan")
         #: finish each round's uploads before the next round, so the number of checkpoints per run does not
         #: depend on thread scheduling or storage speed (the asynchronous part still runs on the writer pool);
@@ -479,6 +485,11 @@ class LocalJob:
         if self.checkpointing:
             self.coordinator.start_checkpoint_scheduler()
         order = list(reversed(self.tasks))  # downstream first so channels drain before producers refill them
+        if self.runtime.epoch_records is not None:
+            for task in self.tasks:
+                if isinstance(task, SourceTask):
+                    task.epoch_records = self.runtime.epoch_records
+                    task.start_epoch()
         threshold = faults.next_record_threshold() if faults is not None else None
         while True:
             run.control.drain()
@@ -514,6 +525,11 @@ class LocalJob:
                         continue
                     self.final_checkpoint()
                 return
+            if self.runtime.epoch_records is not None and self._epoch_quiescent():
+                for task in self.tasks:
+                    if isinstance(task, SourceTask) and not task.finished:
+                        task.start_epoch()
+                continue
             if not progressed:
                 if self.checkpointing and (self.outstanding_uploads or self.coordinator.get_number_of_pending_checkpoints()
                                            or any(t.suspended for t in self.tasks)):
@@ -524,6 +540,15 @@ class LocalJob:
                     continue
                 stuck = [t.name for t in self.tasks if not t.finished]
                 raise IllegalStateError(f"Bug: local runtime made no progress; unfinished tasks: {stuck}")
+
+    def _epoch_quiescent(self) -> bool:
+        """Every source parked at its epoch end (or finished) and nothing left to process downstream."""
+        sources = [t for t in self.tasks if isinstance(t, SourceTask) and not t.finished]
+        if not sources or not all(t.parked for t in sources):
+            return False
+        if any(t.pending_triggers for t in sources):
+            return False
+        return not any(t.runnable() for t in self.tasks if not isinstance(t, SourceTask))
 
     def end(self, failed: bool) -> None:
         """The attempt is over: no more protocol calls reach its tasks; close every operator."""

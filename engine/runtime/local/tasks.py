@@ -192,28 +192,64 @@ class SourceTask(Subtask):
         self.pending_triggers: list[Any] = []
         #: set by the runtime: called before each read, may inject a barrier (checkpoint trigger)
         self.before_read: Callable[[SourceTask], None] | None = None
+        #: epoch mode (runtime option ``epoch_records``): each split reads exactly this many offsets per
+        #: epoch, watermarks are emitted only at the epoch's end, and the task then parks until the runtime
+        #: starts the next epoch once the whole pipeline is quiescent -- the Spark runtime's cadence, where
+        #: every record of epoch n is processed under the watermark of the end of epoch n-1
+        self.epoch_records: int | None = None
+        self.epoch = 0
+        self.parked = False
+        self._epoch_end: dict[str, int] = {}
 
     def runnable(self) -> bool:
         if self.finished or self.is_backpressured():
             return False
-        return not self.suspended or bool(self.pending_triggers)
+        if self.suspended or self.parked:
+            return bool(self.pending_triggers)
+        return True
+
+    def start_epoch(self) -> None:
+        """Begin the next epoch: every unfinished split may read ``epoch_records`` more offsets."""
+        assert self.epoch_records is not None
+        self.epoch += 1
+        self.parked = False
+        self._epoch_end = {s.split_id: int(s.offset()) + self.epoch_records for s in self.active_splits()}
+
+    def _epoch_splits(self, active: list[SplitState]) -> list[SplitState]:
+        return [s for s in active if int(s.offset()) < self._epoch_end.get(s.split_id, 0)]
+
+    def _end_epoch(self) -> None:
+        """All splits reached their epoch end: emit the epoch's watermarks, then park."""
+        self._emit(self.stage.on_periodic_emit())
+        self.flush()
+        self.parked = True
 
     def active_splits(self) -> list[SplitState]:
         return [s for s in self.splits if not s.finished]
 
     def step(self, budget: int) -> int:
-        if self.before_read is not None:
+        # in epoch mode barriers go in only at epoch ends: the epoch boundary is the barrier, as on Spark
+        if self.before_read is not None and (self.epoch_records is None or self.parked):
             self.before_read(self)
-        if self.suspended:
+        if self.suspended or self.parked:
             return 0
         active = self.active_splits()
         if not active:
             if self.bounded:
                 self._end_of_input()
             return 0
+        epoch_mode = self.epoch_records is not None
+        if epoch_mode:
+            active = self._epoch_splits(active)
+            if not active:
+                self._end_epoch()
+                return 0
         split = active[self._next_split % len(active)]
         self._next_split += 1
-        batch = split.reader.read(min(budget, self.bundle_size))
+        limit = min(budget, self.bundle_size)
+        if epoch_mode:
+            limit = min(limit, self._epoch_end[split.split_id] - int(split.offset()))
+        batch = split.reader.read(limit)
         for dl in batch.dead_letters:
             self.dead_letter(dl.raw, ValueError(dl.error), f"source:{split.split_id}@{dl.offset}")
         stage, split_id = self.stage, split.split_id
@@ -224,11 +260,14 @@ class SourceTask(Subtask):
         if batch.finished:
             split.finished = True
             elements.extend(stage.on_split_finished(split_id))
-        elements.extend(stage.on_periodic_emit())
+        if not epoch_mode:
+            elements.extend(stage.on_periodic_emit())
         self._emit(elements)
         self.flush()
         if self.bounded and not self.active_splits():
             self._end_of_input()
+        elif epoch_mode and not self._epoch_splits(self.active_splits()):
+            self._end_epoch()
         return len(batch.values)
 
     def _emit(self, elements: list[Any]) -> None:

@@ -159,3 +159,39 @@ def test_the_purchase_demo_job_produces_every_window_kind() -> None:
     assert result.dead_letter_count > 0
     # tumbling results sum to every well-formed, non-late purchase's quantity
     assert sum(r[1] for r in results["tumbling"]) + sum(r[1] for r in results["late"]) > 0
+
+
+def test_epoch_mode_processes_each_epoch_under_the_previous_epochs_watermark() -> None:
+    # one split, epochs of 2 records, bounded out-of-orderness 0:
+    #   epoch 1: t=10s, t=70s        -> watermark after epoch 1 = 70s - 1
+    #   epoch 2: t=20s (late: window [0,60s) fired at 70s), t=80s
+    # per-bundle watermarks (bundle_size=1) would also drop t=20s; the point here is that a record is
+    # judged against the watermark of the END of the previous epoch, never a mid-epoch one:
+    #   epoch 1 holds t=70s and t=10s in this order -> t=10s is NOT late in epoch mode (watermark still
+    #   at the end of epoch 0), though with per-bundle watermarks it would be.
+    events = [("a", 1, 70_000), ("a", 2, 10_000), ("a", 4, 20_000), ("a", 8, 80_000)]
+
+    def run(**options) -> tuple[list, int]:
+        env = env_with(1, bundle_size=1)
+        for k, v in options.items():
+            env.set_runtime_option(k, v)
+        out = (env.from_collection(events).assign_timestamps_and_watermarks(strategy())
+               .key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Time.minutes(1))).sum(1)
+               .execute_and_collect())
+        return sorted(out), env.get_last_result().metrics.get("num_late_records_dropped", 0)
+
+    per_bundle, dropped_per_bundle = run()
+    assert dropped_per_bundle == 2  # t=10s and t=20s arrive after the 70 s watermark
+    epoch, dropped_epoch = run(epoch_records=2)
+    assert dropped_epoch == 1  # only t=20s: in epoch 2, under the 70 s watermark of epoch 1's end
+    assert epoch == [("a", 2, 10_000), ("a", 9, 70_000)]
+
+
+def test_epoch_records_must_be_a_positive_int() -> None:
+    from engine import JobDefinitionError
+
+    env = env_with(1)
+    env.set_runtime_option("epoch_records", 0)
+    stream = env.from_collection([("a", 1, 0)]).map(lambda e: e)
+    with pytest.raises(JobDefinitionError, match="`epoch_records`"):
+        stream.execute_and_collect()
