@@ -15,10 +15,11 @@ firing that is already due fires in the same advance, because the loop re-peeks 
 
 Timers are deduplicated by (key, namespace, timestamp) — a window registers its
 end-of-window timer once per element, but it fires once (seed 000: "相同窗口只会注册一份").
-Each timer remembers its key group, so timers snapshot and rescale with key groups like
-keyed state does.  The queue is a heap with lazy deletion; entries carry a sequence number
-so a timer deleted and registered again does not fire twice, and ties at one timestamp
-fire in registration order (deterministic, identical in both runtimes).
+Timers are kept per key group, so they snapshot and rescale with key groups like keyed
+state does, and a snapshot is copy-on-write per key group (seed 002): taking it is
+O(key groups), not O(timers).  The queue is a heap with lazy deletion; entries carry a
+sequence number so a timer deleted and registered again does not fire twice, and ties at
+one timestamp fire in registration order (deterministic, identical in both runtimes).
 
 Pure: no wall clock, no threads.  Processing time only moves when
 :meth:`advance_processing_time` is called; :meth:`next_processing_time` tells a runtime
@@ -89,90 +90,135 @@ class KeyContext(Protocol):
 
 
 class _TimerQueue:
-    """One time domain's timers: a dedup dict and a heap with lazy deletion.
+    """One time domain's timers: per key group a dedup dict, one heap with lazy deletion.
 
-    ``_entries`` maps (key, namespace, timestamp) -> (sequence, key_group); a heap entry
-    (timestamp, sequence, key, namespace) is live only while ``_entries`` holds that sequence.
+    ``_groups[key_group]`` maps (key, namespace, timestamp) -> sequence; a heap entry
+    (timestamp, sequence, key_group, key, namespace) is live only while its group holds
+    that sequence.  Sequences only grow, so they are also the registration order.
+
+    Copy-on-write (seed 002, as the heap keyed state backend does): :meth:`freeze` hands the
+    group dicts to a snapshot in O(number of key groups) and marks them shared; the first
+    change to a shared group afterwards replaces it with a copy (one C-level ``dict.copy``),
+    so a snapshot keeps exactly the timers of its instant while processing goes on.
     """
 
-    __slots__ = ("_entries", "_heap", "_seq")
+    __slots__ = ("_groups", "_shared", "_heap", "_seq", "_size")
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[Any, Any, int], tuple[int, int]] = {}
-        self._heap: list[tuple[int, int, Any, Any]] = []
+        self._groups: dict[int, dict[tuple[Any, Any, int], int]] = {}
+        self._shared: set[int] = set()
+        self._heap: list[tuple[int, int, int, Any, Any]] = []
         self._seq = 0
+        self._size = 0
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self._size
+
+    def _writable(self, key_group: int) -> dict[tuple[Any, Any, int], int]:
+        group = self._groups.get(key_group)
+        if group is None:
+            group = self._groups[key_group] = {}
+        elif key_group in self._shared:
+            group = self._groups[key_group] = group.copy()
+            self._shared.discard(key_group)
+        return group
 
     def add(self, key: Any, namespace: Any, timestamp: int, key_group: int) -> bool:
         ident = (key, namespace, timestamp)
-        if ident in self._entries:
+        group = self._groups.get(key_group)
+        if group is not None and ident in group:
             return False
+        group = self._writable(key_group)
         seq = self._seq
         self._seq = seq + 1
-        self._entries[ident] = (seq, key_group)
-        heapq.heappush(self._heap, (timestamp, seq, key, namespace))
+        group[ident] = seq
+        self._size += 1
+        heapq.heappush(self._heap, (timestamp, seq, key_group, key, namespace))
         return True
 
-    def remove(self, key: Any, namespace: Any, timestamp: int) -> bool:
-        if self._entries.pop((key, namespace, timestamp), None) is None:
+    def remove(self, key: Any, namespace: Any, timestamp: int, key_group: int) -> bool:
+        ident = (key, namespace, timestamp)
+        group = self._groups.get(key_group)
+        if group is None or ident not in group:
             return False
+        del self._writable(key_group)[ident]
+        self._size -= 1
         # Lazy deletion leaves the heap entry; compact when dead entries dominate.
-        if len(self._heap) > 64 and len(self._heap) > 2 * len(self._entries):
+        if len(self._heap) > 64 and len(self._heap) > 2 * self._size:
             self._compact()
         return True
 
     def _compact(self) -> None:
-        self._heap = [(ts, seq, key, ns) for (key, ns, ts), (seq, _kg) in self._entries.items()]
+        self._heap = [(ts, seq, kg, key, ns) for kg, group in self._groups.items() for (key, ns, ts), seq in group.items()]
         heapq.heapify(self._heap)
+
+    def _is_live(self, entry: tuple[int, int, int, Any, Any]) -> bool:
+        ts, seq, kg, key, ns = entry
+        group = self._groups.get(kg)
+        return group is not None and group.get((key, ns, ts)) == seq
 
     def peek_timestamp(self) -> int | None:
         heap = self._heap
-        entries = self._entries
         while heap:
-            ts, seq, key, ns = heap[0]
-            live = entries.get((key, ns, ts))
-            if live is not None and live[0] == seq:
-                return ts
+            if self._is_live(heap[0]):
+                return heap[0][0]
             heapq.heappop(heap)
         return None
 
     def poll_due(self, time: int) -> tuple[int, Any, Any] | None:
         """Remove and return the earliest live timer with timestamp <= ``time``, or None."""
         heap = self._heap
-        entries = self._entries
+        groups = self._groups
         while heap and heap[0][0] <= time:
-            ts, seq, key, ns = heapq.heappop(heap)
+            ts, seq, kg, key, ns = heapq.heappop(heap)
             ident = (key, ns, ts)
-            live = entries.get(ident)
-            if live is not None and live[0] == seq:
-                del entries[ident]
+            group = groups.get(kg)
+            if group is not None and group.get(ident) == seq:
+                if kg in self._shared:
+                    group = self._writable(kg)
+                del group[ident]
+                self._size -= 1
                 return ts, key, ns
         return None
 
-    def items(self) -> list[tuple[int, int, Any, Any, int]]:
-        """(sequence, key_group, key, namespace, timestamp) in registration order."""
-        rows = [(seq, kg, key, ns, ts) for (key, ns, ts), (seq, kg) in self._entries.items()]
-        rows.sort(key=lambda r: r[0])
-        return rows
+    def freeze(self) -> dict[int, dict[tuple[Any, Any, int], int]]:
+        """Hand the group dicts to a snapshot (O(key groups)); later changes copy a group first."""
+        self._shared = set(self._groups)
+        return dict(self._groups)
 
-    def contains(self, key: Any, namespace: Any, timestamp: int) -> bool:
-        return (key, namespace, timestamp) in self._entries
+    def contains(self, key: Any, namespace: Any, timestamp: int, key_group: int | None = None) -> bool:
+        ident = (key, namespace, timestamp)
+        if key_group is not None:
+            group = self._groups.get(key_group)
+            return group is not None and ident in group
+        return any(ident in group for group in self._groups.values())
 
     def count_for_key_group(self, key_group: int) -> int:
-        return sum(1 for _seq, kg in self._entries.values() if kg == key_group)
+        return len(self._groups.get(key_group, ()))
+
+
+def _rows_in_registration_order(groups: dict[int, dict[tuple[Any, Any, int], int]]) -> list[tuple[int, int, Any, Any, int]]:
+    """(sequence, key_group, key, namespace, timestamp) of frozen groups, in registration order."""
+    rows = [(seq, kg, key, ns, ts) for kg, group in groups.items() for (key, ns, ts), seq in group.items()]
+    rows.sort(key=lambda r: r[0])
+    return rows
 
 
 class TimerServiceSnapshot:
-    """The timers at one instant (a copy of the entries, taken synchronously), materialized later to Arrow."""
+    """The timers at one instant, materialized later to Arrow.
 
-    def __init__(self, max_parallelism: int, event_time: list, processing_time: list) -> None:
+    Taking it copies no timer: it holds the timer queues' per-key-group dicts, which the
+    queues copy before changing them again (copy-on-write, see ``_TimerQueue``).  So it keeps
+    reflecting the snapshot instant however much processing continues, and it may be
+    materialized from another thread.
+    """
+
+    def __init__(self, max_parallelism: int, event_time: dict, processing_time: dict) -> None:
         self.max_parallelism = max_parallelism
-        self._rows = ((EVENT_TIME, event_time), (PROCESSING_TIME, processing_time))
+        self._groups = ((EVENT_TIME, event_time), (PROCESSING_TIME, processing_time))
 
     def num_timers(self) -> int:
-        return sum(len(rows) for _kind, rows in self._rows)
+        return sum(len(group) for _kind, groups in self._groups for group in groups.values())
 
     def to_arrow_table(self) -> pa.Table:
         key_groups: list[int] = []
@@ -182,8 +228,8 @@ class TimerServiceSnapshot:
         kinds: list[str] = []
         key_cache: dict[Any, str] = {}
         ns_cache: dict[Any, str] = {}
-        for kind, rows in self._rows:
-            for _seq, kg, key, ns, ts in rows:
+        for kind, groups in self._groups:
+            for _seq, kg, key, ns, ts in _rows_in_registration_order(groups):
                 ek = key_cache.get(key)
                 if ek is None:
                     ek = key_cache[key] = codec.encode_key(key)
@@ -252,14 +298,16 @@ class InternalTimerService:
         self._event_time.add(kc.get_current_key(), namespace, time, kc.current_key_group)
 
     def delete_event_time_timer(self, namespace: Any, time: int) -> None:
-        self._event_time.remove(self._key_context.get_current_key(), namespace, time)
+        kc = self._key_context
+        self._event_time.remove(kc.get_current_key(), namespace, time, kc.current_key_group)
 
     def register_processing_time_timer(self, namespace: Any, time: int) -> None:
         kc = self._key_context
         self._processing_time.add(kc.get_current_key(), namespace, time, kc.current_key_group)
 
     def delete_processing_time_timer(self, namespace: Any, time: int) -> None:
-        self._processing_time.remove(self._key_context.get_current_key(), namespace, time)
+        kc = self._key_context
+        self._processing_time.remove(kc.get_current_key(), namespace, time, kc.current_key_group)
 
     def register_event_time_timer_for_key(self, key: Any, key_group: int, namespace: Any, time: int) -> None:
         """Register for an explicit key (batch paths that know the key group and skip set_current_key)."""
@@ -328,8 +376,9 @@ class InternalTimerService:
 
     # -- snapshot / restore ---------------------------------------------------------------------------------
     def snapshot(self) -> TimerServiceSnapshot:
-        """Copy the timer entries now (O(timers)); Arrow conversion happens in ``to_arrow_table`` later."""
-        return TimerServiceSnapshot(self.max_parallelism, self._event_time.items(), self._processing_time.items())
+        """The timers now, in O(key groups): copy-on-write (see ``_TimerQueue``); Arrow conversion happens
+        in ``to_arrow_table`` later, possibly in another thread."""
+        return TimerServiceSnapshot(self.max_parallelism, self._event_time.freeze(), self._processing_time.freeze())
 
     def restore_from_arrow(self, table: pa.Table) -> int:
         """Add the timers of ``table`` whose key group is in this service's range; returns how many.

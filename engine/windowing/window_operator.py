@@ -289,6 +289,8 @@ class WindowOperator(OneInputStreamOperator):
         self._contexts = _Contexts(self)
         self._trigger_ctx = _TriggerContext(self)
         self._process_ctx = _ProcessContext(self)
+        #: process_batch's windows by start (see _batch_register); tied to this timer service
+        self._batch_windows: dict[int, list] = {}
 
     def close(self) -> None:
         for fn in self.function.functions():
@@ -535,10 +537,14 @@ class WindowOperator(OneInputStreamOperator):
     def process_watermark(self, watermark: Watermark) -> None:
         """Fire due event-time timers, then forward the watermark (Flink's AbstractStreamOperator, seed 004)."""
         self.timer_service.advance_watermark(watermark.timestamp)
+        if self._batch_windows:
+            self._prune_batch_windows(self.timer_service.current_watermark())
         self.output.emit_watermark(watermark)
 
     def advance_processing_time(self, now_ms: int) -> None:
         self.timer_service.advance_processing_time(now_ms)
+        if self._batch_windows and not self.is_event_time:
+            self._prune_batch_windows(self.timer_service.current_processing_time())
 
     def current_watermark(self) -> int:
         return self.timer_service.current_watermark()
@@ -571,70 +577,148 @@ class WindowOperator(OneInputStreamOperator):
             return
         backend = self.keyed_state_backend
         timers = self.timer_service
+        event_time = self.is_event_time
+        lateness = self.allowed_lateness_ms
+        watermark = timers.current_watermark()
+        key_selector = self.key_selector
+        geometry = self._batch_geometry
+        # (key, window start or window) -> values, in first-seen order (dicts keep insertion order)
+        groups: dict[tuple[Any, Any], list] = {}
+        if geometry is None:
+            self._batch_by_assigner(records, groups, watermark)
+        else:
+            size, slide, offset = geometry
+            windows = self._batch_windows
+            now = self.context.clock.now_ms()
+            for record in records:
+                value = record.value
+                if event_time:
+                    ts = record.timestamp
+                    if ts is None:
+                        self.process_element(record)  # dead-letters it
+                        continue
+                else:
+                    ts = now
+                try:
+                    key = key_selector(value)  # type: ignore[misc]
+                except Exception as exc:  # noqa: BLE001 - dead letter, as in process_element
+                    self._dead_letter(value, exc, "key_selector")
+                    continue
+                start = ts - (ts - offset) % slide
+                if size == slide:
+                    if event_time and start + size - 1 <= watermark:
+                        # behind the watermark: exactly the per-element path (fires at once, or is late)
+                        backend.set_current_key(key)
+                        self._process_keyed(key, record)
+                        continue
+                    group = (key, start)
+                    values = groups.get(group)
+                    if values is None:
+                        groups[group] = [value]
+                        self._batch_register(key, start, windows, size, lateness)
+                    else:
+                        values.append(value)
+                    continue
+                kept = False
+                lowest = ts - size
+                while start > lowest:  # the assigner's windows, in its (descending start) order
+                    if event_time and start + size - 1 <= watermark:
+                        # a window behind the watermark takes the per-element steps; no group holds it
+                        window = TimeWindow(start, start + size)
+                        start -= slide
+                        if self.cleanup_time(window) <= watermark:
+                            continue
+                        kept = True
+                        backend.set_current_key(key)
+                        self._add_and_trigger(key, window, value, record.timestamp)
+                        continue
+                    kept = True
+                    group = (key, start)
+                    values = groups.get(group)
+                    if values is None:
+                        groups[group] = [value]
+                        self._batch_register(key, start, windows, size, lateness)
+                    else:
+                        values.append(value)
+                    start -= slide
+                if not kept:
+                    self._on_skipped_element(record)
+        if not groups:
+            return
+        if geometry is not None:
+            windows = self._batch_windows
+            entries = [(key, windows[start][0], values) for (key, start), values in groups.items()]
+        else:
+            entries = [(key, window, values) for (key, window), values in groups.items()]
+        self._contents.fold_entries(entries, self._batch_fold)  # type: ignore[attr-defined]
+
+    def _batch_register(self, key: Any, start: int, windows: dict, size: int, lateness: int) -> None:
+        """Register the timers per-element processing would register for a (key, window) group's first element.
+
+        ``windows`` maps a window start to ``[TimeWindow, keys whose timers are registered]``: one
+        TimeWindow object per window (so state and timer dicts match it by identity, not by calling
+        the dataclass ``__eq__``), and, in event time, the keys whose end-of-window and cleanup
+        timers are known to be registered.  Those timers are exactly what the trigger and the
+        cleanup would register again, and they cannot have fired or been deleted while the window
+        is ahead of the watermark (only firing, at watermark >= their time, and the cleanup after it
+        remove them; this operator's trigger is exactly EventTimeTrigger, non-merging), so
+        registering them again would be a no-op.  :meth:`_prune_batch_windows` forgets windows the
+        watermark has passed; then elements of such windows take the per-element path.
+        """
+        entry = windows.get(start)
+        if entry is None:
+            entry = windows[start] = [TimeWindow(start, start + size), set()]
+        window, registered = entry
+        if self.is_event_time:
+            if key in registered:
+                return
+            registered.add(key)
+        backend = self.keyed_state_backend
+        backend.set_current_key(key)
+        kg = backend.current_key_group
+        max_ts = start + size - 1
+        timers = self.timer_service
+        if self.is_event_time:
+            # EventTimeTrigger.on_element registers max_timestamp, then comes the cleanup timer
+            timers.register_event_time_timer_for_key(key, kg, window, max_ts)  # type: ignore[arg-type]
+            cleanup = max_ts + lateness
+            if cleanup < MAX_WATERMARK:
+                timers.register_event_time_timer_for_key(key, kg, window, cleanup)  # type: ignore[arg-type]
+        else:
+            timers.register_processing_time_timer_for_key(key, kg, window, max_ts)  # type: ignore[arg-type]
+
+    def _prune_batch_windows(self, time: int) -> None:
+        """Forget the batch path's windows whose end the watermark (processing time) has reached (see
+        :meth:`_batch_register`), so the table stays as small as the set of open windows."""
+        windows = self._batch_windows
+        if windows and self._batch_geometry is not None:
+            size = self._batch_geometry[0]
+            for start in [s for s in windows if s + size - 1 <= time]:
+                del windows[start]
+
+    def _batch_by_assigner(self, records: Sequence[StreamRecord], groups: dict, watermark: int) -> None:
+        """process_batch's grouping for assigners whose windows only ``assign_windows`` knows."""
+        backend = self.keyed_state_backend
+        timers = self.timer_service
         assign = self.assigner.assign_windows
         actx = self._contexts
         key_selector = self.key_selector
         event_time = self.is_event_time
         lateness = self.allowed_lateness_ms
-        watermark = timers.current_watermark()
         now = self.context.clock.now_ms()
-        geometry = self._batch_geometry
-        groups: dict[tuple[Any, Any], list] = {}
-        group_windows: dict[tuple[Any, Any], Any] = {}
         key_groups: dict[Any, int] = {}
-
-        def new_group(key: Any, group: tuple[Any, Any], window: Any, value: Any) -> None:
-            groups[group] = [value]
-            group_windows[group] = window
-            kg = key_groups.get(key)
-            if kg is None:
-                backend.set_current_key(key)
-                kg = key_groups[key] = backend.current_key_group  # type: ignore[assignment]
-            max_ts = window.max_timestamp()
-            if event_time:
-                # EventTimeTrigger.on_element registers max_timestamp, then comes the cleanup timer
-                timers.register_event_time_timer_for_key(key, kg, window, max_ts)
-                cleanup = max_ts + lateness
-                if cleanup < MAX_WATERMARK:
-                    timers.register_event_time_timer_for_key(key, kg, window, cleanup)
-            else:
-                timers.register_processing_time_timer_for_key(key, kg, window, max_ts)
-
         for record in records:
             value, timestamp = record.value, record.timestamp
-            if event_time:
-                if timestamp is None:
-                    self.process_element(record)  # dead-letters it
-                    continue
-                ts = timestamp
-            else:
-                ts = now
+            if event_time and timestamp is None:
+                self.process_element(record)  # dead-letters it
+                continue
             try:
                 key = key_selector(value)  # type: ignore[misc]
             except Exception as exc:  # noqa: BLE001 - dead letter, as in process_element
                 self._dead_letter(value, exc, "key_selector")
                 continue
-            if geometry is not None:
-                size, slide, offset = geometry
-                last_start = ts - (ts - offset) % slide
-                if size == slide:
-                    if event_time and last_start + size - 1 <= watermark:
-                        # behind the watermark: exactly the per-element path (fires at once, or is late)
-                        backend.set_current_key(key)
-                        self._process_keyed(key, record)
-                        continue
-                    group = (key, last_start)
-                    values = groups.get(group)
-                    if values is None:
-                        new_group(key, group, TimeWindow(last_start, last_start + size), value)
-                    else:
-                        values.append(value)
-                    continue
-                windows = [TimeWindow(start, start + size) for start in range(last_start, ts - size, -slide)]
-            else:
-                windows = assign(value, timestamp, actx)
             kept = False
-            for window in windows:
+            for window in assign(value, timestamp, actx):
                 if event_time and window.max_timestamp() <= watermark:
                     # a window behind the watermark takes the per-element steps; no group holds it
                     if self.cleanup_time(window) <= watermark:
@@ -647,23 +731,23 @@ class WindowOperator(OneInputStreamOperator):
                 group = (key, window)
                 values = groups.get(group)
                 if values is None:
-                    new_group(key, group, window, value)
+                    groups[group] = [value]
+                    kg = key_groups.get(key)
+                    if kg is None:
+                        backend.set_current_key(key)
+                        kg = key_groups[key] = backend.current_key_group  # type: ignore[assignment]
+                    max_ts = window.max_timestamp()
+                    if event_time:
+                        timers.register_event_time_timer_for_key(key, kg, window, max_ts)
+                        cleanup = max_ts + lateness
+                        if cleanup < MAX_WATERMARK:
+                            timers.register_event_time_timer_for_key(key, kg, window, cleanup)
+                    else:
+                        timers.register_processing_time_timer_for_key(key, kg, window, max_ts)
                 else:
                     values.append(value)
             if not kept:
                 self._on_skipped_element(record)
-        if not groups:
-            return
-        state = self._contents
-        fold = self._batch_fold
-        set_key = backend.set_current_key
-        set_ns = state.set_current_namespace
-        get = state.get_internal
-        update = state.update_internal
-        for group, values in groups.items():
-            set_key(group[0])
-            set_ns(group_windows[group])
-            update(fold(get(), values))
 
     # ---- snapshots --------------------------------------------------------------------------------------
     def snapshot_state(self, checkpoint_id: int) -> WindowOperatorSnapshot:
