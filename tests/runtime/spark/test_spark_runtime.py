@@ -38,7 +38,7 @@ def test_out_of_order_jobs_with_late_data_agree_when_both_runtimes_use_epochs(sp
     if not _local_has_epoch_cadence():
         pytest.skip("the local runtime has no `epoch_records` option yet: late data depends on the watermark "
                     "cadence, so the comparison needs the same epochs on both runtimes")
-    splits = generate_events(seed=11, disorder_ms=6000)
+    splits = generate_events(seed=11, disorder_ms=25000)
     local, local_result = run_job("local", splits, out_of_order=True, epoch_records=15)
     on_spark, result = run_job("spark", splits, out_of_order=True, epoch_records=15)
     assert local["late_side_output"], "the generated input must contain late records"
