@@ -39,9 +39,22 @@ class Transformation:
     uid: str | None = None
     id: int = field(default_factory=next_node_id)
 
+    #: set by engine.runtime.plan.build_plan: the id this node's state is stored under
+    planned_uid: str | None = field(default=None, repr=False, compare=False)
+
     def operator_uid(self) -> str:
-        """Stable id for state: the user's uid, else derived from the name and position in the graph."""
-        return self.uid or f"{self.name}-{self.id}"
+        """The id state is stored under: the user's uid, else the node's position in the physical plan.
+
+        Positions are stable when the same program is built again (a restart, a new
+        master), unlike ``id``, which counts every node ever created in the process; so
+        snapshots name the same operators whichever runtime took them.  Call it after
+        ``build_plan``: before, only a user-set uid is stable.
+        """
+        from engine.runtime.checkpoint_storage_adapter import safe_name
+
+        if self.uid:
+            return safe_name(self.uid)
+        return self.planned_uid or safe_name(f"{self.name}-{self.id}")
 
 
 @dataclass(eq=False)

@@ -160,7 +160,16 @@ def build_plan(sinks: list[Transformation], default_parallelism: int, max_parall
     for v in vertices:
         if v.is_source() and v.head.watermark_strategy is not None:
             v.source_watermark_strategy = v.head.watermark_strategy
+        for position, node in enumerate(v.nodes):
+            node.planned_uid = _planned_uid(v, position, node)
     return PhysicalPlan(vertices, vertex_of, max_parallelism)
+
+
+def _planned_uid(v: Vertex, position: int, node: Transformation) -> str:
+    """The user's uid, else the node's place in the plan: vertex id, position in the chain, name."""
+    from engine.runtime.checkpoint_storage_adapter import safe_name
+
+    return safe_name(node.uid) if node.uid else safe_name(f"v{v.id}.n{position}.{node.name}")
 
 
 def _has_network_input(node: Transformation) -> bool:

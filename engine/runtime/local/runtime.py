@@ -138,8 +138,8 @@ class LocalRuntime:
 
 
 def stable_uid(v: Vertex, position: int, node: Transformation) -> str:
-    """The id an operator's state is stored under: the user's uid, else its place in the plan (stable across runs)."""
-    return safe_name(node.uid) if node.uid else safe_name(f"v{v.id}.n{position}.{node.name}")
+    """The id an operator's state is stored under (assigned by build_plan; see Transformation.operator_uid)."""
+    return node.operator_uid()
 
 
 class LocalJob:

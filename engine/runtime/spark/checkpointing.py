@@ -63,11 +63,10 @@ _FILE_KEYED_PREFIX = "keyed."
 def window_uid(v: Any) -> str:
     """The id a window vertex's state is stored under: the user's uid, else its place in the plan.
 
-    Same rule as the local runtime's ``stable_uid`` (engine/runtime/local/runtime.py), so a savepoint
-    names the same operators whichever runtime took it and the job can be rebuilt between runs.
+    build_plan assigns it (Transformation.operator_uid), for both runtimes, so a savepoint names the
+    same operators whichever runtime took it and the job can be rebuilt between runs.
     """
-    node = v.head
-    return storage_uid(node.uid if node.uid else f"v{v.id}.n0.{node.name}")
+    return v.head.operator_uid()
 
 
 def storage_uid(uid: str) -> str:
