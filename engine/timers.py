@@ -342,6 +342,12 @@ class InternalTimerService:
             kc.set_current_key(key)
             target.on_event_time(InternalTimer(ts, key, ns))
 
+    def poll_due_event_time(self, time: int) -> tuple[int, Any, Any] | None:
+        """Remove and return the earliest event-time timer due at ``time`` as (timestamp, key, namespace),
+        or None: the loop of :meth:`advance_watermark` for an operator that runs it itself (it must
+        raise the watermark first and set each timer's key as the current key, as that loop does)."""
+        return self._event_time.poll_due(time)
+
     def advance_processing_time(self, time: int) -> None:
         """Fire every processing-time timer with timestamp <= ``time``, in timestamp order."""
         if time > self._current_processing_time:

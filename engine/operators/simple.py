@@ -1,6 +1,7 @@
 """Stateless one-input operators: map, filter, flat_map, side-output selection and sink writers.
 
-They process whole buffers (``process_batch``) with one Python-level loop; a
+They process whole buffers (``process_batch``) with one Python-level loop and hand
+the results on as one buffer when the output takes buffers (``collect_batch``); a
 user function's exception fails the task (Flink semantics: it is a bug, not
 bad data), to be recovered from the last checkpoint.
 """
@@ -22,9 +23,14 @@ class MapOperator(OneInputStreamOperator):
         self.output.collect(StreamRecord(self._fn(record.value), record.timestamp))
 
     def process_batch(self, records: Sequence[StreamRecord]) -> None:
-        fn, collect = self._fn, self.output.collect
-        for r in records:
-            collect(StreamRecord(fn(r.value), r.timestamp))
+        fn = self._fn
+        collect_batch = getattr(self.output, "collect_batch", None)
+        if collect_batch is None:
+            collect = self.output.collect
+            for r in records:
+                collect(StreamRecord(fn(r.value), r.timestamp))
+            return
+        collect_batch([StreamRecord(fn(r.value), r.timestamp) for r in records])
 
 
 class FilterOperator(OneInputStreamOperator):
@@ -36,10 +42,17 @@ class FilterOperator(OneInputStreamOperator):
             self.output.collect(record)
 
     def process_batch(self, records: Sequence[StreamRecord]) -> None:
-        fn, collect = self._fn, self.output.collect
-        for r in records:
-            if fn(r.value):
-                collect(r)
+        fn = self._fn
+        collect_batch = getattr(self.output, "collect_batch", None)
+        if collect_batch is None:
+            collect = self.output.collect
+            for r in records:
+                if fn(r.value):
+                    collect(r)
+            return
+        kept = [r for r in records if fn(r.value)]
+        if kept:
+            collect_batch(kept)
 
 
 class FlatMapOperator(OneInputStreamOperator):
@@ -52,6 +65,25 @@ class FlatMapOperator(OneInputStreamOperator):
             return
         for v in result:
             self.output.collect(StreamRecord(v, record.timestamp))
+
+    def process_batch(self, records: Sequence[StreamRecord]) -> None:
+        collect_batch = getattr(self.output, "collect_batch", None)
+        if collect_batch is None:
+            for r in records:
+                self.process_element(r)
+            return
+        fn = self._fn
+        out: list[StreamRecord] = []
+        append = out.append
+        for r in records:
+            result = fn(r.value)
+            if result is None:
+                continue
+            timestamp = r.timestamp
+            for v in result:
+                append(StreamRecord(v, timestamp))
+        if out:
+            collect_batch(out)
 
 
 class _SinkSnapshot(OperatorSnapshot):
@@ -143,7 +175,7 @@ class CollectOperator(OneInputStreamOperator):
         self._target.append(record.value)
 
     def process_batch(self, records: Sequence[StreamRecord]) -> None:
-        self._target.extend(r.value for r in records)
+        self._target.extend([r.value for r in records])
 
     def process_watermark(self, watermark: Any) -> None:
         pass

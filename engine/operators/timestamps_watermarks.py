@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Sequence
 
 from engine.clock import Clock
 from engine.elements import (
@@ -44,13 +44,22 @@ from engine.elements import (
 )
 from engine.errors import CorruptSnapshotError, IllegalStateError, UnsupportedFormatVersion
 from engine.state import codec
-from engine.watermarks.generators import WatermarkGenerator, WatermarkOutput
+from engine.watermarks.generators import (
+    AscendingTimestampsWatermarks,
+    BoundedOutOfOrdernessWatermarks,
+    NoWatermarksGenerator,
+    WatermarkGenerator,
+    WatermarkOutput,
+)
 from engine.watermarks.multi_input import CombinedWatermarkStatus, PartialWatermark
 from engine.watermarks.strategy import TimestampAssigner, WatermarkStrategy
 
 FORMAT_VERSION = 1
 #: the timestamp a generator sees for a record that has none (Flink's TimestampAssigner.NO_TIMESTAMP)
 NO_TIMESTAMP = MIN_WATERMARK
+#: generators whose on_event only raises a running maximum (or does nothing) and never emits: on_records
+#: may hand them a bundle's highest timestamp once (exact types: a subclass may override on_event)
+_MAX_TRACKING_GENERATORS = (BoundedOutOfOrdernessWatermarks, AscendingTimestampsWatermarks, NoWatermarksGenerator)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +180,57 @@ class SourceTimestampsAndWatermarks:
         split.generator.on_event(value, NO_TIMESTAMP if timestamp is None else timestamp, split.immediate)
         return self._take()
 
+    def on_records(self, split_id: Hashable, values: Sequence[Any]) -> list[StreamElement]:
+        """:meth:`on_record` for each value of a split's bundle (no source timestamps), in one loop.
+
+        Returns exactly the elements the calls one by one would, in the same order.  Generators
+        whose ``on_event`` can emit (punctuated, idleness-wrapped, user generators) are called
+        per record so every watermark still follows the record that produced it.  The built-in
+        bounded-out-of-orderness (and ascending) generators only track the highest timestamp in
+        ``on_event`` and never emit from it, and no-watermarks generators do nothing, so those
+        see one ``on_event`` with the bundle's highest timestamp: their state afterwards is the
+        same, and nothing could have been observed in between.
+        """
+        self._check_not_ended("on_records")
+        split = self._splits.get(split_id)
+        if split is None:
+            self.add_split(split_id)
+            split = self._splits[split_id]
+        generator = split.generator
+        if split.partial.idle or type(generator) not in _MAX_TRACKING_GENERATORS:
+            out: list[StreamElement] = []
+            for value in values:
+                out.extend(self.on_record(split_id, value))
+            return out
+        extract = split.assigner.extract_timestamp
+        uses_source_timestamp = self._uses_source_timestamp
+        records: list[StreamElement] = []
+        append = records.append
+        highest: int | None = None
+        last_value: Any = None
+        for value in values:
+            try:
+                timestamp = extract(value, None)
+                if type(timestamp) is not int or not MIN_WATERMARK <= timestamp <= MAX_WATERMARK:
+                    if timestamp is None and uses_source_timestamp:
+                        append(StreamRecord(value, None))
+                        continue
+                    timestamp = self._check_timestamp(timestamp)
+            except Exception as error:  # noqa: BLE001 - user code: any failure is a dead letter, the job goes on
+                self.num_dead_letters += 1
+                if self._on_dead_letter is not None:
+                    self._on_dead_letter(DeadLetter(split_id, value, None, error))
+                continue
+            append(StreamRecord(value, timestamp))
+            if highest is None or timestamp > highest:
+                highest = timestamp
+                last_value = value
+        if highest is not None:
+            generator.on_event(last_value, highest, split.immediate)
+        if self._pending:  # nothing is pending between calls; kept general should that change
+            records.extend(self._take())
+        return records
+
     def on_periodic_emit(self) -> list[StreamElement]:
         """Every auto-watermark interval: ask each split's generator, then combine once."""
         if self._ended:
@@ -260,6 +320,11 @@ class SourceTimestampsAndWatermarks:
         timestamp = assigner.extract_timestamp(value, record_timestamp)
         if timestamp is None and self._uses_source_timestamp:
             return None  # no assigner and no source timestamp: a record without event time
+        return self._check_timestamp(timestamp)
+
+    @staticmethod
+    def _check_timestamp(timestamp: Any) -> int:
+        """The assigner's result as an int of ms, or TypeError/ValueError saying what is wrong with it."""
         if isinstance(timestamp, bool) or not isinstance(timestamp, numbers.Integral):
             raise TypeError(
                 f"timestamp assigner returned {timestamp!r} ({type(timestamp).__name__}); it must return an int of "

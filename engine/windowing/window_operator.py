@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from engine.api.functions import KeyedStateStore, OutputTag, ProcessWindowContext
+from engine.api.functions import KeyedStateStore, OutputTag, ProcessWindowContext, ProcessWindowFunction
 from engine.elements import MAX_WATERMARK, StreamRecord, Watermark
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError, MissingTimestampError
 from engine.operators.base import (
@@ -260,6 +260,8 @@ class WindowOperator(OneInputStreamOperator):
             self._contents_descriptor = ListStateDescriptor(WINDOW_CONTENTS_STATE)
         self._batch_geometry = _window_geometry(assigner)
         self._batch_fold = _batch_folder(self.incremental) if self.incremental is not None else None
+        #: firings may go downstream as one buffer: no ProcessWindowFunction, so no side outputs while firing
+        self._fire_in_buffers = not isinstance(window_function, ProcessWindowFunction)
         self._fast_batch = (
             self.keeps_accumulator
             and not self.merging
@@ -268,6 +270,7 @@ class WindowOperator(OneInputStreamOperator):
                 or (type(trigger) is ProcessingTimeTrigger and not self.is_event_time)
             )
         )
+        self._fast_fire = self._fast_batch and self.is_event_time
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def open(self, context: OperatorContext, output: Output) -> None:
@@ -536,10 +539,57 @@ class WindowOperator(OneInputStreamOperator):
 
     def process_watermark(self, watermark: Watermark) -> None:
         """Fire due event-time timers, then forward the watermark (Flink's AbstractStreamOperator, seed 004)."""
-        self.timer_service.advance_watermark(watermark.timestamp)
+        if self._fast_fire:
+            self._advance_watermark_fast(watermark.timestamp)
+        else:
+            self.timer_service.advance_watermark(watermark.timestamp)
         if self._batch_windows:
             self._prune_batch_windows(self.timer_service.current_watermark())
         self.output.emit_watermark(watermark)
+
+    def _advance_watermark_fast(self, time: int) -> None:
+        """``timer_service.advance_watermark`` with ``_on_timer`` inlined, for the batch path's operators
+        (incremental contents, not merging, the trigger exactly EventTimeTrigger, event time).
+
+        Same steps in the same order: the watermark rises first, then due timers fire in timestamp
+        order, each with its key current; EventTimeTrigger.on_event_time FIREs exactly when the
+        timer is the window's max timestamp; the cleanup timer clears the window's state.  Only
+        the InternalTimer objects, the trigger call and the TriggerResult checks are skipped.
+        Without a ProcessWindowFunction (the only function that can also write side outputs while
+        firing) the results of one watermark go downstream as one buffer, in firing order.
+        """
+        svc = self.timer_service
+        if time > svc.current_watermark():
+            svc.set_current_watermark(time)
+        poll = svc.poll_due_event_time
+        set_key = self.keyed_state_backend.set_current_key
+        state = self._contents
+        emit = self.function.emit_accumulator
+        pctx = self._process_ctx
+        collect_batch = getattr(self.output, "collect_batch", None) if self._fire_in_buffers else None
+        collect = self.output.collect
+        out: list[StreamRecord] = []
+        while True:
+            due = poll(time)
+            if due is None:
+                break
+            ts, key, window = due
+            set_key(key)
+            max_ts = window.max_timestamp()
+            if ts == max_ts:  # EventTimeTrigger.on_event_time: FIRE
+                state.set_current_namespace(window)
+                contents = state.get_internal()
+                if contents is not None:
+                    pctx.current_window = window
+                    if collect_batch is not None:
+                        out.extend([StreamRecord(v, max_ts) for v in emit(key, window, pctx, contents)])
+                    else:
+                        for v in emit(key, window, pctx, contents):
+                            collect(StreamRecord(v, max_ts))
+            if ts == self.cleanup_time(window):
+                self._clear_all_state(window, window, None)
+        if out:
+            collect_batch(out)  # type: ignore[misc]
 
     def advance_processing_time(self, now_ms: int) -> None:
         self.timer_service.advance_processing_time(now_ms)

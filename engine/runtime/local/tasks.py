@@ -253,9 +253,7 @@ class SourceTask(Subtask):
         for dl in batch.dead_letters:
             self.dead_letter(dl.raw, ValueError(dl.error), f"source:{split.split_id}@{dl.offset}")
         stage, split_id = self.stage, split.split_id
-        elements: list[Any] = []
-        for value in batch.values:
-            elements.extend(stage.on_record(split_id, value))
+        elements: list[Any] = stage.on_records(split_id, batch.values)
         self.records_read += len(batch.values)
         if batch.finished:
             split.finished = True
@@ -274,8 +272,9 @@ class SourceTask(Subtask):
         """Push stage output into the chain in order: consecutive records as one batch."""
         out = self.head_output
         pending: list[StreamRecord] = []
+        record_type = StreamRecord
         for e in elements:
-            if type(e) is StreamRecord:
+            if type(e) is record_type:
                 pending.append(e)
                 continue
             if pending:
