@@ -32,10 +32,16 @@ from checkpoints.validation.runner import (  # noqa: E402
     DEFAULT_SPARK_ROW_THRESHOLD,
     FailedExpectation,
     ValidationReport,
+    ensure_restorable,
     validate_snapshot,
 )
+from checkpoints.validation.compatibility import CompatibilityReport, Incompatibility, check_compatibility  # noqa: E402
 
 __all__ = [
+    "CompatibilityReport",
+    "Incompatibility",
+    "check_compatibility",
+    "ensure_restorable",
     "DEFAULT_SPARK_ROW_THRESHOLD",
     "FailedExpectation",
     "RUNTIME_FIELDS",

@@ -400,3 +400,39 @@ def _failure(asset: str, r: Any) -> FailedExpectation:
         unexpected_count=result.get("unexpected_count"), observed_value=result.get("observed_value"),
         partial_unexpected=partial, user=bool(meta.get("user")),
     )
+
+
+def ensure_restorable(
+    snapshot: str | Snapshot,
+    *,
+    job_spec: str | None = None,
+    skip_validation: bool = False,
+    allow_non_restored_state: bool = False,
+    **options: Any,
+) -> ValidationReport | None:
+    """What ``sluice restore`` and ``sluice run --from-savepoint`` call first (issue 6, "Where it runs").
+
+    Validates the snapshot (and, with ``job_spec``, that the job can restore it); on
+    any failure raises CorruptSnapshotError naming each failed expectation and
+    incompatibility, so nothing is restored.  ``skip_validation=True`` skips it and
+    says so loudly in the log (the caller should print it too); returns None then."""
+    from engine.errors import CorruptSnapshotError
+
+    uri = snapshot if isinstance(snapshot, str) else snapshot.uri
+    if skip_validation:
+        log.warning("VALIDATION SKIPPED (--skip-validation): restoring %s without checking its state", uri)
+        return None
+    report = validate_snapshot(snapshot, job_spec=job_spec, **options)
+    problems = [f"{f.asset}: {f.expectation} failed ({f.rule}; {f.unexpected_count} unexpected)" for f in report.failed]
+    if job_spec is not None:
+        from checkpoints.validation.compatibility import check_compatibility
+
+        compat = check_compatibility(report.snapshot_uri if isinstance(snapshot, str) else snapshot, job_spec,
+                                     allow_non_restored_state=allow_non_restored_state)
+        problems += [f"{p.kind} of operator {p.operator!r}: {p.detail}" for p in compat.problems]
+    if problems:
+        raise CorruptSnapshotError(
+            f"snapshot {report.snapshot_uri} failed validation; nothing was restored "
+            f"(Data Docs: {report.data_docs_url}; results: {report.results_uri}): " + "; ".join(problems)
+            + ". Pass --skip-validation to restore anyway.")
+    return report

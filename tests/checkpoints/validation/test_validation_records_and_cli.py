@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from checkpoints import SavepointHistoryPolicy, apply_savepoint_policy, list_savepoints, load_snapshot
@@ -113,3 +114,20 @@ def test_great_expectations_runs_without_analytics(tmp_path):
     assert os.environ["GX_ANALYTICS_ENABLED"] == "false"
     assert context.config.analytics_enabled is False
     assert list(context.list_data_docs_sites()) == ["sluice"]
+
+
+def test_restore_is_refused_on_failure_unless_validation_is_skipped_loudly(storage, caplog):
+    from checkpoints.validation import ensure_restorable
+    from engine.errors import CorruptSnapshotError
+
+    uri = write_snapshot(storage, 1, fed_routers(), edit=lambda uid, s, name, t: t.slice(1)
+                         if (uid, name, s) == ("tumbling", "keyed.window-contents", 0) else t)
+    with pytest.raises(CorruptSnapshotError, match="expect_table_row_count_to_equal"):
+        ensure_restorable(uri, build_data_docs=False)
+    with pytest.raises(CorruptSnapshotError, match="max-parallelism of operator 'count'"):
+        ensure_restorable(uri, job_spec="validation_jobs:build_changed", build_data_docs=False)
+    with caplog.at_level("WARNING"):
+        assert ensure_restorable(uri, skip_validation=True) is None
+    assert "VALIDATION SKIPPED" in caplog.text
+    healthy = write_snapshot(storage, 2, fed_routers())
+    assert ensure_restorable(healthy, job_spec="validation_jobs:build", build_data_docs=False).passed
