@@ -2,7 +2,7 @@
 
 It takes the ``sluice run`` flags the deploy operator passes, serves the real
 control API (``engine.master.api.create_app``) on 127.0.0.1, writes real
-checkpoints every ``--checkpoint-interval-ms`` through the ``checkpoints``
+checkpoints every ``--checkpoint-interval`` ms through the ``checkpoints``
 package (retained-handles index with N retention), publishes the real status
 document, and takes real self-contained savepoints (``savepoint_from_checkpoint``).
 Its "state" is synthetic (one keyed table per key group), so it stands in for
@@ -162,7 +162,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--storage", required=True)
     parser.add_argument("--retained", type=int, default=3)
     parser.add_argument("--parallelism", type=int, default=2)
-    parser.add_argument("--checkpoint-interval-ms", type=int, default=1000)
+    parser.add_argument("--checkpoint-interval", dest="checkpoint_interval_ms", type=int, default=1000)
     parser.add_argument("--from-savepoint")
     args, _ = parser.parse_known_args(argv)
     job = FakeJob(args)

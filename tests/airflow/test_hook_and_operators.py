@@ -30,7 +30,7 @@ def master(sluice_env, hook):
     env = {**os.environ, **hook.process_environment(), "SLUICE_CONTROL_TOKEN": hook.token}
     process = subprocess.Popen([sys.executable, str(FAKE_MASTER), "run", "x", "--name", sluice_env["job_id"],
                                 "--storage", sluice_env["storage_uri"], "--retained", "3",
-                                "--checkpoint-interval-ms", "500"], env=env, stdout=subprocess.DEVNULL,
+                                "--checkpoint-interval", "500"], env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
     wait_until(lambda: hook.get_status(sluice_env["job_id"]).source == "control-api", what="master up")
     yield process

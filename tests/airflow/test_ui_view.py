@@ -30,7 +30,7 @@ def job_with_history(sluice_env):
     env = {**os.environ, **hook.process_environment(), "SLUICE_CONTROL_TOKEN": hook.token}
     process = subprocess.Popen([sys.executable, str(FAKE_MASTER), "run", "x", "--name", sluice_env["job_id"],
                                 "--storage", sluice_env["storage_uri"], "--retained", "3",
-                                "--checkpoint-interval-ms", "400"], env=env, stdout=subprocess.DEVNULL,
+                                "--checkpoint-interval", "400"], env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         job_id = sluice_env["job_id"]

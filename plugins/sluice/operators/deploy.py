@@ -176,13 +176,13 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
         if self.hook.savepoint_dir:
             args += ["--savepoint-dir", self.hook.savepoint_dir]
         if spec.checkpoint_interval_ms:
-            args += ["--checkpoint-interval-ms", str(spec.checkpoint_interval_ms)]
+            args += ["--checkpoint-interval", str(spec.checkpoint_interval_ms)]
         if spec.output:
             args += ["--output", spec.output]
         if snapshot:
             args += ["--from-savepoint", snapshot]
-        for key, value in sorted(spec.params.items()):
-            args += ["--param", f"{key}={value}"]
+        for key, value in sorted(spec.params.items()):  # values as JSON, as ``sluice run --param`` reads them
+            args += ["--param", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
         if spec.runtime == "spark" and spec.spark_conn_id:
             return self._spark_submit_command(job_id, args)
         prefix = list(spec.command) if spec.command else [sys.executable, "-m", "engine.cli"]
