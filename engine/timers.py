@@ -126,12 +126,16 @@ class _TimerQueue:
     def add(self, key: Any, namespace: Any, timestamp: int, key_group: int) -> bool:
         ident = (key, namespace, timestamp)
         group = self._groups.get(key_group)
-        if group is not None and ident in group:
-            return False
-        group = self._writable(key_group)
+        if group is None:
+            group = self._groups[key_group] = {}
+        elif key_group in self._shared:
+            if ident in group:
+                return False
+            group = self._writable(key_group)
         seq = self._seq
+        if group.setdefault(ident, seq) != seq:  # already registered (earlier sequences are all smaller)
+            return False
         self._seq = seq + 1
-        group[ident] = seq
         self._size += 1
         heapq.heappush(self._heap, (timestamp, seq, key_group, key, namespace))
         return True
@@ -139,9 +143,14 @@ class _TimerQueue:
     def remove(self, key: Any, namespace: Any, timestamp: int, key_group: int) -> bool:
         ident = (key, namespace, timestamp)
         group = self._groups.get(key_group)
-        if group is None or ident not in group:
+        if group is None:
             return False
-        del self._writable(key_group)[ident]
+        if key_group in self._shared:
+            if ident not in group:
+                return False
+            group = self._writable(key_group)
+        if group.pop(ident, None) is None:
+            return False
         self._size -= 1
         # Lazy deletion leaves the heap entry; compact when dead entries dominate.
         if len(self._heap) > 64 and len(self._heap) > 2 * self._size:
@@ -171,14 +180,18 @@ class _TimerQueue:
         groups = self._groups
         while heap and heap[0][0] <= time:
             ts, seq, kg, key, ns = heapq.heappop(heap)
-            ident = (key, ns, ts)
             group = groups.get(kg)
-            if group is not None and group.get(ident) == seq:
-                if kg in self._shared:
-                    group = self._writable(kg)
-                del group[ident]
+            if group is None:
+                continue
+            if kg in self._shared:
+                group = self._writable(kg)
+            ident = (key, ns, ts)
+            live = group.pop(ident, None)
+            if live == seq:
                 self._size -= 1
                 return ts, key, ns
+            if live is not None:  # a stale heap entry of a timer deleted and registered again: keep that one
+                group[ident] = live
         return None
 
     def freeze(self) -> dict[int, dict[tuple[Any, Any, int], int]]:
