@@ -190,11 +190,14 @@ class InternalKvState:
         """True if there is an entry for the current key and namespace."""
         return (self._backend._current_key, self._namespace) in self._group()
 
-    def fold_entries(self, entries: Iterable[tuple[Any, Any, Any]], fold: Any) -> None:
-        """For each ``(key, namespace, arg)`` in order: ``update_internal(fold(get_internal(), arg))``
+    def fold_entries(self, entries: Iterable[tuple[tuple[Any, Any], Any]], fold: Any,
+                     namespace_of: dict | None = None) -> None:
+        """For each ``((key, namespace), arg)`` in order: ``update_internal(fold(get_internal(), arg))``
         under that key and namespace -- one loop instead of four calls per entry (the window
-        operator's batch path).  Leaves the last entry's key and namespace current, as the calls
-        one by one would.  Copy-on-write and key-group checks are those of the single calls.
+        operator's batch path hands it its groups dict's ``items()``).  With ``namespace_of`` the
+        second item is a token and the namespace is ``namespace_of[token]``.  Leaves the last
+        entry's key and namespace current, as the calls one by one would.  Copy-on-write and
+        key-group checks are those of the single calls.
         """
         backend = self._backend
         table = self._table
@@ -204,7 +207,9 @@ class InternalKvState:
         set_key = backend.set_current_key
         last_key: Any = _MISSING
         namespace: Any = _MISSING
-        for key, namespace, arg in entries:
+        for (key, namespace), arg in entries:
+            if namespace_of is not None:
+                namespace = namespace_of[namespace]
             t = type(key)
             group_id = simple_cache.get(key) if t is str or t is int else None
             if group_id is None:
@@ -222,6 +227,10 @@ class InternalKvState:
         if last_key is not _MISSING:
             set_key(last_key)
             self._namespace = namespace
+
+    def pop_internal(self) -> Any:
+        """Remove the current key and namespace's raw value and return it (None if there was none)."""
+        return self._group().pop((self._backend._current_key, self._namespace), None)
 
 
 class InternalValueState(InternalKvState, ValueState):
@@ -542,6 +551,10 @@ class HeapKeyedStateBackend:
     @property
     def state_names(self) -> list[str]:
         return sorted(self._tables)
+
+    def state_kinds(self) -> dict[str, str]:
+        """State name -> kind ("value", "list", "map", "reducing", "aggregating")."""
+        return {name: table.kind for name, table in sorted(self._tables.items())}
 
     # ---- snapshot and restore ---------------------------------------------------------------
     def snapshot(self) -> KeyedStateSnapshot:

@@ -292,8 +292,10 @@ class WindowOperator(OneInputStreamOperator):
         self._contexts = _Contexts(self)
         self._trigger_ctx = _TriggerContext(self)
         self._process_ctx = _ProcessContext(self)
-        #: process_batch's windows by start (see _batch_register); tied to this timer service
-        self._batch_windows: dict[int, list] = {}
+        #: process_batch's windows by start, and the keys whose timers they are known to have (see
+        #: _batch_register); tied to this timer service
+        self._batch_windows: dict[int, TimeWindow] = {}
+        self._batch_registered: dict[int, set] = {}
 
     def close(self) -> None:
         for fn in self.function.functions():
@@ -582,8 +584,17 @@ class WindowOperator(OneInputStreamOperator):
             ts, key, window = due
             set_key(key)
             max_ts = window.max_timestamp()
+            cleanup = max_ts + lateness
+            is_cleanup = ts == (cleanup if cleanup < MAX_WATERMARK else MAX_WATERMARK)  # cleanup_time(window)
+            state.set_current_namespace(window)
             if ts == max_ts:  # EventTimeTrigger.on_event_time: FIRE
-                state.set_current_namespace(window)
+                if get_result is not None and collect_batch is not None and is_cleanup:
+                    # fire, then clear the contents: one removal instead of a read and a removal
+                    contents = state.pop_internal()
+                    if contents is not None:
+                        out.append(StreamRecord(get_result(contents), max_ts))
+                    # EventTimeTrigger.clear deletes the max-timestamp timer: the one just polled
+                    continue
                 contents = state.get_internal()
                 if contents is not None:
                     pctx.current_window = window
@@ -594,12 +605,12 @@ class WindowOperator(OneInputStreamOperator):
                         out.append(StreamRecord(get_result(contents), max_ts))
                     else:
                         out.extend([StreamRecord(v, max_ts) for v in emit(key, window, pctx, contents)])
-            cleanup = max_ts + lateness
-            if ts == (cleanup if cleanup < MAX_WATERMARK else MAX_WATERMARK):  # cleanup_time(window)
+            if is_cleanup:
                 # _clear_all_state, not merging: contents, EventTimeTrigger.clear (its timer), the function's state
                 state.set_current_namespace(window)
                 state.clear()
-                delete_timer(window, max_ts)
+                if ts != max_ts:  # at max_ts, the timer EventTimeTrigger.clear deletes is the one just polled
+                    delete_timer(window, max_ts)
                 if clear_function is not None:
                     pctx.current_window = window
                     clear_function(pctx)
@@ -653,7 +664,7 @@ class WindowOperator(OneInputStreamOperator):
             self._batch_by_assigner(records, groups, watermark)
         else:
             size, slide, offset = geometry
-            windows = self._batch_windows
+            registered = self._batch_registered
             now = self.context.clock.now_ms()
             for record in records:
                 value = record.value
@@ -680,9 +691,9 @@ class WindowOperator(OneInputStreamOperator):
                     values = groups.get(group)
                     if values is None:
                         groups[group] = [value]
-                        entry = windows.get(start)
-                        if entry is None or key not in entry[1] or not event_time:
-                            self._batch_register(key, start, windows, size, lateness)
+                        keys = registered.get(start)
+                        if keys is None or key not in keys:
+                            self._batch_register(key, start, size, lateness)
                     else:
                         values.append(value)
                     continue
@@ -704,9 +715,9 @@ class WindowOperator(OneInputStreamOperator):
                     values = groups.get(group)
                     if values is None:
                         groups[group] = [value]
-                        entry = windows.get(start)
-                        if entry is None or key not in entry[1] or not event_time:
-                            self._batch_register(key, start, windows, size, lateness)
+                        keys = registered.get(start)
+                        if keys is None or key not in keys:
+                            self._batch_register(key, start, size, lateness)
                     else:
                         values.append(value)
                     start -= slide
@@ -714,40 +725,36 @@ class WindowOperator(OneInputStreamOperator):
                     self._on_skipped_element(record)
         if not groups:
             return
-        if geometry is not None:
-            windows = self._batch_windows
-            entries = [(key, windows[start][0], values) for (key, start), values in groups.items()]
-        else:
-            entries = [(key, window, values) for (key, window), values in groups.items()]
-        self._contents.fold_entries(entries, self._batch_fold)  # type: ignore[attr-defined]
+        self._contents.fold_entries(  # type: ignore[attr-defined]
+            groups.items(), self._batch_fold, None if geometry is None else self._batch_windows
+        )
 
-    def _batch_register(self, key: Any, start: int, windows: dict, size: int, lateness: int) -> None:
+    def _batch_register(self, key: Any, start: int, size: int, lateness: int) -> None:
         """Register the timers per-element processing would register for a (key, window) group's first element.
 
-        ``windows`` maps a window start to ``[TimeWindow, keys whose timers are registered]``: one
-        TimeWindow object per window (so state and timer dicts match it by identity, not by calling
-        the dataclass ``__eq__``), and, in event time, the keys whose end-of-window and cleanup
-        timers are known to be registered.  Those timers are exactly what the trigger and the
-        cleanup would register again, and they cannot have fired or been deleted while the window
-        is ahead of the watermark (only firing, at watermark >= their time, and the cleanup after it
-        remove them; this operator's trigger is exactly EventTimeTrigger, non-merging), so
-        registering them again would be a no-op.  :meth:`_prune_batch_windows` forgets windows the
-        watermark has passed; then elements of such windows take the per-element path.
+        ``_batch_windows`` maps a window start to its one TimeWindow object (so state and timer
+        dicts match it by identity, not by calling the dataclass ``__eq__``); in event time,
+        ``_batch_registered`` maps it to the keys whose end-of-window and cleanup timers are known
+        to be registered.  Those timers are exactly what the trigger and the cleanup would register
+        again, and they cannot have fired or been deleted while the window is ahead of the
+        watermark (only firing, at watermark >= their time, and the cleanup after it remove them;
+        this operator's trigger is exactly EventTimeTrigger, non-merging), so registering them
+        again would be a no-op.  :meth:`_prune_batch_windows` forgets windows the watermark has
+        passed; elements of such windows take the per-element path anyway.
         """
-        entry = windows.get(start)
-        if entry is None:
-            entry = windows[start] = [TimeWindow(start, start + size), set()]
-        window, registered = entry
-        if self.is_event_time:
-            if key in registered:
-                return
-            registered.add(key)
+        window = self._batch_windows.get(start)
+        if window is None:
+            window = self._batch_windows[start] = TimeWindow(start, start + size)
         backend = self.keyed_state_backend
         backend.set_current_key(key)
         kg = backend.current_key_group
         max_ts = start + size - 1
         timers = self.timer_service
         if self.is_event_time:
+            keys = self._batch_registered.get(start)
+            if keys is None:
+                keys = self._batch_registered[start] = set()
+            keys.add(key)
             # EventTimeTrigger.on_element registers max_timestamp, then comes the cleanup timer
             timers.register_event_time_timer_for_key(key, kg, window, max_ts)  # type: ignore[arg-type]
             cleanup = max_ts + lateness
@@ -758,12 +765,13 @@ class WindowOperator(OneInputStreamOperator):
 
     def _prune_batch_windows(self, time: int) -> None:
         """Forget the batch path's windows whose end the watermark (processing time) has reached (see
-        :meth:`_batch_register`), so the table stays as small as the set of open windows."""
+        :meth:`_batch_register`), so the tables stay as small as the set of open windows."""
         windows = self._batch_windows
         if windows and self._batch_geometry is not None:
             size = self._batch_geometry[0]
             for start in [s for s in windows if s + size - 1 <= time]:
                 del windows[start]
+                self._batch_registered.pop(start, None)
 
     def _batch_by_assigner(self, records: Sequence[StreamRecord], groups: dict, watermark: int) -> None:
         """process_batch's grouping for assigners whose windows only ``assign_windows`` knows."""
