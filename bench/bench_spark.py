@@ -73,7 +73,7 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int) -> di
     history = job.checkpoint_history()
     restore_s = None
     if history:
-        restart_env, restart_stream = build(history[-1]["uri"])
+        restart_env, restart_stream = build(history[-1].external_pointer)
         t = time.monotonic()
         SparkRuntime(restart_env).start("bench-restore", [], [restart_stream._node])
         restore_s = round(time.monotonic() - t, 3)
@@ -81,8 +81,8 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int) -> di
         "system": "sluice-on-spark", "window": window, "events": dataset.events, "epochs": job.epoch,
         "wall_s": round(wall_s, 3), "events_per_s": round(dataset.events / wall_s, 1), "output_rows": output_rows,
         "checkpoints": len(history),
-        "checkpoint_ms_per_epoch": round(sum(h["duration_ms"] for h in history) / max(1, len(history)), 1),
-        "checkpoint_bytes_per_epoch": round(sum(h["bytes"] for h in history) / max(1, len(history)), 1),
+        "checkpoint_ms_per_epoch": round(sum(h.completed_ms - h.triggered_ms for h in history) / max(1, len(history)), 1),
+        "checkpoint_bytes_per_epoch": round(sum(h.size_bytes or 0 for h in history) / max(1, len(history)), 1),
         "restore_s": restore_s,
     }
 

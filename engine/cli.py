@@ -1,7 +1,9 @@
 """The ``sluice`` command line (ARCHITECTURE section 7).
 
-Verbs: ``demo``, ``run``, ``status``, ``savepoint``, ``stop``, ``cancel``, and the storage
-verbs ``checkpoints list`` and ``inspect`` from the checkpoints package.  A running job is
+Verbs: ``demo``, ``run``, ``restore``, ``status``, ``savepoint``, ``stop``, ``cancel``, and the
+storage verbs ``checkpoints list``, ``inspect`` and ``validate`` from the checkpoints package.
+``run --from-savepoint`` and ``restore`` validate the snapshot with Great Expectations first and
+refuse a snapshot that fails, unless ``--skip-validation`` is given.  A running job is
 found through the status document its master publishes in checkpoint storage
 (``--storage``), or directly with ``--url``.
 """
@@ -72,30 +74,43 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, Any]:
     return params
 
 
-@main.command()
-@click.argument("job")
-@click.option("--name", "job_name", default=None, help="job id in storage (default: the spec's module name)")
-@click.option("--runtime", type=click.Choice(["local", "spark"]), default="local", show_default=True)
-@click.option("--parallelism", type=int, default=None)
-@click.option("--storage", default=None, help="checkpoint storage: s3://bucket/prefix or file:///path")
-@click.option("--savepoint-dir", default=None, help="default savepoint root (s3:// or file://)")
-@click.option("--retained", type=int, default=3, show_default=True, help="completed checkpoints to retain")
-@click.option("--checkpoint-interval", "interval_ms", type=int, default=5_000, show_default=True,
-              help="ms between checkpoints; 0 disables checkpointing")
-@click.option("--from-savepoint", default=None, help="restore from this savepoint or retained checkpoint")
-@click.option("--output", default=None, help="folder for the job's result streams (exactly-once files)")
-@click.option("--host", default="127.0.0.1", show_default=True, help="control API bind address")
-@click.option("--port", type=int, default=0, help="control API port (0: any free port)")
-@click.option("--token", envvar="SLUICE_CONTROL_TOKEN", default=None, help="bearer token for the control API")
-@click.option("--param", "params", multiple=True, help="key=value passed to the job function (JSON values)")
-@click.option("--option", "options", multiple=True, help="runtime option key=value (e.g. bundle_size=64)")
-def run(job: str, job_name: str | None, runtime: str, parallelism: int | None, storage: str | None,
-        savepoint_dir: str | None, retained: int, interval_ms: int, from_savepoint: str | None,
-        output: str | None, host: str, port: int, token: str | None, params: tuple[str, ...],
-        options: tuple[str, ...]) -> None:
-    """Run JOB (an import path module:function) under a job master with a control API."""
+def _run_options(fn: Any) -> Any:
+    """The options shared by ``run`` and ``restore``."""
+    options = [
+        click.option("--name", "job_name", default=None, help="job id in storage (default: the spec's module name)"),
+        click.option("--runtime", type=click.Choice(["local", "spark"]), default="local", show_default=True),
+        click.option("--parallelism", type=int, default=None),
+        click.option("--storage", default=None, help="checkpoint storage: s3://bucket/prefix or file:///path"),
+        click.option("--savepoint-dir", default=None, help="default savepoint root (s3:// or file://)"),
+        click.option("--retained", type=int, default=3, show_default=True, help="completed checkpoints to retain"),
+        click.option("--checkpoint-interval", "interval_ms", type=int, default=5_000, show_default=True,
+                     help="ms between checkpoints; 0 disables checkpointing"),
+        click.option("--output", default=None, help="folder for the job's result streams (exactly-once files)"),
+        click.option("--host", default="127.0.0.1", show_default=True, help="control API bind address"),
+        click.option("--port", type=int, default=0, help="control API port (0: any free port)"),
+        click.option("--token", envvar="SLUICE_CONTROL_TOKEN", default=None, help="bearer token for the control API"),
+        click.option("--param", "params", multiple=True, help="key=value passed to the job function (JSON values)"),
+        click.option("--option", "options", multiple=True, help="runtime option key=value (e.g. bundle_size=64)"),
+        click.option("--skip-validation", is_flag=True,
+                     help="restore without validating the snapshot first (logged loudly; not recommended)"),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime: str, parallelism: int | None,
+             storage: str | None, savepoint_dir: str | None, retained: int, interval_ms: int, output: str | None,
+             host: str, port: int, token: str | None, params: tuple[str, ...], options: tuple[str, ...],
+             skip_validation: bool) -> None:
     from engine.master.master import JobMaster, MasterConfig
 
+    if from_savepoint is not None:
+        from checkpoints.validation import ensure_restorable
+
+        if skip_validation:
+            click.echo(f"WARNING: restoring {from_savepoint} WITHOUT validating it (--skip-validation)", err=True)
+        ensure_restorable(from_savepoint, job_spec=job, skip_validation=skip_validation)
     name = job_name or job.partition(":")[0].rsplit(".", 1)[-1]
     config = MasterConfig(job_spec=job, job_name=name, params=_parse_params(params), runtime=runtime,
                           parallelism=parallelism, checkpoint_interval_ms=interval_ms or None, storage_uri=storage,
@@ -107,6 +122,25 @@ def run(job: str, job_name: str | None, runtime: str, parallelism: int | None, s
     result = master.wait()
     click.echo(json.dumps({"job_id": result.job_id, "runtime_ms": result.net_runtime_ms,
                            "restarts": result.restarts, "metrics": result.metrics}))
+
+
+@main.command()
+@click.argument("job")
+@click.option("--from-savepoint", default=None,
+              help="restore from this savepoint or retained checkpoint (validated first)")
+@_run_options
+def run(job: str, from_savepoint: str | None, **kwargs: Any) -> None:
+    """Run JOB (an import path module:function) under a job master with a control API."""
+    _run_job(job, from_savepoint, **kwargs)
+
+
+@main.command()
+@click.argument("job")
+@click.argument("snapshot")
+@_run_options
+def restore(job: str, snapshot: str, **kwargs: Any) -> None:
+    """Validate SNAPSHOT with Great Expectations, then run JOB from it (refused if validation fails)."""
+    _run_job(job, snapshot, **kwargs)
 
 
 def _client(job_id: str, url: str | None, storage: str | None, token: str | None) -> Any:
@@ -189,9 +223,11 @@ def cancel(job_id: str, url: str | None, storage: str | None, token: str | None)
 
 def _mount_storage_commands() -> None:
     from checkpoints.cli import checkpoints_cli, inspect_command
+    from checkpoints.validation_cli import validate_command
 
     main.add_command(checkpoints_cli, "checkpoints")
     main.add_command(inspect_command, "inspect")
+    main.add_command(validate_command, "validate")
 
 
 _mount_storage_commands()

@@ -99,7 +99,8 @@ class JobClient:
             "records_in": report.records_in,
             "records_out": report.records_out,
             "records_per_second": round(rate, 1),
-            "failures": list(getattr(report, "failures", ()) or ()),
+            "epoch": report.epoch,
+            "failures": [{"message": f} for f in report.failures],
         }
 
     def checkpoint_history(self) -> list[dict[str, Any]]:

@@ -50,6 +50,9 @@ CHANNEL_STATE_TABLE = "channel_state"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
+from engine.runtime.snapshot_metadata import operator_config, operator_watermarks, stored_table_name  # noqa: E402
+
+
 def safe_name(text: str) -> str:
     """A storage-safe name (checkpoints.layout.check_name) for an operator uid or table name."""
     cleaned = _UNSAFE.sub("_", text)[:180]
@@ -181,6 +184,8 @@ class CheckpointStorageAdapter:
             self._persistent_store = PersistentStore(self._storage, retained=num_retained)
             self._persistent_store.recover()
         self.completed_store = AdapterCompletedCheckpointStore(self)
+        #: uid -> static window-operator config for _metadata (set per attempt from the plan)
+        self.operator_configs: dict[str, dict[str, Any]] = {}
 
     # -- where each checkpoint goes --------------------------------------------------------------
     def register_savepoint(self, checkpoint_id: int, target_dir: str) -> None:
@@ -231,8 +236,8 @@ class CheckpointStorageAdapter:
     def _write(self, location: Any, uid: str, subtask: int, snap: MaterializedOperatorSnapshot) -> PersistedOperatorState:
         names: dict[str, str] = {}
         files = []
-        for i, (name, table) in enumerate(sorted(snap.tables.items())):
-            stored = safe_name(f"t{i}-{name}")
+        for name, table in sorted(snap.tables.items()):
+            stored = safe_name(stored_table_name(name))
             names[stored] = name
             files.append(location.write_state_file(safe_name(uid), subtask, stored, table))
         metadata = dict(snap.metadata)
@@ -261,18 +266,22 @@ class CheckpointStorageAdapter:
                 uid = safe_name(h.uid)
                 subtasks.setdefault(uid, []).append(SubtaskState(h.subtask, h.key_group_range, h.files))
                 configs.setdefault(uid, {})[str(h.subtask)] = dict(h.metadata)
+        by_subtask = {uid: {int(k): v for k, v in metas.items()} for uid, metas in configs.items()}
         operators = tuple(
             StoredOperator(uid=uid, name=uid, parallelism=len(subs), max_parallelism=self.max_parallelism,
-                           config={"subtask_metadata": configs[uid]},
+                           config={**operator_config(self.operator_configs.get(uid), by_subtask[uid]),
+                                   "subtask_metadata": configs[uid]},
                            subtasks=tuple(sorted(subs, key=lambda s: s.subtask)))
             for uid, subs in sorted(subtasks.items()))
+        watermarks = {"operators": {uid: wm for uid, metas in sorted(by_subtask.items())
+                                    if (wm := operator_watermarks(metas))}}
         savepoint = completed.is_savepoint()
         properties = StoredProperties.savepoint() if savepoint else StoredProperties.checkpoint(
             retain_on_cancellation=not completed.properties.discard_cancelled)
         metadata = CheckpointMetadata(
             job_id=self.job_id, checkpoint_id=cid, job_name=self.job_name, properties=properties,
             trigger_timestamp_ms=completed.timestamp_ms, complete_timestamp_ms=completed.completion_timestamp_ms,
-            source_positions=dict(completed.source_positions), operators=operators)
+            source_positions=dict(completed.source_positions), operators=operators, watermarks=watermarks)
         uri = self._location(cid).finalize(metadata)
         if not savepoint:
             self._persistent_store.add_checkpoint(metadata)

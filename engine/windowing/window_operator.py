@@ -755,10 +755,11 @@ class WindowOperator(OneInputStreamOperator):
             if keys is None:
                 keys = self._batch_registered[start] = set()
             keys.add(key)
-            # EventTimeTrigger.on_element registers max_timestamp, then comes the cleanup timer
+            # EventTimeTrigger.on_element registers max_timestamp, then comes the cleanup timer (the same
+            # timer again without allowed lateness: registering it twice is a no-op)
             timers.register_event_time_timer_for_key(key, kg, window, max_ts)  # type: ignore[arg-type]
             cleanup = max_ts + lateness
-            if cleanup < MAX_WATERMARK:
+            if cleanup != max_ts and cleanup < MAX_WATERMARK:
                 timers.register_event_time_timer_for_key(key, kg, window, cleanup)  # type: ignore[arg-type]
         else:
             timers.register_processing_time_timer_for_key(key, kg, window, max_ts)  # type: ignore[arg-type]

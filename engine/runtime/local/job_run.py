@@ -14,7 +14,6 @@ or from scratch when there is neither.
 from __future__ import annotations
 
 import time
-import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -27,58 +26,12 @@ from engine.errors import JobFailedError
 from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter, RestorePoint, load_restore_point
 from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.local.runtime import JobStopped, LocalJob
+from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id  # noqa: F401 - re-exported
 from engine.runtime.plan import build_plan
+from engine.runtime.snapshot_metadata import window_configs
 
 #: writer threads for the asynchronous part of snapshots
 ASYNC_WRITER_THREADS = 2
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointRecord:
-    """One line of ``checkpoint_history()``."""
-
-    checkpoint_id: int
-    kind: str  # "checkpoint" | "savepoint" | "final"
-    status: str  # "completed"
-    attempt: int
-    completed_ms: int
-    external_pointer: str | None
-    alignment_ms_max: int = 0
-    #: in-flight buffers and watermarks persisted as channel state (unaligned checkpoints, seed 003)
-    in_flight_elements: int = 0
-    #: when the coordinator triggered it (the barrier timestamp)
-    triggered_ms: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class JobStatusReport:
-    """What ``status()`` reports."""
-
-    job_id: str
-    job_name: str
-    state: str  # "created" | "running" | "restarting" | "finished" | "stopped" | "cancelled" | "failed"
-    attempt: int
-    restarts: int
-    last_completed_checkpoint_id: int | None
-    watermark_ms: int
-    records_in: int
-    records_out: int
-
-
-def stable_job_id(job_name: str, explicit: str | None = None) -> str:
-    """The id checkpoints, savepoints and the status document are stored under.
-
-    It must survive restarts of the master (supervision restarts a job from the
-    checkpoints of its previous run), so it is the job name — or the ``job_id``
-    runtime option — when that is a valid storage path segment, like Flink's fixed
-    job id in application mode; only an unusable name falls back to a random id.
-    """
-    import re
-
-    for candidate in (explicit, job_name):
-        if candidate and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}", candidate):
-            return candidate
-    return uuid.uuid4().hex[:16]
 
 
 class JobRun:
@@ -129,6 +82,7 @@ class JobRun:
                         target.clear()  # from scratch: nothing of a failed attempt counts
                     self._discard_orphaned_staging()
                 plan = build_plan(self.roots, self.env.get_parallelism(), self.env.get_max_parallelism())
+                self.adapter.operator_configs = window_configs(n for v in plan.vertices for n in v.nodes)
                 job = LocalJob(self, plan, restore)
                 if restore is not None:
                     self._discard_orphaned_staging()  # sinks re-committed restore's handles in initialize_state

@@ -77,7 +77,9 @@ def storage_uid(uid: str) -> str:
 
 
 def _file_table(name: str) -> str:
-    return _FILE_KEYED_PREFIX + name[len(_KEYED_PREFIX):] if name.startswith(_KEYED_PREFIX) else name
+    from engine.runtime.snapshot_metadata import stored_table_name
+
+    return stored_table_name(name)
 
 
 def _state_table(name: str) -> str:
@@ -186,6 +188,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
         self.owner.history.append({
             "checkpoint_id": checkpoint.checkpoint_id, "savepoint": checkpoint.is_savepoint(), "uri": uri,
             "bytes": metadata.total_bytes(), "epoch": self.owner.job.epoch,
+            "triggered_ms": checkpoint.timestamp_ms, "completed_ms": checkpoint.completion_timestamp_ms,
             "duration_ms": checkpoint.completion_timestamp_ms - checkpoint.timestamp_ms})
         if checkpoint.is_savepoint():
             return []
@@ -426,18 +429,27 @@ class SparkCheckpointing:
         from checkpoints._documents import Fields
         from engine.state.key_groups import key_group_range_for_operator
 
+        from engine.runtime.snapshot_metadata import operator_config, operator_watermarks, window_configs
+
         job = self.job
         operators = []
+        static_configs = window_configs(v.head for v in job.windows)
+        operator_marks: dict[str, dict[str, int]] = {}
         for v in job.windows:
             uid = window_uid(v)
             subtasks = []
+            subtask_metadata: dict[int, dict[str, Any]] = {}
             for i in range(v.parallelism):
                 ack = checkpoint.task_states[f"{uid}#{i}"].operator_states[uid]
                 rng = key_group_range_for_operator(job.max_parallelism, v.parallelism, i)
                 files = tuple(StateFileHandle.from_dict(Fields(f, "ack")) for f in ack["files"])
                 subtasks.append(SubtaskState(i, (rng.start_key_group, rng.end_key_group), files))
+                subtask_metadata[i] = ack.get("metadata", {})
+            config = {"kind": "window", **operator_config(static_configs.get(uid), subtask_metadata)}
+            if marks := operator_watermarks(subtask_metadata):
+                operator_marks[uid] = marks
             operators.append(OperatorSnapshot(uid, v.head.name, v.parallelism, job.max_parallelism,
-                                              {"kind": "window"}, tuple(subtasks)))
+                                              config, tuple(subtasks)))
         for task_id in self.sink_tasks:
             state = checkpoint.task_states[task_id].operator_states[task_id]
             operators.append(OperatorSnapshot(task_id, task_id, 1, job.max_parallelism,
@@ -450,7 +462,8 @@ class SparkCheckpointing:
             job_id=job.job_id, checkpoint_id=checkpoint.checkpoint_id, job_name=job.job_name, properties=props,
             trigger_timestamp_ms=checkpoint.timestamp_ms, complete_timestamp_ms=checkpoint.completion_timestamp_ms,
             source_positions=dict(checkpoint.source_positions),
-            watermarks={"watermark": job.watermark, "epoch": job.epoch, "valve": job.valve.snapshot(), "splits": splits},
+            watermarks={"watermark": job.watermark, "epoch": job.epoch, "valve": job.valve.snapshot(), "splits": splits,
+                        "operators": operator_marks},
             operators=tuple(operators))
 
     # ---- restore -------------------------------------------------------------------------------------------
@@ -514,6 +527,9 @@ def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism
 
         subtask = TaskContext.get().partitionId()
         tables: dict[str, list[pa.Table]] = {}
+        rows: dict[str, int] = {}
+        kinds: dict[str, str] = {}
+        watermarks: list[int] = []
         for batch in batches:
             headers = batch.column("_value").to_pylist()
             blobs = batch.column("_blob").to_pylist()
@@ -521,12 +537,20 @@ def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism
                 snap = snapshot_from_row_parts(header, blob)
                 for name, table in snap.tables.items():
                     tables.setdefault(name, []).append(table)
+                # one snapshot per key group: the subtask's counts are their sum, its watermark their min
+                for name, n in (snap.metadata.get("state_rows") or {}).items():
+                    rows[name] = rows.get(name, 0) + int(n)
+                kinds.update(snap.metadata.get("state_kinds") or {})
+                if "current_watermark" in snap.metadata:
+                    watermarks.append(int(snap.metadata["current_watermark"]))
         files = []
         for name in sorted(tables):
             table = pa.concat_tables(tables[name], promote_options="default")
             handle = location.write_state_file(uid, subtask, _file_table(name), table)
             files.append(handle.to_dict())
-        ack = {"subtask": subtask, "files": files}
+        ack = {"subtask": subtask, "files": files, "metadata": {"state_rows": rows, "state_kinds": kinds}}
+        if watermarks:
+            ack["metadata"]["current_watermark"] = min(watermarks)
         yield pa.RecordBatch.from_pydict({"subtask": [subtask], "ack": [json.dumps(ack)]},
                                          schema=pa.schema([("subtask", pa.int32()), ("ack", pa.string())]))
 

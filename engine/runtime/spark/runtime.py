@@ -37,11 +37,11 @@ import json
 import sys
 import threading
 import time
-import uuid
 from concurrent.futures import Future
 from typing import Any
 
 from engine.api.environment import JobExecutionResult
+from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
 from engine.api.graph import SinkTransformation, Transformation, WindowTransformation
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from engine.errors import IllegalStateError, JobDefinitionError
@@ -145,7 +145,7 @@ class SparkJob:
         self.env = runtime.env
         self.plan = plan
         self.job_name = job_name
-        self.job_id = uuid.uuid4().hex[:16]
+        self.job_id = stable_job_id(job_name, self.env.get_runtime_options().get("job_id"))
         self.collected = collected
         self.clock = self.env.get_clock()
         self.spark = get_or_create_spark(runtime.master)
@@ -191,6 +191,7 @@ class SparkJob:
                     sink = node.sink
                     self.sink_writers[node.id] = sink.create_writer() if hasattr(sink, "create_writer") else sink
         self.records_read = 0
+        self.records_out = 0
         self.last_epoch_ms = 0
         from engine.runtime.spark.checkpointing import SparkCheckpointing
 
@@ -212,19 +213,27 @@ class SparkJob:
         """Stop at the next epoch boundary without a savepoint; open sink transactions are aborted."""
         self._control("cancel", None, False)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> JobStatusReport:
         cp = self.checkpointing
-        state = ("FINISHED" if self.finished else "CANCELED" if cp.cancelled else "STOPPED" if cp.stopped
-                 else "FAILED" if self.failure is not None else "RUNNING" if self.running else "CREATED")
-        return {"job_id": self.job_id, "job_name": self.job_name, "runtime": "spark", "state": state,
-                "epoch": self.epoch, "watermark": self.watermark, "records_read": self.records_read,
-                "last_epoch_ms": self.last_epoch_ms,
-                "last_checkpoint_id": (cp.completed_ids() or [None])[-1],
-                "failure": None if self.failure is None else f"{type(self.failure).__name__}: {self.failure}"}
+        state = ("finished" if self.finished else "cancelled" if cp.cancelled else "stopped" if cp.stopped
+                 else "failed" if self.failure is not None else "running" if self.running else "created")
+        return JobStatusReport(
+            job_id=self.job_id, job_name=self.job_name, state=state, attempt=1, restarts=0,
+            last_completed_checkpoint_id=(cp.completed_ids() or [None])[-1], watermark_ms=self.watermark,
+            records_in=self.records_read, records_out=self.records_written(), epoch=self.epoch,
+            failures=() if self.failure is None else (f"{type(self.failure).__name__}: {self.failure}",))
 
-    def checkpoint_history(self) -> list[dict[str, Any]]:
-        """Completed checkpoints and savepoints, oldest first: id, savepoint flag, URI, bytes, epoch, duration."""
-        return [dict(h) for h in self.checkpointing.history]
+    def records_written(self) -> int:
+        """Records handed to sinks and collectors so far."""
+        return self.records_out
+
+    def checkpoint_history(self) -> list[CheckpointRecord]:
+        """Completed checkpoints and savepoints, oldest first."""
+        return [CheckpointRecord(
+            checkpoint_id=h["checkpoint_id"], kind="savepoint" if h["savepoint"] else "checkpoint",
+            status="completed", attempt=1, completed_ms=h.get("completed_ms", 0), external_pointer=h["uri"],
+            triggered_ms=h.get("triggered_ms", 0), size_bytes=h["bytes"], epoch=h["epoch"])
+            for h in self.checkpointing.history]
 
     def wait(self, timeout_s: float | None = None) -> JobExecutionResult:
         """Block until a submitted job ends; its JobExecutionResult, or its failure raised."""
@@ -445,6 +454,7 @@ class SparkJob:
                 for k, n in json.loads(value).items():
                     self.counters[k] = self.counters.get(k, 0) + int(n)
         for node_id, values in by_sink.items():
+            self.records_out += len(values)
             if node_id in self.collect_targets:
                 self.collect_targets[node_id].extend(values)
             else:

@@ -12,7 +12,7 @@ from checkpoints import SavepointHistoryPolicy, apply_savepoint_policy, list_sav
 from checkpoints.validation import read_outcome, validate_snapshot
 from checkpoints.validation.user_expectations import suite_path_for_job
 from checkpoints.validation_cli import validate_command
-from conftest import fed_routers
+from validation_state import fed_routers
 from snapshot_writer import write_snapshot
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from checkpoints.validation import validate_snapshot
-from conftest import fed_routers
+from validation_state import fed_routers
 from snapshot_writer import write_snapshot
 
 pytestmark = pytest.mark.spark

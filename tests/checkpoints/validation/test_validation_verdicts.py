@@ -9,7 +9,7 @@ import pytest
 
 from checkpoints import load_snapshot
 from checkpoints.validation import validate_snapshot
-from conftest import fed_routers
+from validation_state import fed_routers
 from snapshot_writer import write_snapshot
 
 WINDOW_CONTENTS = "keyed.window-contents"

@@ -91,10 +91,10 @@ def test_checkpoint_retention_savepoint_stop_and_rescaled_restore_on_s3(spark, s
     assert [len(r) for r in retained_seen] == [1, 2, 3, 3]
     assert retained_seen[-1] == {"chk-2", "chk-3", "chk-4"}  # chk-1 was subsumed and deleted
     history = job.checkpoint_history()
-    assert [h["checkpoint_id"] for h in history] == [1, 2, 3, 4] and all(h["bytes"] > 0 for h in history)
+    assert [h.checkpoint_id for h in history] == [1, 2, 3, 4] and all(h.size_bytes > 0 for h in history)
 
     savepoint = job.stop_with_savepoint(f"s3://{bucket}/savepoints").result(timeout=120)
-    assert savepoint.startswith(f"s3://{bucket}/savepoints/") and job.status()["state"] == "STOPPED"
+    assert savepoint.startswith(f"s3://{bucket}/savepoints/") and job.status().state == "stopped"
     assert not job.run_epoch()
     before_stop = list(job.collected[stream._node.id])
     assert before_stop and len(before_stop) < len(golden)

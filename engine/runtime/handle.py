@@ -1,0 +1,67 @@
+"""What a running job's handle reports, the same for every runtime (the job master and JobClient read it).
+
+Both runtimes' handles (``LocalJobClient``, the Spark runtime's ``SparkJob``) offer
+``job_id``, ``status() -> JobStatusReport``, ``checkpoint_history() -> list[CheckpointRecord]``,
+``trigger_savepoint(target_dir) -> Future[str]``, ``stop_with_savepoint(target_dir, drain) -> Future[str]``,
+``cancel()``, ``wait(timeout_s) -> JobExecutionResult`` and ``done()``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """One line of ``checkpoint_history()``."""
+
+    checkpoint_id: int
+    kind: str  # "checkpoint" | "savepoint" | "final"
+    status: str  # "completed"
+    attempt: int
+    completed_ms: int
+    external_pointer: str | None
+    alignment_ms_max: int = 0
+    #: in-flight buffers and watermarks persisted as channel state (unaligned checkpoints, seed 003)
+    in_flight_elements: int = 0
+    #: when the coordinator triggered it (the barrier timestamp)
+    triggered_ms: int = 0
+    #: bytes of state written (None where the runtime does not measure it)
+    size_bytes: int | None = None
+    #: the Spark runtime's epoch at the barrier (None on the local runtime)
+    epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatusReport:
+    """What ``status()`` reports."""
+
+    job_id: str
+    job_name: str
+    state: str  # "created" | "running" | "restarting" | "finished" | "stopped" | "cancelled" | "failed"
+    attempt: int
+    restarts: int
+    last_completed_checkpoint_id: int | None
+    watermark_ms: int
+    records_in: int
+    records_out: int
+    #: the Spark runtime's epoch number (0 on the local runtime)
+    epoch: int = 0
+    #: recent failures, newest last, as "ExceptionType: message"
+    failures: tuple[str, ...] = ()
+
+
+def stable_job_id(job_name: str, explicit: str | None = None) -> str:
+    """The id checkpoints, savepoints and the status document are stored under.
+
+    It must survive restarts of the master (supervision restarts a job from the
+    checkpoints of its previous run), so it is the job name — or the ``job_id``
+    runtime option — when that is a valid storage path segment, like Flink's fixed
+    job id in application mode; only an unusable name falls back to a random id.
+    """
+    for candidate in (explicit, job_name):
+        if candidate and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}", candidate):
+            return candidate
+    return uuid.uuid4().hex[:16]
