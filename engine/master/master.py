@@ -106,6 +106,11 @@ class JobMaster:
             if c.storage_uri:
                 cfg.set_checkpoint_storage_dir(c.storage_uri)
             cfg.set_num_retained_checkpoints(c.retained_checkpoints)
+            # a supervised job is restarted from its retained checkpoints, so they outlive a cancel or a
+            # killed master (Flink's recommended production setting; its default deletes them)
+            from engine.checkpointing.config import ExternalizedCheckpointRetention
+
+            cfg.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
         build_job(env, c.job_spec, c.params, c.output_dir)
         return env
 

@@ -161,3 +161,16 @@ def test_the_sluice_cli_runs_savepoints_and_stops_a_job(tmp_path: Path) -> None:
     finally:
         if run.poll() is None:
             run.kill()
+
+
+def test_checkpoints_of_a_cancelled_supervised_job_are_retained_for_restarts(running, tmp_path: Path) -> None:
+    master, client = running
+    client.cancel()
+    master.wait()
+    from checkpoints import CheckpointStorage, CompletedCheckpointStore
+
+    store = CompletedCheckpointStore(CheckpointStorage((tmp_path / "chk").as_uri(), "purchases"), retained=3)
+    retained = store.recover()
+    assert 1 <= len(retained) <= 3
+    latest = store.get_latest()
+    assert latest is not None and latest.metadata.checkpoint_id == max(r.checkpoint_id for r in retained)
