@@ -70,7 +70,7 @@ from engine.windowing.assigners import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from engine.windowing.triggers import EventTimeTrigger, OnMergeContext, ProcessingTimeTrigger, Trigger
+from engine.windowing.triggers import EventTimeTrigger, OnMergeContext, ProcessingTimeTrigger, Trigger, TriggerResult
 from engine.windowing.windows import TimeWindow
 
 WINDOW_CONTENTS_STATE = "window-contents"
@@ -78,6 +78,11 @@ KEYED_TABLE_PREFIX = "keyed/"
 TIMERS_TABLE = "timers"
 
 _DEAD = object()
+_CONTINUE = TriggerResult.CONTINUE
+_FIRE = TriggerResult.FIRE
+_FIRE_AND_PURGE = TriggerResult.FIRE_AND_PURGE
+#: bound of _TriggerContext's scoped-state cache (cleared wholesale when reached)
+_SCOPED_STATE_CACHE_LIMIT = 4096
 
 
 class _ScopedState:
@@ -125,6 +130,7 @@ class _TriggerContext(OnMergeContext):
         self._op = op
         self.window: Any = None
         self.merged_windows: list = []
+        self._scoped: dict[tuple[str, type, Any], _ScopedState] = {}
 
     def get_current_processing_time(self) -> int:
         return self._op.context.clock.now_ms()
@@ -145,7 +151,20 @@ class _TriggerContext(OnMergeContext):
         self._op.timer_service.delete_event_time_timer(self.window, time)
 
     def get_partitioned_state(self, state_descriptor: StateDescriptor) -> State:
-        return _ScopedState(self._op.keyed_state_backend.get_partitioned_state(state_descriptor), self.window)  # type: ignore[return-value]
+        # the backend returns one state object per name (checking the kind), and a _ScopedState only pins
+        # that object and a namespace, so one per (name, kind, window) serves every call
+        cache_key = (state_descriptor.name, type(state_descriptor), self.window)
+        try:
+            return self._scoped[cache_key]  # type: ignore[return-value]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable window: no caching
+            return _ScopedState(self._op.keyed_state_backend.get_partitioned_state(state_descriptor), self.window)  # type: ignore[return-value]
+        scoped = _ScopedState(self._op.keyed_state_backend.get_partitioned_state(state_descriptor), self.window)
+        if len(self._scoped) >= _SCOPED_STATE_CACHE_LIMIT:
+            self._scoped.clear()
+        self._scoped[cache_key] = scoped
+        return scoped  # type: ignore[return-value]
 
     def merge_partitioned_state(self, state_descriptor: StateDescriptor) -> None:
         if self.merged_windows:
@@ -417,11 +436,20 @@ class WindowOperator(OneInputStreamOperator):
                 self.context.metrics.inc("num_late_records_dropped")
 
     def _apply_trigger_result(self, result: Any, key: Any, window: Any, state_window: Any) -> None:
-        if result.is_fire():
+        # identity checks first: TriggerResult.is_fire()/is_purge() go through the enum's value property
+        if result is _CONTINUE:
+            return
+        if result is _FIRE:
+            fire, purge = True, False
+        elif result is _FIRE_AND_PURGE:
+            fire = purge = True
+        else:
+            fire, purge = result.is_fire(), result.is_purge()
+        if fire:
             contents = self._get_contents(state_window)
             if contents is not None:
                 self._emit_window_contents(key, window, state_window, contents)
-        if result.is_purge():
+        if purge:
             self._clear_contents(state_window)
 
     def _merging_window_set(self) -> MergingWindowSet:
