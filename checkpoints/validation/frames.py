@@ -22,7 +22,9 @@ expectation then names the rule (ARCHITECTURE section 7):
 
 Derivation is per state file (:func:`derive_file`), which is what lets the
 Spark path run the same code inside ``mapInArrow`` tasks: a key lives in one key
-group, so one file holds all of a key's sessions.
+group, so one file holds all of a key's sessions.  It is columnar (Arrow compute
+and numpy, the key hash in :mod:`checkpoints.validation.key_hash`): no Python
+call per row except for JSON accumulator fields and session lists.
 """
 
 from __future__ import annotations
@@ -35,11 +37,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from engine.state.key_groups import key_group_for_encoded_key
 from engine.state.snapshot import SCHEMA_FIELDS
 from engine.timers import EVENT_TIME, TIMER_SCHEMA_FIELDS
 
+from checkpoints.validation.key_hash import key_groups_of
 from checkpoints.validation.operator_config import (
     COUNT_TRIGGER_STATE,
     MERGING_WINDOW_SET_STATE,
@@ -147,88 +150,85 @@ def expected_column_types(task: FileTask) -> str:
     return EXPECTED_TIMER_TYPES if task.state_name is None else EXPECTED_STATE_TYPES
 
 
-def expected_key_groups(keys: pd.Series | pa.ChunkedArray, max_parallelism: int) -> np.ndarray:
-    """The stable key group of every encoded key, hashing each distinct key once (-1 for a null key)."""
-    array = keys if isinstance(keys, pa.ChunkedArray) else pa.chunked_array([pa.array(keys, pa.string())])
-    encoded = array.combine_chunks().dictionary_encode() if len(array) else pa.array([], pa.string()).dictionary_encode()
-    uniques = encoded.dictionary.to_pylist()
-    groups = np.fromiter((key_group_for_encoded_key(k, max_parallelism) for k in uniques),
-                         dtype=np.int64, count=len(uniques))
-    indices = encoded.indices.to_numpy(zero_copy_only=False)
-    out = np.full(len(array), -1, dtype=np.int64)
-    if len(array):
-        valid = ~encoded.is_null().to_numpy(zero_copy_only=False)
-        out[valid] = groups[indices[valid].astype(np.int64)]
-    return out
+def expected_key_groups(keys: pd.Series | pa.Array | pa.ChunkedArray, max_parallelism: int) -> np.ndarray:
+    """The stable key group of every encoded key (-1 for a null key), hashed in numpy (:mod:`key_hash`)."""
+    if isinstance(keys, pd.Series):
+        keys = pa.array(keys, pa.string())
+    return key_groups_of(keys, max_parallelism)
 
 
-def _column(table: pa.Table, name: str, n: int, kind: str) -> pd.Series:
+def _column(table: pa.Table, name: str, n: int, kind: pa.DataType) -> pa.Array:
+    """Column ``name`` as one Arrow array of type ``kind`` (all null when the file lacks it)."""
     if name in table.column_names:
-        return table.column(name).to_pandas()
-    return pd.Series([None] * n, dtype=kind)
+        column = table.column(name)
+        array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        return array if array.type == kind else array.cast(kind)
+    return pa.nulls(n, kind)
 
 
-def derive_file(task: FileTask, table: pa.Table) -> dict[str, pd.DataFrame]:
-    """``{frame kind: rows}`` derived from one state file (see the module docstring)."""
+def _floats(values: np.ndarray) -> pa.Array:
+    """A float64 Arrow array with NaN as null (what pandas shows as NaN and Spark as null)."""
+    return pa.array(values, _F64, from_pandas=True)
+
+
+def _constant(value: Any, n: int, kind: pa.DataType) -> pa.Array:
+    return pa.array(np.full(n, value, dtype=kind.to_pandas_dtype()), kind)
+
+
+def derive_file(task: FileTask, table: pa.Table) -> dict[str, pa.Table]:
+    """``{frame kind: rows}`` derived from one state file (see the module docstring), in the
+    fixed Arrow schema of :data:`COLUMNS`: pandas converts each asset once, Spark tasks yield it."""
     n = table.num_rows
-    key = _column(table, "key", n, "object")
+    key = _column(table, "key", n, _STR)
     common = {
-        "key_group": _column(table, "key_group", n, "float64").astype("float64").fillna(-1).astype("int64"),
+        "key_group": pc.fill_null(_column(table, "key_group", n, _I64), -1),
         "key": key,
-        "expected_key_group": expected_key_groups(
-            table.column("key") if "key" in table.column_names else key, task.max_parallelism),
-        "file_kg_start": np.full(n, task.kg_start, dtype=np.int64),
-        "file_kg_end": np.full(n, task.kg_end, dtype=np.int64),
-        "file_index": np.full(n, task.file_index, dtype=np.int64),
-        "watermark": np.full(n, float(task.watermark), dtype=np.float64),
+        "expected_key_group": pa.array(expected_key_groups(key, task.max_parallelism), _I64),
+        "file_kg_start": _constant(task.kg_start, n, _I64),
+        "file_kg_end": _constant(task.kg_end, n, _I64),
+        "file_index": _constant(task.file_index, n, _I64),
+        "watermark": _constant(float(task.watermark), n, _F64),
     }
     if task.state_name is None:
         return {TIMERS: _timer_frame(task, table, common, n)}
-    out = {STATE: _state_frame(task, table, common, n)}
+    state = _state_frame(task, table, common, n)
+    out = {STATE: state}
     if task.state_name == MERGING_WINDOW_SET_STATE:
-        out[SESSIONS] = _session_frame(task, out[STATE])
+        out[SESSIONS] = _session_frame(task, state)
     return out
 
 
-def _state_frame(task: FileTask, table: pa.Table, common: dict[str, Any], n: int) -> pd.DataFrame:
-    start = _column(table, "window_start", n, "float64").astype("float64")
-    end = _column(table, "window_end", n, "float64").astype("float64")
-    value = _column(table, "value", n, "object")
-    value_num = _column(table, "value_num", n, "float64").astype("float64")
+def _state_frame(task: FileTask, table: pa.Table, common: dict[str, Any], n: int) -> pa.Table:
+    start = _column(table, "window_start", n, _F64)
+    end = _column(table, "window_end", n, _F64)
+    value = _column(table, "value", n, _STR)
+    value_num = _column(table, "value_num", n, _F64)
     nan = np.full(n, np.nan)
     length, phase, cleanup = nan, nan, nan
     contents_hold_real_windows = task.merging is False and task.state_name != MERGING_WINDOW_SET_STATE
     if contents_hold_real_windows:
-        length = (end - start).to_numpy()
+        start_np = start.to_numpy(zero_copy_only=False)
+        end_np = end.to_numpy(zero_copy_only=False)
+        length = end_np - start_np
         if isinstance(task.slide_ms, int) and isinstance(task.offset_ms, int) and task.assigner_kind.startswith(
                 ("tumbling", "sliding")):
-            phase = np.mod(start.to_numpy() - task.offset_ms, task.slide_ms)
+            phase = np.mod(start_np - task.offset_ms, task.slide_ms)
         if task.is_event_time is True and isinstance(task.allowed_lateness_ms, int):
-            cleanup = (end - 1 + task.allowed_lateness_ms).to_numpy()
+            cleanup = end_np - 1 + task.allowed_lateness_ms
     count, lo, hi = _accumulators(task, value, value_num)
-    # built in one call: a frame grown column by column is fragmented, and every GX metric
-    # would pay for consolidating it again
-    return pd.DataFrame({
-        "key_group": common["key_group"], "key": common["key"],
-        "namespace": _column(table, "namespace", n, "object"),
+    columns = {
+        "key_group": common["key_group"], "key": common["key"], "namespace": _column(table, "namespace", n, _STR),
         "window_start": start, "window_end": end, "value": value, "value_num": value_num,
         **{k: common[k] for k in ("expected_key_group", "file_kg_start", "file_kg_end", "file_index")},
-        "window_length": length, "window_phase": phase, "cleanup_time": cleanup, "watermark": common["watermark"],
-        "value_chars": _value_chars(table, n),
-        "acc_count": count, "acc_min": lo, "acc_max": hi,
-    })
+        "window_length": _floats(length), "window_phase": _floats(phase), "cleanup_time": _floats(cleanup),
+        "watermark": common["watermark"],
+        "value_chars": pc.fill_null(pc.utf8_length(value), 0).cast(_I64),
+        "acc_count": _floats(count), "acc_min": _floats(lo), "acc_max": _floats(hi),
+    }
+    return pa.Table.from_arrays([columns[f.name] for f in STATE_COLUMNS], schema=STATE_COLUMNS)
 
 
-def _value_chars(table: pa.Table, n: int) -> np.ndarray:
-    if "value" not in table.column_names or not n:
-        return np.zeros(n, dtype=np.int64)
-    import pyarrow.compute as pc
-
-    lengths = pc.utf8_length(table.column("value").combine_chunks())
-    return pc.fill_null(lengths, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def _accumulators(task: FileTask, value: pd.Series, value_num: pd.Series) -> tuple[Any, Any, Any]:
+def _accumulators(task: FileTask, value: pa.Array, value_num: pa.Array) -> tuple[Any, Any, Any]:
     """``(count, min, max)`` columns of the accumulator, by aggregate kind (NaN where not applicable).
 
     Counts: CountTrigger's ``count`` state (engine/windowing/triggers.py) and aggregate kind "count";
@@ -249,16 +249,20 @@ def _accumulators(task: FileTask, value: pd.Series, value_num: pd.Series) -> tup
     return count, lo, hi
 
 
-def _numbers(value: pd.Series, value_num: pd.Series, path: Any) -> np.ndarray:
-    """The numeric accumulator field at ``path`` (None: the value itself); NaN where it is not a number."""
+def _numbers(value: pa.Array, value_num: pa.Array, path: Any) -> np.ndarray:
+    """The numeric accumulator field at ``path`` (None: the value itself); NaN where it is not a number.
+
+    The value itself is ``value_num`` (stored by the state table for numbers), parsed from the
+    JSON text only where that is null; a field of a JSON accumulator is parsed per row."""
     if path is None:
-        nums = value_num.to_numpy(dtype=np.float64, copy=True)
+        nums = value_num.to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
         missing = np.isnan(nums)
         if not missing.any():
             return nums
-        nums[missing] = [_pick(v, None) for v in value[missing]]
+        texts = value.filter(pa.array(missing)).to_pylist()
+        nums[missing] = [_pick(v, None) for v in texts]
         return nums
-    return np.fromiter((_pick(v, path) for v in value), dtype=np.float64, count=len(value))
+    return np.fromiter((_pick(v, path) for v in value.to_pylist()), dtype=np.float64, count=len(value))
 
 
 def _pick(text: Any, path: Any) -> float:
@@ -280,23 +284,24 @@ def _pick(text: Any, path: Any) -> float:
     return float(data)
 
 
-def _timer_frame(task: FileTask, table: pa.Table, common: dict[str, Any], n: int) -> pd.DataFrame:
-    kind = _column(table, "kind", n, "object")
-    timestamp = _column(table, "timestamp", n, "float64").astype("float64")
-    return pd.DataFrame({
-        "key_group": common["key_group"], "key": common["key"],
-        "namespace": _column(table, "namespace", n, "object"),
-        "timestamp": timestamp.fillna(0).astype("int64"),
-        "kind": kind,
+def _timer_frame(task: FileTask, table: pa.Table, common: dict[str, Any], n: int) -> pa.Table:
+    kind = _column(table, "kind", n, _STR)
+    timestamp = _column(table, "timestamp", n, _I64)
+    event = pc.fill_null(pc.equal(kind, EVENT_TIME), False)
+    columns = {
+        "key_group": common["key_group"], "key": common["key"], "namespace": _column(table, "namespace", n, _STR),
+        "timestamp": pc.fill_null(timestamp, 0), "kind": kind,
         **{k: common[k] for k in ("expected_key_group", "file_kg_start", "file_kg_end", "file_index", "watermark")},
-        "event_timestamp": timestamp.where(kind == EVENT_TIME).astype("float64"),
-    })
+        "event_timestamp": pc.if_else(event, timestamp.cast(_F64), pa.scalar(None, _F64)),
+    }
+    return pa.Table.from_arrays([columns[f.name] for f in TIMER_COLUMNS], schema=TIMER_COLUMNS)
 
 
-def _session_frame(task: FileTask, state: pd.DataFrame) -> pd.DataFrame:
+def _session_frame(task: FileTask, state: pa.Table) -> pa.Table:
     """One row per in-flight merged window, sorted per key, with the previous window's end."""
     keys, groups, starts, ends = [], [], [], []
-    for key, group, text in zip(state["key"], state["key_group"], state["value"]):
+    for key, group, text in zip(state.column("key").to_pylist(), state.column("key_group").to_pylist(),
+                                state.column("value").to_pylist()):
         try:
             rows = json.loads(text) if isinstance(text, str) else []
         except ValueError:
@@ -319,14 +324,8 @@ def _session_frame(task: FileTask, state: pd.DataFrame) -> pd.DataFrame:
         frame["cleanup_time"] = np.nan
     frame["watermark"] = float(task.watermark)
     frame["file_index"] = np.int64(task.file_index)
-    return frame
+    return pa.Table.from_pandas(frame[SESSION_COLUMNS.names], schema=SESSION_COLUMNS, preserve_index=False)
 
 
-def empty_frame(kind: str) -> pd.DataFrame:
-    return COLUMNS[kind].empty_table().to_pandas()
-
-
-def to_arrow(frame: pd.DataFrame, kind: str) -> pa.Table:
-    """The frame in its fixed Arrow schema (what Spark tasks yield)."""
-    schema = COLUMNS[kind]
-    return pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
+def empty_frame(kind: str) -> pa.Table:
+    return COLUMNS[kind].empty_table()

@@ -59,8 +59,8 @@ def _reader(store: Any, kind: str | None) -> Any:
                         schema=pa.schema([("file_index", pa.int64()), ("column_types", pa.string())]))
                     continue
                 frame = F.derive_file(task, table).get(kind)
-                if frame is not None and len(frame):
-                    yield from F.to_arrow(frame, kind).to_batches()
+                if frame is not None and frame.num_rows:
+                    yield from frame.to_batches()
 
     return read
 
