@@ -25,11 +25,12 @@ from engine.api.graph import (
     Transformation,
     WindowTransformation,
 )
-from engine.elements import StreamRecord
+from engine.elements import MIN_WATERMARK, StreamRecord
 from engine.errors import JobDefinitionError
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output
 from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
 from engine.runtime.plan import PhysicalPlan, Vertex
+from engine.runtime.spark.preaggregation import PreAggregation, preaggregation_for
 from engine.runtime.spark.rows import DEST_DEAD_LETTER, DEST_DRIVER, RowBuffer
 from engine.state import codec
 
@@ -51,6 +52,8 @@ class Routes:
 
     consumers: dict[tuple[int, str | None], list[Consumer]] = field(default_factory=dict)
     nodes: dict[int, Transformation] = field(default_factory=dict)
+    #: window node id -> its Spark SQL pre-aggregation (engine/runtime/spark/preaggregation.py)
+    preaggregations: dict[int, PreAggregation] = field(default_factory=dict)
 
     def of(self, node_id: int, tag_id: str | None) -> list[Consumer]:
         return self.consumers.get((node_id, tag_id), [])
@@ -74,6 +77,9 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int]) -> Routes:
                 and v.source_watermark_strategy is node.watermark_strategy:
             return Consumer(PASS, node.id)
         if isinstance(node, WindowTransformation):
+            pre = preaggregation_for(node)
+            if pre is not None:
+                routes.preaggregations[node.id] = pre
             return Consumer(WINDOW, node.id)
         raise JobDefinitionError(
             "runtime", "spark", f"cannot run {type(node).__name__} {node.name!r} yet",
@@ -105,6 +111,9 @@ class _NodeOutput(Output):
     def collect(self, record: StreamRecord) -> None:
         self.router.emit(self.node_id, None, (record,))
 
+    def collect_batch(self, records: list[StreamRecord]) -> None:
+        self.router.emit(self.node_id, None, records)
+
     def collect_side(self, tag: Any, record: StreamRecord) -> None:
         self.router.emit(self.node_id, tag.tag_id, (record,))
 
@@ -119,8 +128,13 @@ class Router:
     """Runs the stateless part of a task's chain and turns what leaves it into rows."""
 
     def __init__(self, routes: Routes, rows: RowBuffer, context: OperatorContext, channel: str,
-                 max_parallelism: int) -> None:
+                 max_parallelism: int, watermark_before: int = MIN_WATERMARK) -> None:
         self.routes = routes
+        #: W(n-1): panes with a window at or behind it take the element path (preaggregation.py)
+        self.watermark_before = watermark_before
+        #: per pre-aggregated window node: the (key, pane) pairs whose first record this task has written
+        self._seen: dict[int, set] = {}
+        self._behind: dict[tuple[int, int], bool] = {}
         self.rows = rows
         self.context = context
         self.channel = channel
@@ -163,16 +177,38 @@ class Router:
 
     def _to_window(self, node_id: int, records: Any) -> None:
         selector = self.routes.nodes[node_id].key_selector
+        pre = self.routes.preaggregations.get(node_id)
         add = self.rows.add
         channel = self.channel
+        encode, encode_key = codec.encode, codec.encode_key
+        seen = self._seen.setdefault(node_id, set()) if pre is not None else None
+        behind = self._behind
+        watermark = self.watermark_before
         for r in records:
+            value = r.value
             try:
-                key = codec.encode_key(selector(r.value))
+                key = encode_key(selector(value))
             except Exception as exc:  # noqa: BLE001 - a key the selector cannot give is a dead letter (local runtime too)
-                self.dead_letter(r.value, exc, "key_selector")
+                self.dead_letter(value, exc, "key_selector")
                 continue
             self.sequence += 1
-            add(node_id, split=channel, offset=self.sequence, ts=r.timestamp, key=key, value=codec.encode(r.value))
+            ts = r.timestamp
+            if pre is not None and ts is not None:
+                num = pre.numeric(value)
+                if num is not None:
+                    pane = pre.pane_start(ts)
+                    late = behind.get((node_id, pane))
+                    if late is None:
+                        late = behind[(node_id, pane)] = pre.oldest_window_max_timestamp(pane) <= watermark
+                    if not late:
+                        # only the pane's first record in this task can lend its other fields to a result
+                        first = (key, pane) not in seen
+                        if first:
+                            seen.add((key, pane))
+                        add(node_id, split=channel, offset=self.sequence, ts=ts, key=key,
+                            value=encode(value) if first else None, num=num)
+                        continue
+            add(node_id, split=channel, offset=self.sequence, ts=ts, key=key, value=encode(value))
 
     def close(self) -> None:
         for op in self._ops.values():

@@ -12,6 +12,10 @@ speaks the same schema.  ``_dest`` says where a row goes:
 * :data:`DEST_SPLIT` the end-of-slice report of one source split (``_value`` = JSON);
 * :data:`DEST_METRICS` a task's counters (``_value`` = JSON).
 
+A record row for a window whose aggregate Spark SQL pre-aggregates (engine/runtime/spark/preaggregation.py)
+also carries ``_num``, the aggregated field as a long; ``_value`` is then only set on the first record
+of its (key, pane) in its task, the only one whose other fields can reach a result.
+
 Values travel as codec JSON (engine/state/codec.py), never pickle: a spilled shuffle or a
 state row holds data only (ARCHITECTURE section 5).  State tables travel as Arrow IPC.
 """
@@ -42,9 +46,10 @@ ROW_SCHEMA = pa.schema([
     pa.field("_value", pa.string()),
     pa.field("_blob", pa.binary()),
     pa.field("_tag", pa.string()),
+    pa.field("_num", pa.int64()),
 ])
 ROW_DDL = ("_dest int, _kg int, _split string, _offset long, _ts long, _key string, _value string, "
-           "_blob binary, _tag string")
+           "_blob binary, _tag string, _num long")
 COLUMNS = tuple(ROW_SCHEMA.names)
 
 #: state rows sort before every record of their key group (their channel name is the smallest string)
@@ -61,7 +66,7 @@ class RowBuffer:
 
     def add(self, dest: int, *, kg: int | None = None, split: str | None = None, offset: int | None = None,
             ts: int | None = None, key: str | None = None, value: str | None = None, blob: bytes | None = None,
-            tag: str | None = None) -> None:
+            tag: str | None = None, num: int | None = None) -> None:
         c = self._cols
         c["_dest"].append(dest)
         c["_kg"].append(kg)
@@ -72,6 +77,7 @@ class RowBuffer:
         c["_value"].append(value)
         c["_blob"].append(blob)
         c["_tag"].append(tag)
+        c["_num"].append(num)
 
     def __len__(self) -> int:
         return len(self._cols["_dest"])

@@ -27,11 +27,12 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from engine.clock import ManualClock
-from engine.elements import MAX_WATERMARK, StreamRecord, Watermark
+from engine.elements import MAX_WATERMARK, MIN_WATERMARK, StreamRecord, Watermark
 from engine.operators.base import Metrics, OperatorContext
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.operator_factory import build_window_operator
 from engine.runtime.spark.chains import Router, Routes, _NodeOutput
+from engine.runtime.spark.preaggregation import preaggregation_for
 from engine.runtime.spark.rows import (
     DEST_METRICS,
     DEST_SPLIT,
@@ -43,7 +44,7 @@ from engine.runtime.spark.rows import (
     snapshot_to_row_parts,
 )
 from engine.state import codec
-from engine.state.key_groups import KeyGroupRange, key_group_range_for_operator
+from engine.state.key_groups import KeyGroupRange
 
 _FLUSH_ROWS = 8192
 
@@ -57,7 +58,7 @@ def _metrics_row(rows: RowBuffer, metrics: Metrics) -> None:
 
 
 def source_stage(source: Any, strategy: Any, routes: Routes, head_node_id: int, slices: list[dict],
-                 epoch_records: int, now_ms: int, max_parallelism: int):
+                 epoch_records: int, now_ms: int, max_parallelism: int, watermark_before: int = MIN_WATERMARK):
     """The ``mapInArrow`` function of a source vertex: input rows carry the slice index (one per partition).
 
     ``slices[i]``: ``{"split": SourceSplit JSON, "offset": S(n-1) or None, "watermarks": snapshot or None}``.
@@ -71,18 +72,19 @@ def source_stage(source: Any, strategy: Any, routes: Routes, head_node_id: int, 
                 piece = slices[index]
                 split = SourceSplit.from_json(piece["split"])
                 yield from _read_slice(source, strategy, routes, head_node_id, split, piece, epoch_records,
-                                       now_ms, max_parallelism)
+                                       now_ms, max_parallelism, watermark_before)
 
     return run
 
 
 def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, split: Any, piece: dict,
-                epoch_records: int, now_ms: int, max_parallelism: int) -> Iterator[pa.RecordBatch]:
+                epoch_records: int, now_ms: int, max_parallelism: int,
+                watermark_before: int) -> Iterator[pa.RecordBatch]:
     rows = RowBuffer()
     metrics = Metrics()
     clock = ManualClock(now_ms)
     context = OperatorContext(f"source-{head_node_id}", 0, 1, max_parallelism, clock=clock, metrics=metrics)
-    router = Router(routes, rows, context, split.split_id, max_parallelism)
+    router = Router(routes, rows, context, split.split_id, max_parallelism, watermark_before)
     context.dead_letter = router.dead_letter
     stage = SourceTimestampsAndWatermarks(
         strategy, clock, lambda dl: router.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"))
@@ -99,11 +101,9 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
             got = reader.read(remaining)
             for dl in got.dead_letters:
                 router.dead_letter(dl.raw, ValueError(dl.error), f"source:{split.split_id}@{dl.offset}")
-            records = []
-            for value in got.values:
-                for element in stage.on_record(split.split_id, value):
-                    if type(element) is StreamRecord:
-                        records.append(element)
+            # one stamping loop per read (per-record watermarks are not observable inside an epoch:
+            # the driver combines split watermarks at epoch ends only)
+            records = [e for e in stage.on_records(split.split_id, got.values) if type(e) is StreamRecord]
             if records:
                 router.emit(head_node_id, None, records)
             read += len(got.values)
@@ -144,17 +144,22 @@ def window_stage(nodes: dict[int, Any], routes: Routes, *, epoch: int, paralleli
     """The ``mapInArrow`` function of window vertices sharing a stage (rows sorted by node, key group)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
+        from engine.errors import IllegalStateError
+        from engine.state.key_groups import operator_index_for_key_group
 
-        subtask = TaskContext.get().partitionId()
-        owned = key_group_range_for_operator(max_parallelism, parallelism, subtask)
+        # The subtask comes from the data, not TaskContext.partitionId(): the stage may be computed
+        # inside a union with other stages (its local checkpoint materializes lazily), which renumbers
+        # partitions.  Every key group of one partition must belong to the same subtask.
+        subtask: int | None = None
         rows = RowBuffer()
         metrics = Metrics()
         for (node_id, kg), table in _runs(batches):
-            if not owned.contains(kg):
-                from engine.errors import IllegalStateError
-
-                raise IllegalStateError(f"Bug: key group {kg} reached subtask {subtask}, which owns {owned}")
+            owner = operator_index_for_key_group(max_parallelism, parallelism, kg)
+            if subtask is None:
+                subtask = owner
+            elif owner != subtask:
+                raise IllegalStateError(
+                    f"Bug: key group {kg} (subtask {owner}) shares a partition with subtask {subtask}'s key groups")
             node = nodes[node_id]
             _run_key_group(node, node.operator_uid(), node_id, routes, rows, metrics, kg, subtask, table, epoch=epoch,
                            parallelism=parallelism, max_parallelism=max_parallelism,
@@ -201,7 +206,7 @@ def _run_key_group(node: Any, uid: str, node_id: int, routes: Routes, rows: RowB
                    watermark_before: int, watermark_after: int, now_ms: int) -> None:
     context = OperatorContext(uid, subtask, parallelism, max_parallelism, KeyGroupRange(kg, kg),
                               clock=ManualClock(now_ms), metrics=metrics)
-    router = Router(routes, rows, context, f"{node_id}/{kg}", max_parallelism)
+    router = Router(routes, rows, context, f"{node_id}/{kg}", max_parallelism, watermark_before)
     context.dead_letter = router.dead_letter
     operator = build_window_operator(node)
     operator.open(context, _NodeOutput(router, node_id))
@@ -217,7 +222,11 @@ def _run_key_group(node: Any, uid: str, node_id: int, routes: Routes, rows: RowB
     operator.advance_processing_time(now_ms)
     values = table.column("_value").to_pylist()
     stamps = table.column("_ts").to_pylist()
-    records = [StreamRecord(codec.decode(values[i]), stamps[i]) for i, d in enumerate(dests) if d == node_id]
+    nums = table.column("_num").to_pylist()
+    pre = preaggregation_for(node)
+    decode = codec.decode
+    records = [StreamRecord(decode(values[i]) if nums[i] is None else pre.apply(decode(values[i]), nums[i]), stamps[i])
+               for i, d in enumerate(dests) if d == node_id]
     if records:
         operator.process_batch(records)
     if watermark_after > operator.current_watermark():

@@ -1,0 +1,130 @@
+"""Local-global aggregation on Spark: built-in sum/min/max folded in Spark SQL before Python sees them.
+
+ARCHITECTURE section 3 and issue 5: "incremental aggregates without an evictor are pre-aggregated
+per (key, window) in Spark SQL before Python sees them", the way Flink's local-global aggregation
+splits one aggregation into a partial one before the shuffle and a final one after it.
+
+**Which windows.**  A window vertex qualifies (:func:`preaggregation_for`) when its result can
+only depend on the fold of its elements: a non-merging event-time assigner Spark SQL can compute
+(``TumblingEventTimeWindows``, ``SlidingEventTimeWindows``), the default ``EventTimeTrigger``
+(seed 000: it registers one timer per window and fires only on it, so folding several elements
+at once cannot skip a firing), no evictor, and a built-in ``sum``/``min``/``max`` (their
+``vectorized`` kind, engine/windowing/aggregations.py).  Reduce functions and ``min_by``/
+``max_by`` keep the element path: their result depends on which element won, which a partial
+aggregate would have to carry whole.
+
+**Panes, not windows.**  Records are grouped per (key, *pane*): the slices of width
+``gcd(size, slide)`` aligned with the assigner's offset.  Every timestamp of a pane belongs to
+exactly the same windows, so one partial per pane, given the timestamp of its first element, is
+assigned by the shared WindowOperator to the very windows each of its elements would have been
+(the operator's ``process_batch`` does the per-window fold and timer work as for any record).
+
+**Exactness.**  The fold of the elements path is ``add`` in arrival order; its result is the
+window's first element with the field replaced by the aggregate (Flink's SumAggregator /
+ComparableAggregator).  A partial is the pane's first element in arrival order (the smallest
+``(channel, sequence)``, the order the window stage sorts by) with the field set to the pane's
+sum/min/max, and it sits at that first element's position.  Only Python ``int`` fields (not bool)
+within ±2^31 take this path, so the SQL ``long`` arithmetic equals Python's and the sum cannot
+overflow below 2^32 elements; any other value travels as an element.  Late-but-allowed elements
+re-fire the window once each in Flink, so a pane whose oldest window is at or behind the epoch's
+starting watermark W(n-1) takes the element path whole (the window stage judges every record of
+epoch n against W(n-1); ARCHITECTURE section 4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+from typing import Any
+
+#: ints beyond this magnitude take the element path (see the module docstring, "Exactness")
+_INT_LIMIT = 2**31
+
+_SQL_AGG = {"sum": "sum", "min": "min", "max": "max"}
+
+
+@dataclass(frozen=True, slots=True)
+class PreAggregation:
+    """How one window vertex's records are pre-aggregated (module docstring)."""
+
+    kind: str
+    field: int | str
+    size: int
+    slide: int
+    offset: int
+
+    @property
+    def pane(self) -> int:
+        return gcd(self.size, self.slide)
+
+    def pane_start(self, timestamp: int) -> int:
+        pane = self.pane
+        return timestamp - (timestamp - self.offset) % pane
+
+    def oldest_window_max_timestamp(self, timestamp: int) -> int:
+        """``max_timestamp()`` of the oldest window holding ``timestamp`` (the assigner's arithmetic)."""
+        last = timestamp - (timestamp - self.offset) % self.slide
+        oldest = last - ((last - timestamp + self.size - 1) // self.slide) * self.slide
+        return oldest + self.size - 1
+
+    def numeric(self, value: Any) -> int | None:
+        """The aggregated field when it may be folded in SQL, else None (the element path)."""
+        field = self.field
+        try:
+            if isinstance(value, (tuple, list, dict)):
+                x = value[field]  # type: ignore[index]
+            elif field == 0:
+                x = value
+            else:
+                return None
+        except (IndexError, KeyError, TypeError):
+            return None
+        return x if type(x) is int and -_INT_LIMIT < x < _INT_LIMIT else None
+
+    def apply(self, first: Any, aggregate: int) -> Any:
+        """The partial record: the pane's first element with the field set to the pane's aggregate."""
+        from engine.windowing.aggregations import set_field
+
+        return set_field(first, self.field, aggregate)
+
+
+def preaggregation_for(node: Any) -> PreAggregation | None:
+    """The pre-aggregation of a WindowTransformation, or None when its elements must reach Python."""
+    from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
+    from engine.windowing.triggers import EventTimeTrigger
+
+    spec = getattr(node, "function", None)
+    if spec is None or spec.kind != "aggregate" or node.evictor is not None:
+        return None
+    if node.trigger is not None and type(node.trigger) is not EventTimeTrigger:
+        return None
+    vectorized = getattr(spec.aggregate_function, "vectorized", None)
+    if vectorized is None or vectorized.kind not in _SQL_AGG:
+        return None
+    assigner = node.assigner
+    if type(assigner) is TumblingEventTimeWindows:
+        size = slide = assigner.size_ms
+    elif type(assigner) is SlidingEventTimeWindows:
+        size, slide = assigner.size_ms, assigner.slide_ms
+    else:
+        return None
+    return PreAggregation(vectorized.kind, vectorized.field, size, slide, assigner.offset_ms)
+
+
+def preaggregate(records: Any, pre: PreAggregation) -> Any:
+    """Spark SQL: one row per (vertex, key, pane) out of the record rows that carry ``_num``.
+
+    The row is the pane's first record (smallest ``(_split, _offset)``, whose ``_value`` the reading
+    task kept) with ``_num`` = the pane's sum/min/max; Spark folds partially before the shuffle.
+    """
+    from pyspark.sql import functions as F
+
+    pane = f"_ts - pmod(_ts - {pre.offset}, {pre.pane})"
+    first = F.min(F.struct("_split", "_offset", "_ts", "_value")).alias("_first")
+    folded = F.expr(f"{_SQL_AGG[pre.kind]}(_num)").alias("_num")
+    grouped = records.groupBy("_dest", "_key", F.expr(pane).alias("_pane")).agg(first, folded)
+    return grouped.select(
+        "_dest", F.lit(None).cast("int").alias("_kg"), F.col("_first._split").alias("_split"),
+        F.col("_first._offset").alias("_offset"), F.col("_first._ts").alias("_ts"), "_key",
+        F.col("_first._value").alias("_value"), F.lit(None).cast("binary").alias("_blob"),
+        F.lit(None).cast("string").alias("_tag"), "_num")
