@@ -47,6 +47,7 @@ from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkSt
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.runtime.plan import PhysicalPlan, build_plan
 from engine.runtime.spark.chains import build_routes
+from engine.runtime.spark.preaggregation import preaggregate
 from engine.runtime.spark.rows import (
     DEST_DEAD_LETTER,
     DEST_DRIVER,
@@ -287,16 +288,20 @@ class SparkJob:
 
     def drain_to_max_watermark(self) -> None:
         """End event time without reading: every window vertex advances to MAX_WATERMARK (stop --drain)."""
-        from pyspark.sql import functions as F
-
         with self.lock:
             stage_outputs: list[Any] = []
             now_ms = self.clock.now_ms()
             self._run_windows(self.windows, stage_outputs, self.watermark, MAX_WATERMARK, now_ms)
             self.watermark = MAX_WATERMARK
             if stage_outputs:
-                self._deliver(_union(stage_outputs).where(
-                    F.col("_dest").isin(DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS)).select("_dest", "_value", "_tag").collect())
+                self._deliver(self._driver_rows(stage_outputs))
+
+    def _driver_rows(self, frames: list[Any]) -> list[Any]:
+        """One Spark job: the rows of ``frames`` for the driver; it also materializes their local checkpoints."""
+        from pyspark.sql import functions as F
+
+        return _union(frames).where(F.col("_dest").isin(DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLIT)) \
+            .select("_dest", "_value", "_tag").collect()
 
     def run_epoch(self) -> bool:
         """One epoch with its boundary work (control requests, checkpoint); False once the job stopped or ended."""
@@ -318,43 +323,43 @@ class SparkJob:
         with self.lock:
             self.epoch += 1
             now_ms = self.clock.now_ms()
-            stage_outputs = []
-            source_frames = [f for f in (self._source_frame(v, now_ms) for v in self.sources) if f is not None]
-            if source_frames:
-                src = _union(source_frames).localCheckpoint(eager=True)
-                stage_outputs.append(src)
-                reports = [json.loads(r[0]) for r in src.where(F.col("_dest") == DEST_SPLIT).select("_value").collect()]
-            else:
-                reports = []
             before = self.watermark
+            # one Spark job reads every split: its driver rows are the split reports plus what sinks get
+            source_frames = [f for f in (self._source_frame(v, now_ms, before) for v in self.sources) if f is not None]
+            stage_outputs = []
+            source_rows: list[Any] = []
+            if source_frames:
+                src = _union(source_frames).localCheckpoint(eager=False)
+                stage_outputs.append(src)
+                source_rows = self._driver_rows([src])
+            reports = [json.loads(value) for dest, value, _ in source_rows if dest == DEST_SPLIT]
             after = self._advance_watermark(reports)
             epoch_records = sum(r["records"] for r in reports)
             self.records_read += epoch_records
             active = [v for v in self.windows if not (
                 after == before and epoch_records == 0 and v.head.assigner.is_event_time())]  # else nothing can change
-            self._run_windows(active, stage_outputs, before, after, now_ms)
+            window_outputs = self._run_windows(active, stage_outputs, before, after, now_ms)
             self.watermark = after
-            if stage_outputs:
-                driver_rows = _union(stage_outputs).where(
-                    F.col("_dest").isin(DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS)
-                ).select("_dest", "_value", "_tag").collect()
-                self._deliver(driver_rows)
+            self._deliver(source_rows)
+            if window_outputs:
+                self._deliver(self._driver_rows(window_outputs))  # the second job: shuffles and window stages
             if self.bounded and all(s["finished"] for s in self.splits.values()) and after == MAX_WATERMARK:
                 self.finished = True
         self.last_epoch_ms = int((time.monotonic() - started) * 1000)
 
     # ---- stages ------------------------------------------------------------------------------------------------
-    def _source_frame(self, v: Any, now_ms: int) -> Any:
+    def _source_frame(self, v: Any, now_ms: int, watermark_before: int) -> Any:
         pieces = [s for s in self.splits.values() if s["vertex"] == v.id and not s["finished"]]
         if not pieces:
             return None
         slices = [{"split": s["split"].to_json(), "offset": s["offset"], "watermarks": s["watermarks"]} for s in pieces]
         strategy = v.source_watermark_strategy or WatermarkStrategy.no_watermarks()
         fn = source_stage(v.head.source, strategy, self.routes, v.head.id, slices, self.runtime.epoch_records,
-                          now_ms, self.max_parallelism)
+                          now_ms, self.max_parallelism, watermark_before)
         return self.spark.range(0, len(slices), numPartitions=len(slices)).mapInArrow(fn, ROW_DDL)
 
-    def _run_windows(self, vertices: list[Any], stage_outputs: list[Any], before: int, after: int, now_ms: int) -> None:
+    def _run_windows(self, vertices: list[Any], stage_outputs: list[Any], before: int, after: int,
+                     now_ms: int) -> list[Any]:
         """Run window vertices level by level: one Spark stage per (level, parallelism), not one per vertex.
 
         A vertex is ready when every window vertex upstream of it ran in this epoch; ready vertices
@@ -366,6 +371,7 @@ class SparkJob:
 
         pending = list(vertices)
         done: set[int] = set()
+        window_outputs: list[Any] = []
         while pending:
             ready = [v for v in pending if all(u in done or u not in {p.head.id for p in pending}
                                                for u in self.upstream_windows[v.head.id])]
@@ -381,8 +387,10 @@ class SparkJob:
                     self.state[v.head.id] = out.where(
                         (F.col("_dest") == DEST_STATE) & (F.col("_tag") == str(v.head.id)))
             stage_outputs.extend(outs)
+            window_outputs.extend(outs)
             done.update(v.head.id for v in ready)
             pending = [v for v in pending if v.head.id not in done]
+        return window_outputs
 
     def _window_frame(self, group: list[Any], stage_outputs: list[Any], before: int, after: int, now_ms: int) -> Any:
         from pyspark.sql import functions as F
@@ -392,6 +400,13 @@ class SparkJob:
         parallelism = group[0].parallelism
         ids = [v.head.id for v in group]
         parts = [df.where(F.col("_dest").isin(*ids)) for df in stage_outputs]
+        pre_ids = [i for i in ids if i in self.routes.preaggregations]
+        if parts and pre_ids:
+            records = _union(parts)
+            partial = F.col("_dest").isin(*pre_ids) & F.col("_num").isNotNull()
+            parts = [records.where(~partial)]
+            for i in pre_ids:
+                parts.append(preaggregate(records.where(partial & (F.col("_dest") == i)), self.routes.preaggregations[i]))
         parts += [self.state[i] for i in ids if self.state[i] is not None]
         if not parts:
             parts.append(self.spark.createDataFrame([], ROW_DDL))
@@ -406,7 +421,7 @@ class SparkJob:
                   .sortWithinPartitions("_node", "_kg", "_split", "_offset"))
         fn = window_stage({v.head.id: v.head for v in group}, self.routes, epoch=self.epoch, parallelism=parallelism,
                           max_parallelism=mp, watermark_before=before, watermark_after=after, now_ms=now_ms)
-        return placed.mapInArrow(fn, ROW_DDL).localCheckpoint(eager=True)
+        return placed.mapInArrow(fn, ROW_DDL).localCheckpoint(eager=False)
 
     def _advance_watermark(self, reports: list[dict]) -> int:
         valve = self.valve
@@ -450,7 +465,7 @@ class SparkJob:
                 except Exception:  # noqa: BLE001 - a dead letter's value is shown as it came
                     pass
                 self.dead_letters.append(doc)
-            else:
+            elif dest == DEST_METRICS:
                 for k, n in json.loads(value).items():
                     self.counters[k] = self.counters.get(k, 0) + int(n)
         for node_id, values in by_sink.items():
