@@ -63,8 +63,11 @@ def _tag_id(tag: Any) -> str | None:
     return None if tag is None else tag.tag_id
 
 
-def build_routes(plan: PhysicalPlan, driver_nodes: set[int]) -> Routes:
-    """Routes for every node of ``plan``; ``driver_nodes`` are sink/collect node ids (rows to the driver)."""
+def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: bool = True) -> Routes:
+    """Routes for every node of ``plan``; ``driver_nodes`` are sink/collect node ids (rows to the driver).
+
+    ``preaggregation=False`` keeps every window on the element path (to compare both paths).
+    """
     routes = Routes()
 
     def consumer(node: Transformation, v: Vertex) -> Consumer:
@@ -77,7 +80,7 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int]) -> Routes:
                 and v.source_watermark_strategy is node.watermark_strategy:
             return Consumer(PASS, node.id)
         if isinstance(node, WindowTransformation):
-            pre = preaggregation_for(node)
+            pre = preaggregation_for(node) if preaggregation else None
             if pre is not None:
                 routes.preaggregations[node.id] = pre
             return Consumer(WINDOW, node.id)

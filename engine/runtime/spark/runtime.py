@@ -92,7 +92,8 @@ class SparkRuntime:
     Runtime options (``env.set_runtime_option``): ``epoch_records`` (records per split per epoch,
     default 10 000), ``master`` (default ``local[2]``; ignored when a session is active),
     ``from_savepoint`` (alias ``restore_from``: a checkpoint or savepoint URI), ``storage_options`` (dict for
-    ``checkpoints.open_store``, e.g. ``{"endpoint_url": ...}``), ``max_epochs`` (stop after that
+    ``checkpoints.open_store``, e.g. ``{"endpoint_url": ...}``), ``preaggregation`` (default True: built-in
+    sum/min/max folded in Spark SQL first, engine/runtime/spark/preaggregation.py), ``max_epochs`` (stop after that
     many epochs: for unbounded sources in tests and benchmarks).
     """
 
@@ -104,6 +105,9 @@ class SparkRuntime:
         self.restore_from = opts.get("from_savepoint", opts.get("restore_from"))
         self.storage_options = dict(opts.get("storage_options") or {})
         self.max_epochs = opts.get("max_epochs")
+        self.preaggregation = opts.get("preaggregation", True)
+        if not isinstance(self.preaggregation, bool):
+            raise JobDefinitionError("preaggregation", self.preaggregation, "must be a bool")
         if self.max_epochs is not None:
             _positive_int("max_epochs", self.max_epochs)
 
@@ -163,7 +167,7 @@ class SparkJob:
         self.collect_targets: dict[int, list[Any]] = {
             node.id: node.sink for v in plan.vertices for node in v.nodes if isinstance(node, _CollectNode)}
         driver_nodes = {node.id for v in plan.vertices for node in v.nodes if isinstance(node, SinkTransformation)}
-        self.routes = build_routes(plan, driver_nodes)
+        self.routes = build_routes(plan, driver_nodes, runtime.preaggregation)
         self.windows = [v for v in plan.vertices if isinstance(v.head, WindowTransformation)]
         self.upstream_windows = {v.head.id: _upstream_windows(v) for v in self.windows}
         self.sources = [v for v in plan.vertices if v.is_source()]

@@ -32,7 +32,6 @@ from engine.operators.base import Metrics, OperatorContext
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.operator_factory import build_window_operator
 from engine.runtime.spark.chains import Router, Routes, _NodeOutput
-from engine.runtime.spark.preaggregation import preaggregation_for
 from engine.runtime.spark.rows import (
     DEST_METRICS,
     DEST_SPLIT,
@@ -223,7 +222,7 @@ def _run_key_group(node: Any, uid: str, node_id: int, routes: Routes, rows: RowB
     values = table.column("_value").to_pylist()
     stamps = table.column("_ts").to_pylist()
     nums = table.column("_num").to_pylist()
-    pre = preaggregation_for(node)
+    pre = routes.preaggregations.get(node_id)
     decode = codec.decode
     records = [StreamRecord(decode(values[i]) if nums[i] is None else pre.apply(decode(values[i]), nums[i]), stamps[i])
                for i, d in enumerate(dests) if d == node_id]
