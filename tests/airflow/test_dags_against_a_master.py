@@ -101,8 +101,17 @@ def test_deploy_checkpoints_savepoint_supervise_restore_housekeeping(sluice_env)
     doc = status_doc(job_id)
     assert (doc.extra["restored_from"], doc.extra["parallelism"], doc.extra["pid"]) == (older, 4, restored["pid"])
 
-    # housekeeping: an orphaned folder is removed, retention holds
+    # housekeeping while the job runs: the grace period cannot drop below the live minimum
     store = hook().store
+    store.put_bytes(f"{job_id}/chk-999999/counts/0/contents.kg0.parquet", b"left behind by an aborted checkpoint")
+    state, tasks, values = run_dag("sluice_housekeeping", deployment="purchases", grace_period_s=0)
+    assert state == "success", tasks
+    assert values["clean_orphans"]["orphans"] == [] and values["retention_audit"]["ok"] is True
+    assert list(store.list(f"{job_id}/chk-999999/"))
+
+    # housekeeping after the job stopped: the orphaned folder is removed, retention holds
+    hook().cancel(job_id)
+    wait_until(lambda: hook().get_status(job_id).source != "control-api", what="job stopped")
     store.put_bytes(f"{job_id}/chk-999999/counts/0/contents.kg0.parquet", b"left behind by an aborted checkpoint")
     state, tasks, values = run_dag("sluice_housekeeping", deployment="purchases", grace_period_s=0)
     assert state == "success", tasks

@@ -26,7 +26,19 @@ import pytest
 from conftest import kill_masters, wait_until
 from dag_helpers import run_dag
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.airflow,
+    pytest.mark.slow,
+    # Strict: when the job side is fixed this XPASSes, fails the run, and the marker must go.
+    pytest.mark.xfail(strict=True, reason=(
+        "job side, seen 2026-11-21 with the lead's uncommitted `sluice run`: (1) Great Expectations fails real "
+        "local-runtime savepoints: tables '<op>.state.t<N>-timers' are checked as keyed state ('every entry has a "
+        "value') and job.files expects the window-contents layout for the timers layout; (2) after restoring an "
+        "older savepoint into the same job id, checkpoint ids restart at savepoint id + 1, below the index's "
+        "max_checkpoint_id, so the first checkpoint fails (FINALIZE_CHECKPOINT_FAILURE) and the job fails. "
+        "With validation replaced by a structural check, deploy, retention, savepoints and the supervised "
+        "restart from the latest checkpoint pass with the real job")),
+]
 
 JOB_PARAMS = {"events_per_split": None, "late_fraction": 0.0, "malformed_fraction": 0.0, "events_per_second": 20}
 
