@@ -924,6 +924,11 @@ def _window_geometry(assigner: WindowAssigner) -> tuple[int, int, int] | None:
     return None
 
 
+#: element types whose field the batch folds read with itemgetter (others go through add(), e.g. a str is a
+#: scalar element, not a sequence of fields)
+_FIELD_CONTAINERS = (tuple, list, dict)
+
+
 def _batch_folder(incremental: IncrementalAggregation) -> Callable[[Any, list], Any]:
     """``fold(existing_accumulator_or_None, values) -> accumulator`` for process_batch.
 
@@ -942,13 +947,29 @@ def _batch_folder(incremental: IncrementalAggregation) -> Callable[[Any, list], 
     if kind in ("sum", "min", "max"):
         def fold_field(acc: Any, values: list) -> Any:
             try:
-                if acc is None and len(values) == 1:
-                    # what add() does with a first element: check the field is there, keep the element
-                    value = values[0]
-                    getter(value)
-                    return value
-                it = iter(values)
-                base = next(it) if acc is None else acc
+                if acc is None:
+                    base = values[0]
+                    if not isinstance(base, _FIELD_CONTAINERS):
+                        return generic(acc, values)  # a scalar stream: add() reads the value itself
+                    if len(values) == 1:
+                        # what add() does with a first element: check the field is there, keep the element
+                        getter(base)
+                        return base
+                    it = iter(values)
+                    next(it)
+                else:
+                    base = acc
+                    if not isinstance(base, _FIELD_CONTAINERS):
+                        return generic(acc, values)
+                    if len(values) == 1:
+                        x = getter(values[0])
+                        running = getter(base)
+                        if kind == "sum":
+                            return set_field(base, field, running + x)
+                        if kind == "min":
+                            return set_field(base, field, running if running < x else x)
+                        return set_field(base, field, running if running > x else x)
+                    it = iter(values)
                 running = getter(base)
                 if kind == "sum":
                     for v in it:
@@ -976,6 +997,8 @@ def _batch_folder(incremental: IncrementalAggregation) -> Callable[[Any, list], 
             try:
                 it = iter(values)
                 best = next(it) if acc is None else acc
+                if not isinstance(best, _FIELD_CONTAINERS):
+                    return generic(acc, values)  # a scalar stream: add() reads the value itself
                 best_field = getter(best)
                 for v in it:
                     x = getter(v)
