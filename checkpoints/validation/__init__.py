@@ -22,34 +22,30 @@ snapshot's offsets), ``records`` (the ``validation`` field of ``_metadata``),
 
 from __future__ import annotations
 
+import importlib
 import os
+from typing import Any
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
-from checkpoints.validation.operator_config import RUNTIME_FIELDS, UNKNOWN, window_operator_config  # noqa: E402
-from checkpoints.validation.records import read_outcome, record_outcome, validation_field  # noqa: E402
-from checkpoints.validation.runner import (  # noqa: E402
-    DEFAULT_SPARK_ROW_THRESHOLD,
-    FailedExpectation,
-    ValidationReport,
-    ensure_restorable,
-    validate_snapshot,
-)
-from checkpoints.validation.compatibility import CompatibilityReport, Incompatibility, check_compatibility  # noqa: E402
+# Exported names -> defining module, imported on first use: Spark's Python workers import
+# checkpoints.validation.frames to derive frames, and importing Great Expectations there
+# (several seconds per worker) would cost more than the derivation itself.
+_EXPORTS = {
+    "RUNTIME_FIELDS": "operator_config", "UNKNOWN": "operator_config", "window_operator_config": "operator_config",
+    "read_outcome": "records", "record_outcome": "records", "validation_field": "records",
+    "DEFAULT_SPARK_ROW_THRESHOLD": "runner", "FailedExpectation": "runner", "ValidationReport": "runner",
+    "ensure_restorable": "runner", "validate_snapshot": "runner",
+    "CompatibilityReport": "compatibility", "Incompatibility": "compatibility", "check_compatibility": "compatibility",
+}
 
-__all__ = [
-    "CompatibilityReport",
-    "Incompatibility",
-    "check_compatibility",
-    "ensure_restorable",
-    "DEFAULT_SPARK_ROW_THRESHOLD",
-    "FailedExpectation",
-    "RUNTIME_FIELDS",
-    "UNKNOWN",
-    "ValidationReport",
-    "read_outcome",
-    "record_outcome",
-    "validate_snapshot",
-    "validation_field",
-    "window_operator_config",
-]
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -61,6 +61,7 @@ DEFAULT_SPARK_ROW_THRESHOLD = 5_000_000
 DATA_DOCS_SITE = "sluice"
 PARTIAL_UNEXPECTED = 5
 RESULTS_DIR = "_validation"
+RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": PARTIAL_UNEXPECTED}
 
 
 def _wall_clock_ms() -> int:
@@ -206,19 +207,19 @@ def validate_snapshot(
             from engine.runtime.spark.session import get_or_create_spark
 
             spark = get_or_create_spark()
-        asset_frames = spark_frames(spark, snap, plan, tasks)
+        asset_frames, cached = spark_frames(spark, snap, plan, tasks)
     else:
-        asset_frames = pandas_frames(snap, plan, tasks)
+        asset_frames, cached = pandas_frames(snap, plan, tasks), None
     if SOURCE_OFFSETS_ASSET in plan.assets:
-        asset_frames[SOURCE_OFFSETS_ASSET] = ("pandas", offsets_frame(metadata.source_positions, previous or {}))
+        offsets = offsets_frame(metadata.source_positions, previous or {})
+        asset_frames[SOURCE_OFFSETS_ASSET] = ("pandas", offsets, len(offsets))
     docs_dir = Path(data_docs_dir).absolute() if data_docs_dir else default_data_docs_dir()
     run_name = f"{metadata.job_id}-{'sp' if metadata.is_savepoint() else 'chk'}-{metadata.checkpoint_id}-{started}"
     try:
         outcomes, failed, docs_url = run_gx(plan, asset_frames, docs_dir, run_name, build_data_docs)
     finally:
-        for engine_name, frame in asset_frames.values():
-            if engine_name == "spark":
-                frame.unpersist()
+        if cached is not None:
+            cached.unpersist()
     report = ValidationReport(
         snapshot_uri=snap.uri, job_id=metadata.job_id, checkpoint_id=metadata.checkpoint_id,
         status="failed" if failed else "passed", engine="spark" if use_spark else "pandas",
@@ -269,8 +270,8 @@ def asset_of(task: F.FileTask, kind: str) -> str:
     return state_asset(task.operator_uid, task.state_name or "")
 
 
-def pandas_frames(snap: Snapshot, plan: SuitePlan, tasks: list[F.FileTask]) -> dict[str, tuple[str, Any]]:
-    """``{asset: ("pandas", DataFrame)}`` for every asset of ``plan`` (empty frames where no file contributes).
+def pandas_frames(snap: Snapshot, plan: SuitePlan, tasks: list[F.FileTask]) -> dict[str, tuple[str, Any, int]]:
+    """``{asset: ("pandas", DataFrame, rows)}`` for every asset of ``plan`` (empty frames where no file contributes).
 
     Each file is read (and verified) once; its derived Arrow tables are concatenated per
     asset and converted to pandas once, with only the columns the asset's expectations read."""
@@ -283,10 +284,11 @@ def pandas_frames(snap: Snapshot, plan: SuitePlan, tasks: list[F.FileTask]) -> d
             parts.setdefault(asset_of(task, kind), []).append(frame)
         files_rows.setdefault(files_asset(task.operator_uid), []).append(_file_row(task, F.column_types(table)))
         del table
-    out: dict[str, tuple[str, Any]] = {}
+    out: dict[str, tuple[str, Any, int]] = {}
     for name, suite in plan.assets.items():
         if suite.kind == FILES:
-            out[name] = ("pandas", files_frame(files_rows.get(name, [])))
+            frame = files_frame(files_rows.get(name, []))
+            out[name] = ("pandas", frame, len(frame))
         elif suite.kind == SOURCE_OFFSETS:
             continue
         else:
@@ -297,7 +299,9 @@ def pandas_frames(snap: Snapshot, plan: SuitePlan, tasks: list[F.FileTask]) -> d
             if columns is not None:
                 table = table.select(columns)
             # one conversion gives one consolidated block per dtype, which GX slices per metric
-            out[name] = ("pandas", table.to_pandas(split_blocks=False, self_destruct=True, types_mapper=_pandas_type))
+            rows = table.num_rows
+            out[name] = ("pandas", table.to_pandas(split_blocks=False, self_destruct=True, types_mapper=_pandas_type),
+                         rows)
     return out
 
 
@@ -368,7 +372,7 @@ def gx_context(data_docs_dir: Path) -> Any:
     return gx.get_context(project_config=config, mode="ephemeral")
 
 
-def run_gx(plan: SuitePlan, asset_frames: dict[str, tuple[str, Any]], data_docs_dir: Path, run_name: str,
+def run_gx(plan: SuitePlan, asset_frames: dict[str, tuple[str, Any, int]], data_docs_dir: Path, run_name: str,
            build_data_docs: bool = True) -> tuple[list[AssetOutcome], list[FailedExpectation], str | None]:
     """Validate every asset's frame with its whole suite in one ValidationDefinition run, then
     render Data Docs once for the run.
@@ -378,41 +382,59 @@ def run_gx(plan: SuitePlan, asset_frames: dict[str, tuple[str, Any]], data_docs_
     context's validation results store, and one ``build_data_docs`` renders them all with
     one site index (an UpdateDataDocsAction per asset rebuilt the index every time).
     pandas runs under copy-on-write: GX takes a ``dropna`` and boolean-mask view of the
-    frame per metric domain, which otherwise deep-copies every column each time."""
+    frame per metric domain, which otherwise deep-copies every column each time.
+
+    Spark: GX's SUMMARY format adds a job per expectation (the partial list of unexpected
+    values) to the aggregate jobs it bundles per domain, so a Spark frame is validated with
+    BOOLEAN_ONLY first and only its failed expectations again with SUMMARY, as a second
+    suite ``"<asset> (failures)"`` (its own Data Docs page)."""
     context = gx_context(data_docs_dir)
     sources: dict[str, Any] = {}
     outcomes: list[AssetOutcome] = []
     failed: list[FailedExpectation] = []
-    result_format = {"result_format": "SUMMARY", "partial_unexpected_count": PARTIAL_UNEXPECTED}
     for name, suite_plan in plan.assets.items():
-        engine, frame = asset_frames[name]
+        engine, frame, rows = asset_frames[name]
         if engine == "spark":
             frame = _only_used_columns(frame, suite_plan.expectations)
         if engine not in sources:
             sources[engine] = (context.data_sources.add_pandas(f"sluice-{engine}") if engine == "pandas"
                                else context.data_sources.add_spark(f"sluice-{engine}"))
         batch_definition = sources[engine].add_dataframe_asset(name).add_batch_definition_whole_dataframe("snapshot")
-        suite = context.suites.add(gx.ExpectationSuite(name=name, meta={"sluice_run": run_name}))
-        for expectation in suite_plan.expectations:
-            suite.add_expectation(expectation)
-        definition = context.validation_definitions.add(
-            gx.ValidationDefinition(name=f"{run_name}:{name}", data=batch_definition, suite=suite))
-        with pd.option_context("mode.copy_on_write", engine == "pandas"), _no_pandas_fingerprint():
-            validation_result = definition.run(batch_parameters={"dataframe": frame}, result_format=result_format)
-        evaluated = bad = 0
-        for r in validation_result.results:
-            evaluated += 1
-            if r.success:
-                continue
-            bad += 1
-            failed.append(_failure(name, r))
-        rows = int(len(frame)) if engine == "pandas" else _spark_rows(r for r in validation_result.results)
-        outcomes.append(AssetOutcome(name, rows, evaluated, bad))
+        first_format = RESULT_FORMAT if engine == "pandas" else {"result_format": "BOOLEAN_ONLY"}
+        results = _validate(context, batch_definition, name, suite_plan.expectations, frame, engine, run_name,
+                            first_format)
+        failing = [r for r in results if not r.success]
+        if engine == "spark" and failing:
+            detailed = _validate(context, batch_definition, f"{name} (failures)",
+                                 [_detached(r.expectation_config) for r in failing], frame, engine, run_name,
+                                 RESULT_FORMAT)
+            failing = [r for r in detailed if not r.success] or failing
+        failed.extend(_failure(name, r) for r in failing)
+        outcomes.append(AssetOutcome(name, rows, len(results), len(failing)))
     if not build_data_docs:
         return outcomes, failed, None
     context.build_data_docs(site_names=[DATA_DOCS_SITE])
     urls = context.get_docs_sites_urls(site_name=DATA_DOCS_SITE)
     return outcomes, failed, (urls[0]["site_url"] if urls else None)
+
+
+def _validate(context: Any, batch_definition: Any, suite_name: str, expectations: list[Any], frame: Any,
+              engine: str, run_name: str, result_format: dict[str, Any]) -> list[Any]:
+    """One ValidationDefinition run of ``expectations`` over ``frame``; its expectation results."""
+    suite = context.suites.add(gx.ExpectationSuite(name=suite_name, meta={"sluice_run": run_name}))
+    for expectation in expectations:
+        suite.add_expectation(expectation)
+    definition = context.validation_definitions.add(
+        gx.ValidationDefinition(name=f"{run_name}:{suite_name}", data=batch_definition, suite=suite))
+    with pd.option_context("mode.copy_on_write", engine == "pandas"), _no_pandas_fingerprint():
+        return list(definition.run(batch_parameters={"dataframe": frame}, result_format=result_format).results)
+
+
+def _detached(config: Any) -> Any:
+    """A failed expectation as a new Expectation that another suite may hold (GX refuses one with an id)."""
+    expectation = config.to_domain_obj()
+    expectation.id = None
+    return expectation
 
 
 @contextmanager
@@ -429,20 +451,6 @@ def _no_pandas_fingerprint() -> Iterator[None]:
         yield
     finally:
         engine_module.HASH_THRESHOLD = saved
-
-
-def _spark_rows(results: Any) -> int:
-    """The frame's row count as GX measured it (``element_count`` of any column expectation),
-    or -1 when no result carries one: a Spark ``count()`` would be one more job over the data."""
-    for r in results:
-        count = (r.result or {}).get("element_count")
-        if isinstance(count, int):
-            return count
-        if r.expectation_config.type == "expect_table_row_count_to_equal":
-            observed = (r.result or {}).get("observed_value")
-            if isinstance(observed, int):
-                return observed
-    return -1
 
 
 def _only_used_columns(frame: Any, expectations: list[Any]) -> Any:

@@ -1,13 +1,22 @@
 """The validation frames as Spark DataFrames, derived inside Spark tasks (issue 6: large state).
 
 Each task gets a list of state files (plain JSON: the :class:`FileTask`, the
-file's handle and its store key), reads them through the snapshot's object
-store (``file://`` or ``s3://`` via boto3 from the executor, ARCHITECTURE
-section 8: no Hadoop S3 connector here), verifies size, checksum and row count
-(:func:`checkpoints.state_files.decode_table`) and yields the frames of
-:func:`checkpoints.validation.frames.derive_file`: the same code as the pandas
-path, so both give the same verdict.  Nothing is collected to the driver but
-the per-file layout rows.
+file's handle, its store key and the asset each of its frames belongs to),
+reads them through the snapshot's object store (``file://`` or ``s3://`` via
+boto3 from the executor, ARCHITECTURE section 8: no Hadoop S3 connector here),
+verifies size, checksum and row count (:func:`checkpoints.state_files.decode_table`)
+and yields the frames of :func:`checkpoints.validation.frames.derive_file`: the
+same code as the pandas path, so both give the same verdict.
+
+Every file is read once: one ``mapInArrow`` yields the rows of every asset, in
+one wide schema with an ``asset`` column (plus one layout row per file), and
+that frame is cached and materialized by a single job that also counts each
+asset's rows.  An asset's frame is then a filter of the cache, so the jobs GX
+runs per metric scan memory, not files.  Only the per-file layout rows and the
+counts reach the driver.
+
+This module and :mod:`frames` do not import Great Expectations: the Python
+workers import them, and GX's import costs seconds per worker.
 """
 
 from __future__ import annotations
@@ -19,77 +28,94 @@ import pyarrow as pa
 
 from checkpoints.restore import Snapshot
 from checkpoints.validation import frames as F
-from checkpoints.validation.suite_builder import FILES, SOURCE_OFFSETS, SuitePlan
 
+ASSET = "asset"
+LAYOUT = "__layout__"
 _SPARK_TYPES = {pa.int64(): "bigint", pa.float64(): "double", pa.string(): "string"}
+
+
+def _wide_schema() -> pa.Schema:
+    fields: dict[str, pa.Field] = {ASSET: pa.field(ASSET, pa.string()), "column_types": pa.field("column_types", pa.string())}
+    for schema in F.COLUMNS.values():
+        for f in schema:
+            fields.setdefault(f.name, f)
+    return pa.schema(list(fields.values()))
+
+
+WIDE = _wide_schema()
 
 
 def spark_schema(schema: pa.Schema) -> str:
     return ", ".join(f"`{f.name}` {_SPARK_TYPES[f.type]}" for f in schema)
 
 
-def _file_rows(snap: Snapshot, tasks: list[F.FileTask]) -> list[tuple[int, str, str, str]]:
-    handles = {(uid, h.path): h for uid, _, h in snap.metadata.files()}
-    rows = []
-    for task in tasks:
-        handle = handles[(task.operator_uid, task.path)]
-        rows.append((task.file_index, task.to_json(), json.dumps(handle.to_dict()), snap.file_key(handle)))
-    return rows
+def _widen(table: pa.Table, asset: str) -> pa.Table:
+    n = table.num_rows
+    columns = [pa.repeat(pa.scalar(asset, pa.string()), n) if f.name == ASSET
+               else table.column(f.name) if f.name in table.column_names else pa.nulls(n, f.type)
+               for f in WIDE]
+    return pa.Table.from_arrays(columns, schema=WIDE)
 
 
-def _reader(store: Any, kind: str | None) -> Any:
-    """The mapInArrow function: per input row (one file) yield that file's frame of ``kind``
-    (None: one layout row ``(file_index, column_types)``)."""
+def _reader(store: Any) -> Any:
+    """The mapInArrow function: per input row (one file) yield every frame derived from it, widened,
+    and one layout row ``(asset=__layout__, file_index, column_types)``."""
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from checkpoints._documents import Fields
         from checkpoints.metadata import StateFileHandle as Handle
         from checkpoints.state_files import decode_table
-        from checkpoints._documents import Fields
 
         for batch in batches:
             columns = batch.to_pydict()
-            for index, task_json, handle_json, key in zip(
-                    columns["file_index"], columns["task"], columns["handle"], columns["key"]):
+            for index, task_json, handle_json, key, assets_json in zip(
+                    columns["file_index"], columns["task"], columns["handle"], columns["key"], columns["assets"]):
                 task = F.FileTask.from_json(task_json)
                 handle = Handle.from_dict(Fields(json.loads(handle_json), f"state file {key}"))
                 table = decode_table(store.get_bytes(key), handle, store.key_uri(key))
-                if kind is None:
-                    yield pa.RecordBatch.from_pydict(
-                        {"file_index": [index], "column_types": [F.column_types(table)]},
-                        schema=pa.schema([("file_index", pa.int64()), ("column_types", pa.string())]))
-                    continue
-                frame = F.derive_file(task, table).get(kind)
-                if frame is not None and frame.num_rows:
-                    yield from frame.to_batches()
+                assets = json.loads(assets_json)
+                yield from _widen(pa.table({"file_index": pa.array([index], pa.int64()),
+                                            "column_types": [F.column_types(table)]}), LAYOUT).to_batches()
+                for kind, frame in F.derive_file(task, table).items():
+                    if frame.num_rows and kind in assets:
+                        yield from _widen(frame, assets[kind]).to_batches()
 
     return read
 
 
-def spark_frames(spark: Any, snap: Snapshot, plan: SuitePlan, tasks: list[F.FileTask]) -> dict[str, tuple[str, Any]]:
-    """``{asset: ("spark", DataFrame) | ("pandas", DataFrame)}``: state, timers and sessions on Spark,
-    the small per-file layout frame collected to pandas."""
-    from checkpoints.validation.runner import _file_row, asset_of, files_frame
+def spark_frames(spark: Any, snap: Snapshot, plan: Any, tasks: list[F.FileTask]) -> tuple[dict[str, tuple[str, Any, int]], Any]:
+    """``({asset: ("spark", DataFrame, rows) | ("pandas", DataFrame, rows)}, cached wide frame)``: state,
+    timers and sessions as filters of one cached Spark frame, the small per-file layout frame in pandas.
+    The caller unpersists the wide frame after validating."""
+    from pyspark.sql import functions as S
 
-    rows = _file_rows(snap, tasks)
-    by_task = {t.file_index: t for t in tasks}
-    schema = "file_index bigint, task string, handle string, key string"
-    out: dict[str, tuple[str, Any]] = {}
+    from checkpoints.validation.runner import _file_row, asset_of, files_frame
+    from checkpoints.validation.suite_builder import FILES, FILES_ASSET, SOURCE_OFFSETS
+
+    handles = {(uid, h.path): h for uid, _, h in snap.metadata.files()}
+    rows = []
+    for task in tasks:
+        handle = handles[(task.operator_uid, task.path)]
+        assets = {kind: asset_of(task, kind) for kind in task.frame_kinds()}
+        rows.append((task.file_index, task.to_json(), json.dumps(handle.to_dict()), snap.file_key(handle),
+                     json.dumps(assets)))
+    schema = "file_index bigint, task string, handle string, key string, assets string"
+    files = spark.createDataFrame(rows, schema).repartition(max(1, min(len(rows), _parallelism(spark))))
+    wide = files.mapInArrow(_reader(snap.store), spark_schema(WIDE)).cache()
+    # one job reads every file, fills the cache and counts each asset's rows
+    counts = {r[ASSET]: int(r["count"]) for r in wide.groupBy(ASSET).count().collect()}
+    out: dict[str, tuple[str, Any, int]] = {}
     for name, suite in plan.assets.items():
         if suite.kind in (FILES, SOURCE_OFFSETS):
             continue
-        mine = [r for r in rows if suite.kind in by_task[r[0]].frame_kinds() and asset_of(by_task[r[0]], suite.kind) == name]
-        files = spark.createDataFrame(mine or [], schema).repartition(max(1, min(len(mine), _parallelism(spark))))
-        # cached: GX computes each expectation's metrics in its own Spark job; the files are read once
-        frame = files.mapInArrow(_reader(snap.store, suite.kind), spark_schema(F.COLUMNS[suite.kind])).cache()
-        out[name] = ("spark", frame)
+        columns = F.COLUMNS[suite.kind].names
+        out[name] = ("spark", wide.where(S.col(ASSET) == name).select(*columns), counts.get(name, 0))
     if any(s.kind == FILES for s in plan.assets.values()):
-        files = spark.createDataFrame(rows or [], schema).repartition(max(1, min(len(rows), _parallelism(spark))))
-        layout = files.mapInArrow(_reader(snap.store, None), "file_index bigint, column_types string").collect()
+        layout = wide.where(S.col(ASSET) == LAYOUT).select("file_index", "column_types").collect()
         types = {r["file_index"]: r["column_types"] for r in layout}
-        from checkpoints.validation.suite_builder import FILES_ASSET
-
-        out[FILES_ASSET] = ("pandas", files_frame([_file_row(t, types.get(t.file_index, "")) for t in tasks]))
-    return out
+        frame = files_frame([_file_row(t, types.get(t.file_index, "")) for t in tasks])
+        out[FILES_ASSET] = ("pandas", frame, len(frame))
+    return out, wide
 
 
 def _parallelism(spark: Any) -> int:
@@ -97,4 +123,3 @@ def _parallelism(spark: Any) -> int:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception:  # Spark Connect has no SparkContext
         return 2
-

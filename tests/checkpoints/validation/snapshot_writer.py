@@ -1,13 +1,16 @@
-"""Real snapshots for the validation tests: WindowOperators driven by the keyed harness, written as a runtime would.
+"""Snapshots with targeted corruptions: WindowOperators driven by the keyed harness, written table by table.
 
-Partial stand-in for the runtime's checkpoint writer (not there yet): each
-subtask's MaterializedOperatorSnapshot is stored table by table with
-``CheckpointStorageLocation.write_state_file`` (table ``keyed/<name>`` stored as
-``keyed.<name>``), the operator config comes from ``window_operator_config(node)``
-with ``state_rows``, and each subtask's ``current_watermark`` goes to
-``watermarks.operators[uid][subtask]`` (checkpoints.validation.operator_config.RUNTIME_FIELDS).
-``edit`` rewrites a table before it is written, so a corruption is stored with
-correct sizes and checksums, as a buggy writer would store it.
+The runtimes write real checkpoints themselves (engine/runtime/checkpoint_storage_adapter.py
+with engine/runtime/snapshot_metadata.py: operator config, state_rows/state_kinds,
+``watermarks.operators``, tables ``keyed.<name>`` and ``timers``), and
+test_validation_of_runtime_checkpoints.py validates one.  This helper stays for
+what a running job cannot be made to do: store a *wrong* table with correct
+sizes and checksums, as a buggy writer would.  It writes the same layout: each
+subtask's MaterializedOperatorSnapshot with ``CheckpointStorageLocation.write_state_file``
+(``keyed/<name>`` stored as ``keyed.<name>``), the config of
+``window_operator_config(node)`` with ``state_rows``, each subtask's
+``current_watermark`` in ``watermarks.operators[uid][subtask]``; ``edit`` rewrites
+a table before it is written.
 """
 
 from __future__ import annotations
