@@ -2,10 +2,13 @@
 
 Same process, same SparkSession, same Parquet files (bench/common.py generate_purchase_events):
 native ``groupBy(window(ts, 60 s[, 10 s]), user_id).agg(sum(qty))`` with a watermark, one file per
-micro-batch, against a Sluice job reading the files (one split per file) with ``epoch_records``
-chosen so it runs the same number of epochs as native micro-batches, keyed by user, tumbling
-60 s or sliding 60 s/10 s ``sum``, checkpointing every epoch to a local folder, then restored
-from its last checkpoint.  Prints both throughputs, their ratio, checkpoint duration and size per
+micro-batch, against a Sluice job reading the same events as ``parallelism`` interleaved splits
+(bench/common.py ``interleave_into_splits``: each epoch then covers the event-time slice a
+micro-batch covers) with ``epoch_records`` chosen so it runs the same number of epochs as native
+micro-batches, keyed by user, tumbling 60 s or sliding 60 s/10 s ``sum``, checkpointing every
+epoch to a local folder, then restored from its last checkpoint.  The Sluice job is written as a
+user would write it: a timestamp assigner, a map to tuples and a key selector, all Python,
+called per record as their contract says.  Prints both throughputs, their ratio, checkpoint duration and size per
 epoch and the restore time; the last line is JSON.
 
 Usage: ``python -m bench.bench_spark --events 200000 --keys 10000 --files 10``
@@ -22,7 +25,7 @@ import time
 from typing import Any
 
 from bench.bench_spark_native import bench_spark_conf, run_native_window_sum
-from bench.common import generate_purchase_events, print_result_line
+from bench.common import generate_purchase_events, interleave_into_splits, print_result_line
 
 
 def _ts_ms(e: dict, ts: Any) -> int:
@@ -37,7 +40,8 @@ def _user(e: tuple) -> str:
     return e[0]
 
 
-def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int) -> dict[str, Any]:
+def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, splits_dir: str,
+               options: dict[str, Any] | None = None) -> dict[str, Any]:
     from engine.api.environment import StreamExecutionEnvironment
     from engine.api.time import Duration, Time
     from engine.runtime.spark.runtime import SparkRuntime
@@ -45,7 +49,7 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int) -> di
     from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 
     files = len(dataset.files)
-    epoch_records = max(1, math.ceil(dataset.events / files / files))
+    epoch_records = max(1, math.ceil(dataset.events / parallelism / files))
 
     def build(restore: str | None = None):
         env = StreamExecutionEnvironment.get_execution_environment()
@@ -57,8 +61,10 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int) -> di
         env.get_checkpoint_config().set_checkpoint_storage_dir(f"file://{work_dir}/sluice-checkpoints")
         if restore:
             env.set_runtime_option("from_savepoint", restore)
+        for k, v in (options or {}).items():
+            env.set_runtime_option(k, v)
         strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(10)).with_timestamp_assigner(_ts_ms)
-        events = env.read_files(dataset.directory, "parquet")
+        events = env.read_files(splits_dir, "parquet")
         events = events.assign_timestamps_and_watermarks(strategy).map(_as_tuple)
         assigner = (TumblingEventTimeWindows.of(Time.seconds(60)) if window == "tumbling"
                     else SlidingEventTimeWindows.of(Time.seconds(60), Time.seconds(10)))
@@ -80,7 +86,7 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int) -> di
     return {
         "system": "sluice-on-spark", "window": window, "events": dataset.events, "epochs": job.epoch,
         "wall_s": round(wall_s, 3), "events_per_s": round(dataset.events / wall_s, 1), "output_rows": output_rows,
-        "checkpoints": len(history),
+        "checkpoints": len(history), "last_epoch_ms": job.last_epoch_ms,
         "checkpoint_ms_per_epoch": round(sum(h.completed_ms - h.triggered_ms for h in history) / max(1, len(history)), 1),
         "checkpoint_bytes_per_epoch": round(sum(h.size_bytes or 0 for h in history) / max(1, len(history)), 1),
         "restore_s": restore_s,
@@ -104,9 +110,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="sluice-bench-") as work:
             dataset = generate_purchase_events(f"{work}/data", events=args.events, keys=args.keys, files=args.files)
+            splits_dir = interleave_into_splits(dataset, f"{work}/splits", args.parallelism)
             for window in args.windows.split(","):
                 native = run_native_window_sum(spark, dataset, window=window, sink="noop", work_dir=f"{work}/n-{window}")
-                sluice = run_sluice(dataset, window, f"{work}/s-{window}", args.parallelism)
+                sluice = run_sluice(dataset, window, f"{work}/s-{window}", args.parallelism, splits_dir)
                 ratio = round(sluice["events_per_s"] / native.events_per_s, 3)
                 print(f"{window}: native {native.events_per_s:,.0f} ev/s in {native.micro_batches} micro-batches; "
                       f"sluice {sluice['events_per_s']:,.0f} ev/s in {sluice['epochs']} epochs; ratio {ratio}; "

@@ -95,6 +95,26 @@ def generate_purchase_events(
     return PurchaseDataset(str(out), tuple(paths), events, keys, seed, span_s, max_out_of_orderness_ms, total_bytes)
 
 
+def interleave_into_splits(dataset: PurchaseDataset, directory: str | os.PathLike, splits: int) -> str:
+    """The same events as ``splits`` Parquet files: file j holds every ``splits``-th event from j on.
+
+    Why: a micro-batch engine reads the files one per batch, in event-time order, so its watermark
+    advances batch by batch.  Sluice reads every split in every epoch and its watermark is the
+    minimum over splits (seed 004), so one split per time-ordered file would hold every window open
+    until the last epoch.  Interleaved splits give each epoch the same time slice a micro-batch
+    gets, read by ``splits`` parallel tasks.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.concat_tables([pq.read_table(f) for f in dataset.files])
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    for j in range(splits):
+        pq.write_table(table.take(pa.array(range(j, table.num_rows, splits), pa.int64())), out / f"split-{j:03d}.parquet")
+    return str(out)
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this (the driver's Python) process, in MiB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -28,8 +28,10 @@ valve come from ``_metadata``; each new subtask's Spark task reads the files of 
 overlapping its key-group range (``Snapshot.state_tables(uid, range)``, rows filtered by key
 group), so restoring with another parallelism redistributes key groups.
 
-Partial: the snapshot upload runs synchronously at the boundary (it does not overlap the next
-epoch yet); files are per subtask, not incremental.
+The upload of window state is the asynchronous part: it runs as its own Spark job on a driver
+thread while the next epoch runs, and the tasks' acknowledgements reach the coordinator only once
+it finished (savepoints upload synchronously: the caller waits for their URI).  Files are per
+subtask and table, not incremental.
 """
 
 from __future__ import annotations
@@ -210,6 +212,16 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
 
 
 @dataclass
+class _Upload:
+    """A checkpoint whose window state is being written: its other acks wait with it (see ``_snapshot``)."""
+
+    checkpoint_id: int
+    acks: dict[str, Any]
+    future: Future
+    started: float
+
+
+@dataclass
 class _Request:
     kind: str  # "savepoint" | "stop" | "cancel"
     target: str | None
@@ -234,6 +246,10 @@ class SparkCheckpointing:
         self.triggered: dict[int, list[str]] = {}
         self.requests: list[_Request] = []
         self.requests_lock = threading.Lock()
+        #: checkpoints whose state upload overlaps the following epochs, oldest first
+        self.uploads: list[_Upload] = []
+        self._executor: Any = None
+        self.async_uploads = bool(job.runtime.async_snapshots)
         self.stopped = False
         self.cancelled = False
         self.ended = False
@@ -285,6 +301,8 @@ class SparkCheckpointing:
         return self.stopped or self.cancelled
 
     def after_epoch(self) -> None:
+        if self.coordinator is not None:
+            self.collect_uploads()
         if self.failure is not None:
             raise self.failure
         if self.coordinator is not None and not self.job.finished:
@@ -297,6 +315,10 @@ class SparkCheckpointing:
             return
         self.ended = True
         job = self.job
+        if self.coordinator is not None:
+            self.collect_uploads(wait=True)  # every checkpoint taken completes (and commits) before the end
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
         if job.finished:
             final_id = (self.coordinator._counter.get() if self.coordinator is not None else 1)
             for writer in job.sink_writers.values():
@@ -354,6 +376,7 @@ class SparkCheckpointing:
             raise JobDefinitionError(
                 "checkpoint_storage_dir", None, "must be set to take savepoints",
                 "env.get_checkpoint_config().set_checkpoint_storage_dir(...)")
+        self.collect_uploads(wait=True)  # checkpoints taken before the savepoint complete first
         if terminate:
             promise = self.coordinator.trigger_synchronous_savepoint(terminate=drain, target_location=target)
         else:
@@ -391,22 +414,20 @@ class SparkCheckpointing:
         return self.storage.initialize_location(checkpoint_id, known_shared=self.store.persistent.shared_files_in_use())
 
     def _snapshot(self, checkpoint_id: int, pending: Any) -> None:
+        """Barrier n: capture every task's part now; upload window state now (savepoints) or in the background.
+
+        The synchronous part is cheap on Spark: a window vertex's state after epoch n is an immutable,
+        locally checkpointed DataFrame (copy-on-write by construction, ARCHITECTURE section 5), sources'
+        positions are Sn and sinks pre-commit here.  The asynchronous part — each subtask's Spark task
+        writing its files to storage — runs on a driver thread as its own Spark job while the next epoch
+        runs; the acknowledgements reach the coordinator only once every file is written
+        (:meth:`collect_uploads`), so a checkpoint never completes before its state is in storage.
+        """
         job = self.job
-        coordinator = self.coordinator
         location = self._location(checkpoint_id, pending)
         self.locations[checkpoint_id] = location
         started = time.monotonic()
         acks: dict[str, Any] = {}
-        for v in job.windows:
-            uid = window_uid(v)
-            state = job.state[v.head.id]
-            written: dict[int, dict] = {}
-            if state is not None:
-                fn = write_state_files(location, uid, v.parallelism, job.max_parallelism)
-                for subtask, ack in state.mapInArrow(fn, ACK_DDL).collect():
-                    written[subtask] = json.loads(ack)
-            for i in range(v.parallelism):
-                acks[f"{uid}#{i}"] = TaskStateSnapshot({uid: written.get(i, {"subtask": i, "files": []})})
         for task_id in self.source_tasks:
             vid = int(task_id.split("-", 1)[1])
             positions = {sid: s["offset"] for sid, s in job.splits.items() if s["vertex"] == vid}
@@ -414,9 +435,58 @@ class SparkCheckpointing:
         for task_id, writer in self.sink_tasks.items():
             state = writer.snapshot_state(checkpoint_id) if hasattr(writer, "snapshot_state") else None
             acks[task_id] = TaskStateSnapshot({task_id: state})
-        self.last_snapshot_ms = int((time.monotonic() - started) * 1000)
-        for task_id, state in acks.items():
-            coordinator.receive_acknowledge_message(job.job_id, task_id, checkpoint_id, state)
+        states = [(v, job.state[v.head.id]) for v in job.windows]
+
+        def upload() -> dict[str, Any]:
+            window_acks: dict[str, Any] = {}
+            for v, state in states:
+                uid = window_uid(v)
+                written: dict[int, dict] = {}
+                if state is not None:
+                    fn = write_state_files(location, uid, v.parallelism, job.max_parallelism)
+                    for subtask, ack in state.mapInArrow(fn, ACK_DDL).collect():
+                        written[subtask] = json.loads(ack)
+                for i in range(v.parallelism):
+                    window_acks[f"{uid}#{i}"] = TaskStateSnapshot({uid: written.get(i, {"subtask": i, "files": []})})
+            return window_acks
+
+        if pending.properties.is_savepoint() or not self.async_uploads:
+            future: Future = Future()
+            try:
+                future.set_result(upload())
+            except BaseException as exc:  # noqa: BLE001 - declined below, like a failed background upload
+                future.set_exception(exc)
+        else:
+            future = self._uploader().submit(upload)
+        self.uploads.append(_Upload(checkpoint_id, acks, future, started))
+        if future.done():
+            self.collect_uploads()
+
+    def _uploader(self) -> Any:
+        if self._executor is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"sluice-upload-{self.job.job_id}")
+        return self._executor
+
+    def collect_uploads(self, wait: bool = False) -> None:
+        """Acknowledge every checkpoint whose upload finished (all of them with ``wait``), oldest first.
+
+        Runs on the job master's thread (the coordinator is not shared with the upload thread).  A failed
+        upload declines its checkpoint; the coordinator's failure manager decides whether the job fails.
+        """
+        coordinator = self.coordinator
+        while self.uploads and (wait or self.uploads[0].future.done()):
+            upload = self.uploads.pop(0)
+            try:
+                window_acks = upload.future.result()
+            except BaseException as exc:  # noqa: BLE001 - a failed upload declines the checkpoint
+                coordinator.receive_decline_message(self.job.job_id, next(iter(self.all_tasks)), upload.checkpoint_id,
+                                                    cause=exc)
+                continue
+            self.last_snapshot_ms = int((time.monotonic() - upload.started) * 1000)
+            for task_id, state in {**upload.acks, **window_acks}.items():
+                coordinator.receive_acknowledge_message(self.job.job_id, task_id, upload.checkpoint_id, state)
 
     def build_metadata(self, checkpoint: CompletedCheckpoint) -> Any:
         from checkpoints.metadata import (

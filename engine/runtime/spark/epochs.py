@@ -1,8 +1,10 @@
 """Epochs on Spark: read source slices as partitions, shuffle by key group, call per key group.
 
-Partial: this module is the data path of one epoch (ARCHITECTURE section 3, issue 5); the epoch
-loop, per-split watermarks, keyed state kept between epochs and checkpoints come on top of it
-(see the plan at the end of this docstring).
+The building blocks of one epoch's data path (ARCHITECTURE section 3, issue 5), usable on their
+own (tests/runtime/spark/test_spark_epochs.py).  The job master (engine/runtime/spark/runtime.py)
+uses the placement by subtask below (:func:`partition_preimages`, :func:`subtask_expr`); its
+reading, stamping and per-key-group calls live in engine/runtime/spark/stages.py, where a task
+also carries watermarks, keyed state rows and routing (see "Where the rest lives" at the end).
 
 An *epoch* is the slice [S(n-1), S(n)) of every source split (seed 002: the barrier after the
 records a source read; on Spark the epoch boundary *is* barrier n, aligned by construction).
@@ -32,28 +34,19 @@ records a source read; on Spark the epoch boundary *is* barrier n, aligned by co
    that its key group lies in ``key_group_range_for_operator(max_parallelism, parallelism,
    partition)``, so a placement bug fails loudly instead of splitting state.
 
-Plan for the rest (not built here):
+Where the rest lives (all built):
 
-* **Offsets.** A task reads until ``end_offset`` or the split's end; the driver learns the
-  actual S(n) from an end-marker row per split (``_value`` null, ``_offset`` = reader's
-  ``current_offset()``, plus ``finished``) collected from the cached epoch input.
-* **Watermarks.** Timestamps are assigned in the reading task with the per-split
-  generator (engine.watermarks); each slice's watermark at its end goes in the end marker; the
-  driver combines them with the StatusWatermarkValve and hands the combined watermark to every
-  key-group call after its records (the watermark advances at epoch boundaries only — Flink's
-  periodic emission with the epoch as the interval; the local runtime must use the same cadence
-  for the differential tests to agree on late data).
-* **State between epochs.** Each key-group call returns its output rows plus its operator
-  snapshot (``MaterializedOperatorSnapshot`` tables, Arrow) as rows tagged ``_kind='state'``.
-  The state DataFrame is partitioned by the same ``_pk`` and unioned with the next epoch's
-  records before the sort (state rows first within a key group); it is persisted and
-  checkpointed (``localCheckpoint`` every epoch, reliable checkpoint every k epochs) to cut lineage.
-* **Checkpoints.** At checkpoint n each task writes its key groups' state rows through
-  checkpoints.backends.open_store(uri) and returns the handle (path, size, checksum) as a row:
-  the acknowledgement collected by the coordinator on the driver.
-* **Pre-aggregation.** For incremental aggregates without evictor, Spark SQL groups records by
-  (_kg, key, window) first (windows from the assigner's size/slide as SQL arithmetic) so the
-  per-key-group call folds one accumulator per (key, window).
+* **Offsets and watermarks** — engine/runtime/spark/stages.py ``source_stage``: each split task
+  reads up to ``epoch_records`` from S(n-1), stamps records with the split's generator and ends
+  with a report row (S(n), finished, idle, watermark, generator snapshot); the driver combines
+  split watermarks with the StatusWatermarkValve at epoch ends (runtime.py).
+* **State between epochs** — stages.py ``window_stage``: a key group's operator snapshot travels as
+  one state row (engine/runtime/spark/rows.py), unioned with the next epoch's records before the
+  shuffle and locally checkpointed so lineage never grows.
+* **Checkpoints** — engine/runtime/spark/checkpointing.py: tasks write their key groups' state
+  through ``checkpoints`` and acknowledge with the handles.
+* **Pre-aggregation** — engine/runtime/spark/preaggregation.py: built-in sum/min/max grouped per
+  (key, pane) in Spark SQL before the window stage.
 """
 
 from __future__ import annotations

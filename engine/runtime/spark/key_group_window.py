@@ -1,19 +1,17 @@
-"""Running the shared WindowOperator on Spark, once per key group per epoch.
+"""The shared WindowOperator for one key group of one epoch: the minimal call site, kept as a building block.
 
-Partial: one epoch, no state carried between epochs, no checkpoint.  It proves the call
-site of ARCHITECTURE section 3: the very WindowOperator the local runtime drives
-(engine/windowing/window_operator.py, seed 000) runs inside a Spark task for one key group at a time
-(``OperatorContext.key_group_range`` is that single key group), fed with
-``process_batch(records)`` — the records of the epoch in (split, offset) order — then with the
-epoch's watermark; what it emits leaves as rows.
+It shows ARCHITECTURE section 3's call site in isolation: the very WindowOperator the local runtime
+drives (engine/windowing/window_operator.py, seed 000) runs inside a Spark task for one key group
+at a time (``OperatorContext.key_group_range`` is that single key group), fed with
+``process_batch(records)`` — the epoch's records in (split, offset) order — then with one
+watermark; what it emits leaves as rows.  tests/runtime/spark/test_spark_key_group_window.py runs
+it on bounded, single-epoch input (the watermark is then MAX_WATERMARK and every window fires).
 
-Supported: any keyed WindowOperator whose results are codec-encodable; the epoch's records as
-Arrow columns (one dict per row) with the event timestamp in an int ms column; one watermark
-after the records (for a bounded, single-epoch job that is MAX_WATERMARK: end of input fires every
-window, seed 004).
-Not supported yet: keyed state and timers across epochs (the operator's snapshot will travel as
-state rows, see engine/runtime/spark/epochs.py), side outputs, processing time, dead letters
-leaving the task, Spark SQL pre-aggregation.
+The job master does not use this module: its window stage (engine/runtime/spark/stages.py
+``window_stage``) is the same call plus what a long-running job needs — keyed state and timers
+carried between epochs as state rows, W(n-1) before the records and W(n) after them, processing
+time, side outputs and dead letters routed as rows, pre-aggregated records
+(engine/runtime/spark/preaggregation.py).
 """
 
 from __future__ import annotations

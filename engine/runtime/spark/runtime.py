@@ -92,7 +92,8 @@ class SparkRuntime:
     Runtime options (``env.set_runtime_option``): ``epoch_records`` (records per split per epoch,
     default 10 000), ``master`` (default ``local[2]``; ignored when a session is active),
     ``from_savepoint`` (alias ``restore_from``: a checkpoint or savepoint URI), ``storage_options`` (dict for
-    ``checkpoints.open_store``, e.g. ``{"endpoint_url": ...}``), ``preaggregation`` (default True: built-in
+    ``checkpoints.open_store``, e.g. ``{"endpoint_url": ...}``), ``async_snapshots`` (default True: a checkpoint's
+    state upload overlaps the next epoch, engine/runtime/spark/checkpointing.py), ``preaggregation`` (default True: built-in
     sum/min/max folded in Spark SQL first, engine/runtime/spark/preaggregation.py), ``max_epochs`` (stop after that
     many epochs: for unbounded sources in tests and benchmarks).
     """
@@ -105,6 +106,9 @@ class SparkRuntime:
         self.restore_from = opts.get("from_savepoint", opts.get("restore_from"))
         self.storage_options = dict(opts.get("storage_options") or {})
         self.max_epochs = opts.get("max_epochs")
+        self.async_snapshots = opts.get("async_snapshots", True)
+        if not isinstance(self.async_snapshots, bool):
+            raise JobDefinitionError("async_snapshots", self.async_snapshots, "must be a bool")
         self.preaggregation = opts.get("preaggregation", True)
         if not isinstance(self.preaggregation, bool):
             raise JobDefinitionError("preaggregation", self.preaggregation, "must be a bool")
@@ -198,6 +202,8 @@ class SparkJob:
         self.records_read = 0
         self.records_out = 0
         self.last_epoch_ms = 0
+        #: wall time of the last epoch's two Spark jobs: reading splits, and shuffles + window stages
+        self.last_epoch_phases_ms: dict[str, int] = {}
         from engine.runtime.spark.checkpointing import SparkCheckpointing
 
         self.checkpointing = SparkCheckpointing(self)
@@ -239,6 +245,16 @@ class SparkJob:
             status="completed", attempt=1, completed_ms=h.get("completed_ms", 0), external_pointer=h["uri"],
             triggered_ms=h.get("triggered_ms", 0), size_bytes=h["bytes"], epoch=h["epoch"])
             for h in self.checkpointing.history]
+
+    def await_checkpoints(self) -> list[int]:
+        """Wait for checkpoints whose upload still runs, let them complete; the completed ids.
+
+        Call it from the thread that drives the epochs (or when no epoch loop runs).
+        """
+        if self.checkpointing.coordinator is not None:
+            with self.lock:
+                self.checkpointing.collect_uploads(wait=True)
+        return self.checkpointing.completed_ids()
 
     def wait(self, timeout_s: float | None = None) -> JobExecutionResult:
         """Block until a submitted job ends; its JobExecutionResult, or its failure raised."""
@@ -287,6 +303,8 @@ class SparkJob:
         finally:
             self.running = False
             cp = self.checkpointing
+            if cp.coordinator is not None and sys.exc_info()[0] is None:
+                cp.collect_uploads(wait=True)
             if self.finished or cp.stopped or cp.cancelled or sys.exc_info()[0] is not None:
                 cp.on_job_end()
 
@@ -336,6 +354,7 @@ class SparkJob:
                 src = _union(source_frames).localCheckpoint(eager=False)
                 stage_outputs.append(src)
                 source_rows = self._driver_rows([src])
+            read_done = time.monotonic()
             reports = [json.loads(value) for dest, value, _ in source_rows if dest == DEST_SPLIT]
             after = self._advance_watermark(reports)
             epoch_records = sum(r["records"] for r in reports)
@@ -347,6 +366,8 @@ class SparkJob:
             self._deliver(source_rows)
             if window_outputs:
                 self._deliver(self._driver_rows(window_outputs))  # the second job: shuffles and window stages
+            self.last_epoch_phases_ms = {"read": int((read_done - started) * 1000),
+                                         "windows": int((time.monotonic() - read_done) * 1000)}
             if self.bounded and all(s["finished"] for s in self.splits.values()) and after == MAX_WATERMARK:
                 self.finished = True
         self.last_epoch_ms = int((time.monotonic() - started) * 1000)

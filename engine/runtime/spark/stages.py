@@ -11,12 +11,14 @@ split report row: the offset S(n), whether the split finished, the split's water
 epoch's periodic emission (the epoch boundary is the watermark interval, ARCHITECTURE section 4)
 and the generator snapshot for the next epoch.
 
-**Window stage** (:func:`window_stage`): one call per key group, in the Spark partition of the
-subtask that owns it.  The shared WindowOperator (engine/runtime/operator_factory.py) is built,
-restored from the key group's state row, brought to W(n-1) (a key group without state starts
-there), fed the epoch's records in (channel, sequence) order with ``process_batch`` — so every
-record of epoch n is judged against W(n-1) — then given W(n), which fires due timers.  Its new
-snapshot leaves as the key group's state row; what it emits is routed like any task output.
+**Window stage** (:func:`window_stage`): one call per (window vertex, subtask), in the Spark
+partition that holds the subtask's key groups.  The shared WindowOperator
+(engine/runtime/operator_factory.py) is built for the subtask's key-group range, restored from
+its state rows (one per subtask, or one per key group after a restore: rescaling), brought to
+W(n-1) (a subtask without state starts there), fed the epoch's records in (key group, channel,
+sequence) order with ``process_batch`` — so every record of epoch n is judged against W(n-1) and
+each key sees its records in arrival order — then given W(n), which fires due timers.  Its new
+snapshot leaves as one state row; what it emits is routed like any task output.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import json
 from typing import Any, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.clock import ManualClock
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, StreamRecord, Watermark
@@ -140,29 +143,34 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
 
 def window_stage(nodes: dict[int, Any], routes: Routes, *, epoch: int, parallelism: int, max_parallelism: int,
                  watermark_before: int, watermark_after: int, now_ms: int):
-    """The ``mapInArrow`` function of window vertices sharing a stage (rows sorted by node, key group)."""
+    """The ``mapInArrow`` function of window vertices sharing a stage (rows sorted by node, key group).
+
+    A partition holds one subtask's key groups; each window vertex runs as one WindowOperator over
+    the subtask's whole key-group range (restored from its key groups' state rows), so the
+    framework's fixed cost per epoch — building the operator, restoring and snapshotting it — is
+    paid once per subtask, and the per-record work is the operator's own batch path.
+    """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from engine.errors import IllegalStateError
-        from engine.state.key_groups import operator_index_for_key_group
+        from engine.state.key_groups import key_group_range_for_operator, operator_index_for_key_group
 
         # The subtask comes from the data, not TaskContext.partitionId(): the stage may be computed
         # inside a union with other stages (its local checkpoint materializes lazily), which renumbers
         # partitions.  Every key group of one partition must belong to the same subtask.
-        subtask: int | None = None
         rows = RowBuffer()
         metrics = Metrics()
-        for (node_id, kg), table in _runs(batches):
-            owner = operator_index_for_key_group(max_parallelism, parallelism, kg)
-            if subtask is None:
-                subtask = owner
-            elif owner != subtask:
-                raise IllegalStateError(
-                    f"Bug: key group {kg} (subtask {owner}) shares a partition with subtask {subtask}'s key groups")
+        for node_id, table in _runs(batches):
+            kgs = pc.unique(table.column("_kg")).to_pylist()
+            owners = {operator_index_for_key_group(max_parallelism, parallelism, kg) for kg in kgs}
+            if len(owners) != 1:
+                raise IllegalStateError(f"Bug: key groups {sorted(kgs)} of subtasks {sorted(owners)} share a partition")
+            subtask = owners.pop()
             node = nodes[node_id]
-            _run_key_group(node, node.operator_uid(), node_id, routes, rows, metrics, kg, subtask, table, epoch=epoch,
-                           parallelism=parallelism, max_parallelism=max_parallelism,
-                           watermark_before=watermark_before, watermark_after=watermark_after, now_ms=now_ms)
+            _run_subtask(node, node.operator_uid(), node_id, routes, rows, metrics,
+                         key_group_range_for_operator(max_parallelism, parallelism, subtask), subtask, table,
+                         epoch=epoch, parallelism=parallelism, max_parallelism=max_parallelism,
+                         watermark_before=watermark_before, watermark_after=watermark_after, now_ms=now_ms)
             if len(rows) >= _FLUSH_ROWS:
                 yield rows.take()
         _metrics_row(rows, metrics)
@@ -173,53 +181,49 @@ def window_stage(nodes: dict[int, Any], routes: Routes, *, epoch: int, paralleli
     return run
 
 
-def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[tuple[int, int], pa.Table]]:
-    """Cut a stream sorted by (``_node``, ``_kg``) into runs, holding one run at a time."""
+def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
+    """Cut a stream sorted by ``_node`` into one table per window vertex, holding one at a time."""
     pending: list[pa.RecordBatch] = []
-    current: tuple[int, int] | None = None
+    current: int | None = None
     for batch in batches:
         n = batch.num_rows
         if n == 0:
             continue
-        nodes = batch.column("_node").to_pylist()
-        kgs = batch.column("_kg").to_pylist()
+        nodes = batch.column("_node").to_numpy(zero_copy_only=False)
         start = 0
-        for i in range(n + 1):
-            if i < n and current is not None and (nodes[i], kgs[i]) == current:
-                continue
-            if i > start and current is not None:
-                pending.append(batch.slice(start, i - start))
-            if i == n:
-                break
-            if current is not None and pending:
+        while start < n:
+            node = int(nodes[start])
+            if current is not None and node != current:
                 yield current, pa.Table.from_batches(pending)
                 pending = []
-            current = (nodes[i], kgs[i])
-            start = i
+            current = node
+            rest = nodes[start:] != node
+            end = start + int(rest.argmax()) if rest.any() else n
+            pending.append(batch.slice(start, end - start))
+            start = end
     if current is not None and pending:
         yield current, pa.Table.from_batches(pending)
 
 
-def _run_key_group(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuffer, metrics: Metrics, kg: int,
-                   subtask: int, table: pa.Table, *, epoch: int, parallelism: int, max_parallelism: int,
-                   watermark_before: int, watermark_after: int, now_ms: int) -> None:
-    context = OperatorContext(uid, subtask, parallelism, max_parallelism, KeyGroupRange(kg, kg),
+def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuffer, metrics: Metrics,
+                 key_groups: KeyGroupRange, subtask: int, table: pa.Table, *, epoch: int, parallelism: int,
+                 max_parallelism: int, watermark_before: int, watermark_after: int, now_ms: int) -> None:
+    """One window vertex's subtask for one epoch: restore, W(n-1), the epoch's records, W(n), snapshot."""
+    context = OperatorContext(uid, subtask, parallelism, max_parallelism, key_groups,
                               clock=ManualClock(now_ms), metrics=metrics)
-    router = Router(routes, rows, context, f"{node_id}/{kg}", max_parallelism, watermark_before)
+    router = Router(routes, rows, context, f"{node_id}/{subtask:05d}", max_parallelism, watermark_before)
     context.dead_letter = router.dead_letter
     operator = build_window_operator(node)
     operator.open(context, _NodeOutput(router, node_id))
     dests = table.column("_dest").to_pylist()
+    values = table.column("_value").to_pylist()
     state_rows = [i for i, d in enumerate(dests) if d == DEST_STATE]
     if state_rows:
-        i = state_rows[0]
-        header = table.column("_value")[i].as_py()
-        blob = table.column("_blob")[i].as_py()
-        operator.initialize_state([snapshot_from_row_parts(header, blob)])
+        blobs = table.column("_blob")
+        operator.initialize_state([snapshot_from_row_parts(values[i], blobs[i].as_py()) for i in state_rows])
     if operator.current_watermark() < watermark_before:
         operator.process_watermark(Watermark(watermark_before))
     operator.advance_processing_time(now_ms)
-    values = table.column("_value").to_pylist()
     stamps = table.column("_ts").to_pylist()
     nums = table.column("_num").to_pylist()
     pre = routes.preaggregations.get(node_id)
@@ -237,4 +241,5 @@ def _run_key_group(node: Any, uid: str, node_id: int, routes: Routes, rows: RowB
     router.close()
     if not is_empty_snapshot(snapshot):
         header, blob = snapshot_to_row_parts(snapshot)
-        rows.add(DEST_STATE, kg=kg, split=STATE_CHANNEL, offset=-1, value=header, blob=blob, tag=str(node_id))
+        rows.add(DEST_STATE, kg=key_groups.start_key_group, split=STATE_CHANNEL, offset=-1, value=header, blob=blob,
+                 tag=str(node_id))

@@ -87,6 +87,7 @@ def test_checkpoint_retention_savepoint_stop_and_rescaled_restore_on_s3(spark, s
     retained_seen = []
     for _ in range(4):
         assert job.run_epoch()
+        job.await_checkpoints()  # the upload overlaps the next epoch; here we look at storage after each one
         retained_seen.append(_checkpoint_folders(client, bucket, job.job_id))
     assert [len(r) for r in retained_seen] == [1, 2, 3, 3]
     assert retained_seen[-1] == {"chk-2", "chk-3", "chk-4"}  # chk-1 was subsumed and deleted
