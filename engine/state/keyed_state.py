@@ -18,7 +18,10 @@ dicts, accumulators) are copied too, so nothing reachable from the snapshot is
 ever mutated again.  Reads also copy because callers may mutate what they read
 (an accumulator updated in place, a list returned by ``get()``).  The cost is
 O(group size) once per touched group per snapshot, paid during processing, not
-in the synchronous part.
+in the synchronous part, and mostly at C speed: list and map values are copied
+with ``map(list.copy, ...)``, and a group whose values are all immutable (ints,
+floats, strings, tuples of them: the usual accumulators) is copied as one
+``dict.copy()`` after a C-level type scan.
 
 Keys must be hashable (return a tuple, not a list, from ``key_by``).  Keys are
 compared with Python equality inside the backend and encoded with

@@ -32,7 +32,9 @@ task.  A key selector that raises, or a record without timestamp reaching an eve
 problems: the record goes to ``context.dead_letter`` and is counted in ``num_dead_letter_records``.
 
 Performance: :meth:`WindowOperator.process_batch` pre-aggregates a batch per (key, window) when that
-cannot change the result (see its docstring).
+cannot change the result (see its docstring), and for the same operators a watermark fires due
+windows through :meth:`WindowOperator._advance_watermark_fast`, the timer loop with the built-in
+EventTimeTrigger's decisions inlined.
 """
 
 from __future__ import annotations
