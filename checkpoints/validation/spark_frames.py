@@ -9,7 +9,8 @@ and yields the frames of :func:`checkpoints.validation.frames.derive_file`: the
 same code as the pandas path, so both give the same verdict.
 
 Every file is read once: one ``mapInArrow`` yields the rows of every asset, in
-one wide schema with an ``asset`` column (plus one layout row per file), and
+one wide schema with an integer ``asset_id`` column (plus one layout row per file,
+asset 0) and only the columns some expectation reads, and
 that frame is cached and materialized by a single job that also counts each
 asset's rows.  An asset's frame is then a filter of the cache, so the jobs GX
 runs per metric scan memory, not files.  Only the per-file layout rows and the
@@ -29,13 +30,13 @@ import pyarrow as pa
 from checkpoints.restore import Snapshot
 from checkpoints.validation import frames as F
 
-ASSET = "asset"
-LAYOUT = "__layout__"
+ASSET = "asset_id"
+LAYOUT = 0  # the asset id of the per-file layout rows; frames' assets are 1, 2, ...
 _SPARK_TYPES = {pa.int64(): "bigint", pa.float64(): "double", pa.string(): "string"}
 
 
 def _wide_schema() -> pa.Schema:
-    fields: dict[str, pa.Field] = {ASSET: pa.field(ASSET, pa.string()), "column_types": pa.field("column_types", pa.string())}
+    fields: dict[str, pa.Field] = {ASSET: pa.field(ASSET, pa.int64()), "column_types": pa.field("column_types", pa.string())}
     for schema in F.COLUMNS.values():
         for f in schema:
             fields.setdefault(f.name, f)
@@ -49,15 +50,15 @@ def spark_schema(schema: pa.Schema) -> str:
     return ", ".join(f"`{f.name}` {_SPARK_TYPES[f.type]}" for f in schema)
 
 
-def _widen(table: pa.Table, asset: str) -> pa.Table:
+def _widen(table: pa.Table, asset: int, schema: pa.Schema) -> pa.Table:
     n = table.num_rows
-    columns = [pa.repeat(pa.scalar(asset, pa.string()), n) if f.name == ASSET
+    columns = [pa.repeat(pa.scalar(asset, pa.int64()), n) if f.name == ASSET
                else table.column(f.name) if f.name in table.column_names else pa.nulls(n, f.type)
-               for f in WIDE]
-    return pa.Table.from_arrays(columns, schema=WIDE)
+               for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _reader(store: Any) -> Any:
+def _reader(store: Any, schema: pa.Schema) -> Any:
     """The mapInArrow function: per input row (one file) yield every frame derived from it, widened,
     and one layout row ``(asset=__layout__, file_index, column_types)``."""
 
@@ -75,10 +76,10 @@ def _reader(store: Any) -> Any:
                 table = decode_table(store.get_bytes(key), handle, store.key_uri(key))
                 assets = json.loads(assets_json)
                 yield from _widen(pa.table({"file_index": pa.array([index], pa.int64()),
-                                            "column_types": [F.column_types(table)]}), LAYOUT).to_batches()
+                                            "column_types": [F.column_types(table)]}), LAYOUT, schema).to_batches()
                 for kind, frame in F.derive_file(task, table).items():
                     if frame.num_rows and kind in assets:
-                        yield from _widen(frame, assets[kind]).to_batches()
+                        yield from _widen(frame, assets[kind], schema).to_batches()
 
     return read
 
@@ -92,30 +93,46 @@ def spark_frames(spark: Any, snap: Snapshot, plan: Any, tasks: list[F.FileTask])
     from checkpoints.validation.runner import _file_row, asset_of, files_frame
     from checkpoints.validation.suite_builder import FILES, FILES_ASSET, SOURCE_OFFSETS
 
+    from checkpoints.validation.runner import used_columns
+
+    frame_assets = [name for name, suite in plan.assets.items() if suite.kind not in (FILES, SOURCE_OFFSETS)]
+    ids = {name: i + 1 for i, name in enumerate(frame_assets)}
+    schema = _cached_columns(plan, frame_assets, used_columns)
     handles = {(uid, h.path): h for uid, _, h in snap.metadata.files()}
     rows = []
     for task in tasks:
         handle = handles[(task.operator_uid, task.path)]
-        assets = {kind: asset_of(task, kind) for kind in task.frame_kinds()}
+        assets = {kind: ids[asset_of(task, kind)] for kind in task.frame_kinds() if asset_of(task, kind) in ids}
         rows.append((task.file_index, task.to_json(), json.dumps(handle.to_dict()), snap.file_key(handle),
                      json.dumps(assets)))
-    schema = "file_index bigint, task string, handle string, key string, assets string"
-    files = spark.createDataFrame(rows, schema).repartition(max(1, min(len(rows), _parallelism(spark))))
-    wide = files.mapInArrow(_reader(snap.store), spark_schema(WIDE)).cache()
+    input_schema = "file_index bigint, task string, handle string, key string, assets string"
+    files = spark.createDataFrame(rows, input_schema).repartition(max(1, min(len(rows), _parallelism(spark))))
+    wide = files.mapInArrow(_reader(snap.store, schema), spark_schema(schema)).cache()
     # one job reads every file, fills the cache and counts each asset's rows
-    counts = {r[ASSET]: int(r["count"]) for r in wide.groupBy(ASSET).count().collect()}
+    counts = {int(r[ASSET]): int(r["count"]) for r in wide.groupBy(ASSET).count().collect()}
     out: dict[str, tuple[str, Any, int]] = {}
-    for name, suite in plan.assets.items():
-        if suite.kind in (FILES, SOURCE_OFFSETS):
-            continue
-        columns = F.COLUMNS[suite.kind].names
-        out[name] = ("spark", wide.where(S.col(ASSET) == name).select(*columns), counts.get(name, 0))
+    for name in frame_assets:
+        columns = [c for c in F.COLUMNS[plan.assets[name].kind].names if c in schema.names]
+        out[name] = ("spark", wide.where(S.col(ASSET) == ids[name]).select(*columns), counts.get(ids[name], 0))
     if any(s.kind == FILES for s in plan.assets.values()):
         layout = wide.where(S.col(ASSET) == LAYOUT).select("file_index", "column_types").collect()
         types = {r["file_index"]: r["column_types"] for r in layout}
         frame = files_frame([_file_row(t, types.get(t.file_index, "")) for t in tasks])
         out[FILES_ASSET] = ("pandas", frame, len(frame))
     return out, wide
+
+
+def _cached_columns(plan: Any, assets: list[str], used_columns: Any) -> pa.Schema:
+    """The wide schema cut to the columns some expectation reads (the cache holds nothing else);
+    all of them when an asset's expectations cannot be resolved to columns of its frame."""
+    keep = {ASSET, "file_index", "column_types"}
+    for name in assets:
+        suite = plan.assets[name]
+        columns = used_columns(suite.expectations, F.COLUMNS[suite.kind].names)
+        if columns is None:
+            return WIDE
+        keep.update(columns)
+    return pa.schema([f for f in WIDE if f.name in keep])
 
 
 def _parallelism(spark: Any) -> int:
