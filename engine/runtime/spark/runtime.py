@@ -25,8 +25,12 @@ The local runtime's ``epoch_records`` option reads with the same cadence (record
 under W(n-1), watermarks only at epoch ends), so both runtimes give the same results,
 late data included.
 
-Partial: processing-time windows and triggers advance once per epoch with the clock read on the
-driver at the epoch's start (not compared with the local runtime); ``assign_timestamps_and_watermarks``
+Processing time is read once per epoch on the driver (the job's clock, injectable) and reaches
+every task of the epoch: processing-time windows and triggers advance on every epoch, also on one
+that carries no data, and split idleness is judged at each epoch start (``_idle_by_time``).
+
+Partial: processing-time results are not compared with the local runtime (its processing time
+advances per element, not per epoch); ``assign_timestamps_and_watermarks``
 away from a source and ``add_async`` are refused on Spark; every value crossing a Spark stage must be
 codec-encodable (engine/state/codec.py: no pickle), which user records and window results normally are.
 """
@@ -183,9 +187,11 @@ class SparkJob:
                 if split.split_id in self.splits:
                     raise JobDefinitionError("split_id", split.split_id, "must be unique across the job's sources")
                 self.split_channel[split.split_id] = len(self.split_channel)
+                strategy = v.source_watermark_strategy
                 self.splits[split.split_id] = {"vertex": v.id, "split": split, "offset": None,
                                                "watermarks": None, "finished": False, "idle": False,
-                                               "watermark": MIN_WATERMARK}
+                                               "watermark": MIN_WATERMARK, "inactive_since": None,
+                                               "idle_timeout": getattr(strategy, "idle_timeout_ms", None)}
         self.bounded = all(v.head.source.is_bounded() for v in self.sources)
         self._valve_output = _LastWatermark()
         self.valve = StatusWatermarkValve(max(1, len(self.split_channel)), self._valve_output)
@@ -356,7 +362,7 @@ class SparkJob:
                 source_rows = self._driver_rows([src])
             read_done = time.monotonic()
             reports = [json.loads(value) for dest, value, _ in source_rows if dest == DEST_SPLIT]
-            after = self._advance_watermark(reports)
+            after = self._advance_watermark(reports, now_ms)
             epoch_records = sum(r["records"] for r in reports)
             self.records_read += epoch_records
             active = [v for v in self.windows if not (
@@ -448,10 +454,29 @@ class SparkJob:
                           max_parallelism=mp, watermark_before=before, watermark_after=after, now_ms=now_ms)
         return placed.mapInArrow(fn, ROW_DDL).localCheckpoint(eager=False)
 
-    def _advance_watermark(self, reports: list[dict]) -> int:
+    def _idle_by_time(self, split: dict, records: int, now_ms: int) -> bool:
+        """Idleness judged on the driver, once per epoch (the epoch is the periodic-emit interval).
+
+        The split's generator is rebuilt from its snapshot in every epoch's task, and a restored
+        idleness generator restarts its inactivity period (right after a failure, wrong between
+        epochs), so the driver keeps the period: WatermarksWithIdleness's rule — the first check
+        without records starts it, a later one more than the timeout after that start is idle
+        (engine/watermarks/generators.py, seed 004) — with the epoch's processing time.
+        """
+        timeout = split["idle_timeout"]
+        if records:
+            split["inactive_since"] = None
+            return False
+        if split["inactive_since"] is None:
+            split["inactive_since"] = now_ms
+            return False
+        return timeout is not None and now_ms - split["inactive_since"] > timeout
+
+    def _advance_watermark(self, reports: list[dict], now_ms: int) -> int:
         valve = self.valve
         for r in reports:
             split = self.splits[r["split_id"]]
+            idle_by_time = self._idle_by_time(split, r["records"], now_ms)
             ch = self.split_channel[r["split_id"]]
             split.update(offset=r["offset"], watermarks=r["watermarks"], watermark=r["watermark"])
             if r["finished"]:
@@ -462,7 +487,7 @@ class SparkJob:
                 if self.bounded:
                     valve.input_watermark(Watermark(MAX_WATERMARK), ch)
                 continue
-            if r["idle"]:
+            if r["idle"] or idle_by_time:
                 if r["watermark"] > MIN_WATERMARK:
                     valve.input_watermark(Watermark(r["watermark"]), ch)
                 if not split["idle"]:
