@@ -16,11 +16,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from conftest import kill_masters, wait_until
@@ -31,13 +29,11 @@ pytestmark = [
     pytest.mark.slow,
     # Strict: when the job side is fixed this XPASSes, fails the run, and the marker must go.
     pytest.mark.xfail(strict=True, reason=(
-        "job side, seen 2026-11-21 with the lead's uncommitted `sluice run`: (1) Great Expectations fails real "
-        "local-runtime savepoints: tables '<op>.state.t<N>-timers' are checked as keyed state ('every entry has a "
-        "value') and job.files expects the window-contents layout for the timers layout; (2) after restoring an "
-        "older savepoint into the same job id, checkpoint ids restart at savepoint id + 1, below the index's "
-        "max_checkpoint_id, so the first checkpoint fails (FINALIZE_CHECKPOINT_FAILURE) and the job fails. "
-        "With validation replaced by a structural check, deploy, retention, savepoints and the supervised "
-        "restart from the latest checkpoint pass with the real job")),
+        "job side, seen 2026-11-21 08:15 with `sluice run` at c615fe8: after restoring an older savepoint into "
+        "the same job id, checkpoint ids restart at savepoint id + 1, below the retained index's "
+        "max_checkpoint_id, so the first checkpoint fails (FINALIZE_CHECKPOINT_FAILURE for checkpoint 7) and "
+        "the job fails; the restore DAG's confirm_checkpoint then fails. Deploy, N retained, savepoints "
+        "validated by Great Expectations and the supervised restart from the latest checkpoint pass")),
 ]
 
 JOB_PARAMS = {"events_per_split": None, "late_fraction": 0.0, "malformed_fraction": 0.0, "events_per_second": 20}

@@ -115,3 +115,36 @@ def test_restore_refuses_a_tampered_savepoint_and_starts_nothing(sluice_env, hoo
     assert (state, tasks["stop_with_savepoint"], tasks["restore"]) == ("failed", "success", "failed")
     assert tasks["confirm_checkpoint"] == "upstream_failed"
     assert hook.read_status_document(job_id).state == "CANCELLED"  # no master was started
+
+
+def test_a_retried_deploy_reattaches_and_any_other_deploy_is_refused_while_the_master_lives(sluice_env, hook):
+    from sluice.operators import JobAlreadyRunning, SluiceDeployJobOperator
+
+    op = SluiceDeployJobOperator(task_id="deploy", deployment="purchases")
+    first = op.execute(fake_context(task_id="deploy"))
+    try:
+        retried = op.execute(fake_context(task_id="deploy"))
+        with pytest.raises(JobAlreadyRunning, match="never two masters"):
+            op.execute(fake_context(run_id="another-run", task_id="deploy"))
+    finally:
+        os.kill(first["pid"], signal.SIGKILL)
+        os.waitpid(first["pid"], 0)
+
+    assert retried["pid"] == first["pid"]
+    assert hook.read_status_document(sluice_env["job_id"]).extra["pid"] == first["pid"]
+
+
+def test_waiting_for_a_checkpoint_fails_at_once_when_the_job_ended(sluice_env, hook):
+    import time
+
+    from checkpoints.status import StatusDocument, write_status
+    from sluice.triggers.condition import JobEnded, evaluate
+
+    since = int(time.time() * 1000) - 1_000
+    write_status(hook.store, StatusDocument(job_id=sluice_env["job_id"], heartbeat_ms=since + 500, state="FAILED",
+                                            failures=({"time_ms": since, "kind": "checkpoint", "message": "boom"},)))
+
+    with pytest.raises(JobEnded, match="ended \\(FAILED\\).*boom"):
+        evaluate("checkpoint_completed", "sluice_test", sluice_env["job_id"], {"since_ms": since})
+    done, details = evaluate("checkpoint_completed", "sluice_test", sluice_env["job_id"], {"since_ms": since + 600})
+    assert (done, details["retained"]) == (False, [])  # an older terminal status says nothing about a newer deploy

@@ -14,7 +14,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowException
 
-from sluice.triggers.condition import SluiceJobConditionTrigger, evaluate
+from sluice.triggers.condition import JobEnded, SluiceJobConditionTrigger, evaluate
 from sluice.operators.base import SluiceBaseOperator
 
 
@@ -29,7 +29,10 @@ class _JobConditionSensor(BaseSensorOperator, SluiceBaseOperator):
         raise NotImplementedError
 
     def poke(self, context: Any) -> bool:
-        done, details = evaluate(self.condition, self.conn_id, self.resolved_job_id, self.arguments(context))
+        try:
+            done, details = evaluate(self.condition, self.conn_id, self.resolved_job_id, self.arguments(context))
+        except JobEnded as exc:
+            raise AirflowException(str(exc)) from exc
         self.log.info("%s: %s (%s)", self.condition, "yes" if done else "not yet", details)
         if done:
             context["ti"].xcom_push(key="details", value=details)
@@ -98,6 +101,9 @@ class SluiceJobHealthySensor(_JobConditionSensor):
 
 class SluiceCheckpointCompletedSensor(_JobConditionSensor):
     """Succeeds when a retained checkpoint completed at or after ``since`` (read from the retained-handles index).
+
+    Fails at once when the job's status document reports a terminal state (FAILED,
+    CANCELED, ...) published after ``since``: a job that ended never completes one.
 
     :param since: an ISO datetime or epoch milliseconds (templated); by default the
         start of the DAG run.  ``"{{ ti.xcom_pull(task_ids='deploy')['started_ms'] }}"``

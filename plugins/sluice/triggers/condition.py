@@ -17,6 +17,10 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 CONDITIONS = ("healthy", "checkpoint_completed")
 
 
+class JobEnded(Exception):
+    """The job reached a terminal state while a condition was awaited: waiting longer cannot help."""
+
+
 def evaluate(condition: str, sluice_conn_id: str, job_id: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
     """``(done, details)`` of one poll; shared by the sensors' ``poke`` and the trigger."""
     from sluice.health import health_problems
@@ -30,10 +34,16 @@ def evaluate(condition: str, sluice_conn_id: str, job_id: str, arguments: dict[s
     if condition == "checkpoint_completed":
         from checkpoints.index import read_index
 
+        from sluice.health import TERMINAL_STATES
+
         since = int(arguments.get("since_ms") or 0)
         index = read_index(hook.store, job_id).index
         newer = [c for c in index.checkpoints if c.completed_ms >= since]
         if not newer:
+            doc = hook.read_status_document(job_id)
+            if doc is not None and doc.heartbeat_ms >= since and doc.state.upper() in TERMINAL_STATES:
+                raise JobEnded(f"job {job_id!r} ended ({doc.state}) before completing a checkpoint after {since}; "
+                               f"recent failures: {list(doc.failures)[-3:]}")
             return False, {"retained": index.ids(), "since_ms": since}
         c = newer[-1]
         return True, {"checkpoint_id": c.checkpoint_id, "completed_ms": c.completed_ms,
@@ -74,6 +84,9 @@ class SluiceJobConditionTrigger(BaseTrigger):
             try:
                 done, details = await asyncio.to_thread(evaluate, self.condition, self.sluice_conn_id, self.job_id,
                                                         self.arguments)
+            except JobEnded as exc:
+                yield TriggerEvent({"status": "error", "message": str(exc)})
+                return
             except Exception as exc:  # storage or API hiccup: keep polling until the timeout, report the last one
                 done, details = False, f"{type(exc).__name__}: {exc}"
             if done:
