@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -381,8 +382,7 @@ def run_gx(plan: SuitePlan, asset_frames: dict[str, tuple[str, Any, int]], data_
     frames differ per asset, so the definitions run one by one; their results land in the
     context's validation results store, and one ``build_data_docs`` renders them all with
     one site index (an UpdateDataDocsAction per asset rebuilt the index every time).
-    pandas runs under copy-on-write: GX takes a ``dropna`` and boolean-mask view of the
-    frame per metric domain, which otherwise deep-copies every column each time.
+    pandas runs under :func:`_gx_pandas_settings` (copy-on-write, no batch fingerprint).
 
     Spark: GX's SUMMARY format adds a job per expectation (the partial list of unexpected
     values) to the aggregate jobs it bundles per domain, so a Spark frame is validated with
@@ -426,7 +426,9 @@ def _validate(context: Any, batch_definition: Any, suite_name: str, expectations
         suite.add_expectation(expectation)
     definition = context.validation_definitions.add(
         gx.ValidationDefinition(name=f"{run_name}:{suite_name}", data=batch_definition, suite=suite))
-    with pd.option_context("mode.copy_on_write", engine == "pandas"), _no_pandas_fingerprint():
+    if engine != "pandas":
+        return list(definition.run(batch_parameters={"dataframe": frame}, result_format=result_format).results)
+    with _gx_pandas_settings():
         return list(definition.run(batch_parameters={"dataframe": frame}, result_format=result_format).results)
 
 
@@ -437,20 +439,39 @@ def _detached(config: Any) -> Any:
     return expectation
 
 
+_settings_lock = threading.Lock()
+_settings_users = [0]
+_settings_saved: dict[str, Any] = {}
+
+
 @contextmanager
-def _no_pandas_fingerprint() -> Iterator[None]:
-    """GX fingerprints every pandas batch under 1 GB (``hash_pandas_object`` of every cell, a
-    third of GX's time at 10M rows) only to put it in the batch markers.  Every state file was
-    sha256-verified against ``_metadata`` when read, a stronger fingerprint, so the batch's is
-    skipped: the threshold GX compares the frame's size with is 0 while a run validates."""
+def _gx_pandas_settings() -> Iterator[None]:
+    """Process-wide settings held while GX validates pandas frames, restored after the last
+    concurrent run (counted under a lock: both are globals of pandas and GX).
+
+    - pandas copy-on-write: GX takes a ``dropna`` and a boolean-mask view of the frame per
+      metric domain, and without copy-on-write each is a deep copy of every column.
+    - no batch fingerprint: GX hashes every cell of a pandas batch under 1 GB
+      (``hash_pandas_object``, a third of GX's time at 10M rows) only to put it in the batch
+      markers; every state file was already sha256-verified against ``_metadata`` when read,
+      a stronger fingerprint, so GX's size threshold for it is 0 meanwhile."""
     from great_expectations.execution_engine import pandas_execution_engine as engine_module
 
-    saved = engine_module.HASH_THRESHOLD
-    engine_module.HASH_THRESHOLD = 0
+    with _settings_lock:
+        if _settings_users[0] == 0:
+            _settings_saved["threshold"] = engine_module.HASH_THRESHOLD
+            _settings_saved["cow"] = pd.get_option("mode.copy_on_write")
+            engine_module.HASH_THRESHOLD = 0
+            pd.set_option("mode.copy_on_write", True)
+        _settings_users[0] += 1
     try:
         yield
     finally:
-        engine_module.HASH_THRESHOLD = saved
+        with _settings_lock:
+            _settings_users[0] -= 1
+            if _settings_users[0] == 0:
+                engine_module.HASH_THRESHOLD = _settings_saved["threshold"]
+                pd.set_option("mode.copy_on_write", _settings_saved["cow"])
 
 
 def _only_used_columns(frame: Any, expectations: list[Any]) -> Any:

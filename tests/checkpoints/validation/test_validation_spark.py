@@ -57,3 +57,28 @@ def test_spark_and_pandas_agree_on_a_healthy_and_a_corrupt_snapshot(spark, stora
         ("count.state.count", "expect_column_values_to_be_between"),
         ("job.source_offsets", "expect_column_pair_values_a_to_be_greater_than_b"),
     ]
+
+
+def test_a_key_in_the_wrong_key_group_is_named_on_spark_and_the_hash_is_sparks_xxhash64(spark, storage):
+    import pyarrow as pa
+
+    from checkpoints.validation.key_hash import key_groups_of
+
+    def move(uid, subtask, name, table):
+        if uid == "tumbling" and name == "keyed.window-contents" and table.num_rows and subtask == 0:
+            groups = table.column("key_group").to_pylist()
+            groups[0] = groups[0] + 1 if groups[0] % 4 != 3 else groups[0] - 1  # same file range, wrong hash
+            return table.set_column(0, table.schema.field("key_group"), pa.array(groups, pa.int32()))
+        return table
+
+    uri = write_snapshot(storage, 1, fed_routers(), edit=move)
+    report = validate_snapshot(uri, engine="spark", spark=spark, build_data_docs=False, write_results=False)
+    hash_failures = [f for f in report.failed if f.expectation == "expect_column_pair_values_to_be_equal"]
+    assert [(f.asset, f.kwargs, f.unexpected_count) for f in hash_failures] == [
+        ("tumbling.state.window-contents", {"column_A": "key_group", "column_B": "expected_key_group"}, 1)]
+
+    keys = ['"a"', "[1,\"x\"]", "", "a long key of more than thirty-two bytes, é"]
+    rows = spark.createDataFrame([(k,) for k in keys], "key string") \
+        .selectExpr("key", "pmod(xxhash64(key), 8) AS kg").collect()
+    by_spark = {r["key"]: r["kg"] for r in rows}
+    assert [by_spark[k] for k in keys] == list(key_groups_of(pa.array(keys), 8))
