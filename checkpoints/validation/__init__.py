@@ -1,6 +1,6 @@
 """Great Expectations validation of snapshot state before restore and after each savepoint (issue 6).
 
-A GE ``gx.Checkpoint`` is a *validation run* here, never a snapshot.  Public API
+A GE "checkpoint" would be a *validation run* here, never a snapshot.  Public API
 (what ``sluice validate``, the restore path and the Airflow operators call)::
 
     from checkpoints.validation import validate_snapshot, check_compatibility
@@ -14,8 +14,9 @@ A GE ``gx.Checkpoint`` is a *validation run* here, never a snapshot.  Public API
 Modules: ``operator_config`` (what the runtime must write and how it is read,
 with "unknown" outcomes), ``frames`` (computed columns per state file),
 ``suite_builder`` (suites from ``_metadata``), ``user_expectations`` (per-job
-suite file, data only), ``runner`` (pandas or Spark, gx.Checkpoint with
-UpdateDataDocsAction, results JSON), ``spark_frames``, ``previous`` (previous
+suite file, data only), ``runner`` (pandas or Spark, one
+ValidationDefinition per frame, Data Docs once per run, results JSON), ``key_hash``
+(the stable key hash in numpy), ``spark_frames``, ``previous`` (previous
 snapshot's offsets), ``records`` (the ``validation`` field of ``_metadata``),
 ``compatibility`` (``validate --job``).
 """

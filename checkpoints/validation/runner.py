@@ -1,17 +1,20 @@
-"""Run a validation of a snapshot with Great Expectations: suites -> ValidationDefinition -> gx.Checkpoint.
+"""Run a validation of a snapshot with Great Expectations: suites -> ValidationDefinitions -> Data Docs.
 
-A GE ``gx.Checkpoint`` is a *validation run*, not a snapshot.  One validation of
-a Sluice snapshot is one ephemeral GX context holding, per frame (an asset of
-:mod:`checkpoints.validation.suite_builder`), an ExpectationSuite, a
-ValidationDefinition over a whole-dataframe batch and a ``gx.Checkpoint`` with an
-``UpdateDataDocsAction``: frames differ per asset, and a gx.Checkpoint passes
-the same ``batch_parameters`` to all its definitions, hence one per asset.
+One validation of a Sluice snapshot is one ephemeral GX context holding, per
+frame (an asset of :mod:`checkpoints.validation.suite_builder`), an
+ExpectationSuite with all of the frame's expectations and one
+ValidationDefinition over a whole-dataframe batch, run once; Data Docs are
+rendered once per run from the stored results (:func:`run_gx`).  No
+``gx.Checkpoint`` is used: it would pass the same ``batch_parameters`` to all
+its definitions, and the frames differ per asset.  (A GX "checkpoint" would
+be a validation run anyway, never a snapshot.)
 
 Engines: pandas below ``spark_row_threshold`` rows of state, Spark above it (or
 when asked): the Spark path derives the same frames inside ``mapInArrow`` tasks
 that read the state files themselves (:mod:`checkpoints.validation.spark_frames`),
 so large state never passes through one process, and GX validates the Spark
-DataFrames with its Spark execution engine.
+DataFrames with its Spark execution engine.  Either way each state file is
+read once, and verified (size, sha256, rows) where it is read.
 
 Outputs: a :class:`ValidationReport`; its JSON written beside the snapshot
 (``<snapshot>/_validation/<run>.json``); Data Docs HTML in ``data_docs_dir``; and,
