@@ -64,6 +64,43 @@ def list_command(job_id: str, storage: str, savepoint_root: str | None, endpoint
         click.echo(f"  savepoint {s['checkpoint_id']:<4} {_when(s['completed_ms'])}  validation={s['validation']}  {s['uri']}")
 
 
+@checkpoints_cli.command("clean")
+@click.argument("job_id")
+@click.option("--storage", required=True, help="checkpoint root: s3://bucket/prefix or file:///path")
+@click.option("--savepoints", "savepoint_root", default=None, help="savepoint root, to clean failed savepoints too")
+@click.option("--grace-period", "grace_s", type=int, default=3600, show_default=True,
+              help="seconds a folder must be untouched before it counts as an orphan")
+@click.option("--job-stopped", is_flag=True,
+              help="no master runs for the job: folders newer than every indexed checkpoint are orphans too")
+@click.option("--delete", is_flag=True, help="delete the orphans (default: list them only)")
+@click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
+@click.option("--region", default=None)
+@click.option("--json", "as_json", is_flag=True, help="print the plain data as JSON")
+def clean_command(job_id: str, storage: str, savepoint_root: str | None, grace_s: int, job_stopped: bool,
+                  delete: bool, endpoint_url: str | None, region: str | None, as_json: bool) -> None:
+    """List (or with --delete remove) files of aborted, failed or subsumed checkpoints of JOB_ID."""
+    from checkpoints.orphans import clean_orphans
+
+    options = _store_options(endpoint_url, region)
+    store = open_store(storage, **(options if storage.startswith("s3") else {}))
+    savepoint_store = (
+        open_store(savepoint_root, **(options if savepoint_root.startswith("s3") else {})) if savepoint_root else None
+    )
+    report = clean_orphans(store, job_id, grace_period_ms=grace_s * 1000, dry_run=not delete,
+                           savepoint_store=savepoint_store, job_stopped=job_stopped)
+    if as_json:
+        click.echo(json.dumps({"deleted": report.deleted, "total_bytes": report.total_bytes, "notes": list(report.notes),
+                               "orphans": [{"key": o.key, "reason": o.reason, "bytes": o.bytes} for o in report.orphans]},
+                              indent=2))
+        return
+    verb = "deleted" if report.deleted else "would delete (dry run; pass --delete)"
+    click.echo(f"job {job_id}: {len(report.orphans)} orphaned object(s), {report.total_bytes} B {verb}")
+    for o in report.orphans:
+        click.echo(f"  {o.key}  ({o.reason})")
+    for note in report.notes:
+        click.echo(f"  note: {note}")
+
+
 @click.command("inspect")
 @click.argument("snapshot")
 @click.option("--verify", is_flag=True, help="also verify every file's sha256 (reads all state)")

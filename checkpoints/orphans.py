@@ -47,9 +47,16 @@ class OrphanReport:
 
 
 def find_orphans(
-    store: ObjectStore, job_id: str, *, grace_period_ms: int = DEFAULT_GRACE_PERIOD_MS, now_ms: int | None = None
+    store: ObjectStore, job_id: str, *, grace_period_ms: int = DEFAULT_GRACE_PERIOD_MS, now_ms: int | None = None,
+    job_stopped: bool = False,
 ) -> OrphanReport:
-    """List the job's orphans in checkpoint storage older than ``grace_period_ms``; deletes nothing."""
+    """List the job's orphans in checkpoint storage older than ``grace_period_ms``; deletes nothing.
+
+    A ``chk-<n>`` folder with ``n`` above the index's highest id may be a checkpoint that
+    completed a moment ago and is about to be added to the index, however old its files
+    are (a slow upload): it is never an orphan while the job may still run.  Pass
+    ``job_stopped=True`` once no master runs for the job to collect such folders too.
+    """
     if type(grace_period_ms) is not int or grace_period_ms < 0:
         raise JobDefinitionError("grace_period_ms", grace_period_ms, "must be a non-negative int of milliseconds")
     now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -57,6 +64,7 @@ def find_orphans(
     job_dir = layout.job_dir(job_id)
     index = read_index(store, job_id).index
     retained_ids = set(index.ids())
+    highest_indexed = max([index.max_checkpoint_id, *retained_ids], default=0)
     notes: list[str] = []
 
     retained_meta: list[CheckpointMetadata] = []
@@ -85,6 +93,9 @@ def find_orphans(
 
     orphans: list[Orphan] = []
     for chk, infos in sorted(folders.items()):
+        if chk > highest_indexed and not job_stopped:
+            notes.append(f"chk-{chk} is newer than every indexed checkpoint: left alone while the job may add it")
+            continue
         if max(i.last_modified_ms for i in infos) > cutoff:
             continue  # possibly still being written or added: wait for the grace period
         has_metadata = any(i.key.endswith("/" + layout.METADATA_FILE) for i in infos)
@@ -129,9 +140,10 @@ def clean_orphans(
     dry_run: bool = True,
     now_ms: int | None = None,
     savepoint_store: ObjectStore | None = None,
+    job_stopped: bool = False,
 ) -> OrphanReport:
     """Find orphans (checkpoint storage, and the savepoint root when given) and, unless ``dry_run``, delete them."""
-    report = find_orphans(store, job_id, grace_period_ms=grace_period_ms, now_ms=now_ms)
+    report = find_orphans(store, job_id, grace_period_ms=grace_period_ms, now_ms=now_ms, job_stopped=job_stopped)
     savepoint_report = (
         find_savepoint_orphans(savepoint_store, job_id, grace_period_ms=grace_period_ms, now_ms=now_ms)
         if savepoint_store is not None

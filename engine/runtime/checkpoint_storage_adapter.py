@@ -339,6 +339,18 @@ class AdapterCompletedCheckpointStore(CompletedCheckpointStore):
     def get_all_checkpoints(self) -> Sequence[CompletedCheckpoint]:
         return self._memory.get_all_checkpoints()
 
+    def max_checkpoint_id(self) -> int | None:
+        """Highest id in memory or in the storage index: ids continue after both (seed 001).
+
+        After a rollback to an older savepoint the index still holds the newer checkpoints
+        of the previous run; a new id at or below them would collide with their folders.
+        """
+        ids = [self._memory.max_checkpoint_id()]
+        persistent = self._adapter._persistent_store
+        if persistent is not None:
+            ids.append(persistent.max_checkpoint_id() or None)
+        return max((i for i in ids if i is not None), default=None)
+
     def shutdown(self, job_status: JobStatus) -> None:
         self._adapter.shutdown(job_status, self._memory.get_latest_checkpoint())
         self._memory.shutdown(job_status)

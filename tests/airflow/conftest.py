@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from airflow_support import ARTIFACTS, FAKE_MASTER, REPO, kill_masters, wait_until  # noqa: F401 - fixtures use them
+
 _HOME = Path(tempfile.mkdtemp(prefix="sluice-airflow-home-"))
 os.environ.update({
     "AIRFLOW_HOME": str(_HOME),
@@ -38,8 +39,6 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 if str(REPO / "plugins") not in sys.path:
     sys.path.insert(0, str(REPO / "plugins"))
 
-ARTIFACTS = REPO / "tests" / "artifacts"
-FAKE_MASTER = Path(__file__).with_name("fake_master.py")
 
 
 @pytest.fixture(scope="session")
@@ -96,26 +95,3 @@ def sluice_env(airflow_db, moto_endpoint, tmp_path, monkeypatch):
            "storage_uri": f"s3://{bucket}/checkpoints", "savepoint_dir": f"s3://{bucket}/savepoints"}
     yield env
     kill_masters(job_id)
-
-
-def kill_masters(job_id: str) -> None:
-    """Stop every master process recorded for ``job_id`` (only processes the tests started)."""
-    state = Path(os.environ["SLUICE_STATE_DIR"])
-    for record in state.glob(f"{job_id}*.json"):
-        pid = json.loads(record.read_text()).get("pid")
-        if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-
-
-def wait_until(predicate, timeout_s: float = 30.0, interval_s: float = 0.3, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"{what} not reached within {timeout_s}s")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import REPO
+from airflow_support import REPO
 
 
 def load_dag(dag_id: str) -> Any:

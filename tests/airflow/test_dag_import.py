@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from airflow_support import REPO
 
 DAG_IDS = {"sluice_deploy", "sluice_supervise", "sluice_scheduled_savepoint", "sluice_restore", "sluice_housekeeping"}
 

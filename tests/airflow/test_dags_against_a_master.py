@@ -14,7 +14,7 @@ import signal
 
 import pytest
 
-from conftest import wait_until
+from airflow_support import wait_until
 from dag_helpers import run_dag
 
 pytestmark = pytest.mark.airflow

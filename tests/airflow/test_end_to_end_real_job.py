@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import kill_masters, wait_until
+from airflow_support import kill_masters, wait_until
 from dag_helpers import run_dag
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -151,12 +151,6 @@ def test_deploy_savepoints_kill_and_supervised_restart_keep_outputs_exactly_righ
     stop_and_check_outputs(job_id, real_deployment["output"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-        "job side, seen 2026-11-21 08:15 with `sluice run` at c615fe8: after restoring an older savepoint into "
-        "the same job id, checkpoint ids restart at savepoint id + 1, below the retained index's "
-        "max_checkpoint_id, so the first checkpoint fails (FINALIZE_CHECKPOINT_FAILURE for checkpoint 7) and "
-        "the job fails; the restore DAG's confirm_checkpoint then fails. Deploy, N retained, savepoints "
-        "validated by Great Expectations and the supervised restart from the latest checkpoint pass"))
 def test_deploy_savepoint_kill_supervise_restore_rescaled_with_correct_outputs(real_deployment):
     job_id = real_deployment["job_id"]
     savepoints = deploy_savepoint_kill_and_supervise(job_id)

@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from conftest import FAKE_MASTER, wait_until
+from airflow_support import FAKE_MASTER, wait_until
 from dag_helpers import run_dag
 
 pytestmark = pytest.mark.airflow

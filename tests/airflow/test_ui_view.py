@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import ARTIFACTS, FAKE_MASTER, wait_until
+from airflow_support import ARTIFACTS, FAKE_MASTER, wait_until
 
 pytestmark = pytest.mark.airflow
 
