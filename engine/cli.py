@@ -28,37 +28,27 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--runtime", type=click.Choice(["local", "spark"]), default="local", show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="where checkpoints, savepoints, output and Data Docs go (default: a new folder under .sluice/)")
+@click.option("--events-per-split", type=int, default=6_000, show_default=True)
 @click.option("--parallelism", type=int, default=2, show_default=True)
-@click.option("--events-per-split", type=int, default=5_000, show_default=True)
-@click.option("--show", type=int, default=5, show_default=True, help="results printed per window kind")
-@click.option("--json-summary", is_flag=True, help="print only the summary as JSON")
-def demo(runtime: str, parallelism: int, events_per_split: int, show: int, json_summary: bool) -> None:
-    """Run the purchase-count window job end to end on embedded defaults and print its results."""
-    from engine.api.environment import StreamExecutionEnvironment
-    from engine.examples import purchases
+@click.option("--restore-parallelism", type=int, default=3, show_default=True)
+def demo(workdir: str | None, events_per_split: int, parallelism: int, restore_parallelism: int) -> None:
+    """Run the main job end to end on local Spark: checkpoints, savepoint, stop, validate, restore, verify."""
+    import tempfile
+    from pathlib import Path
 
-    config = purchases.PurchaseJobConfig(events_per_split=events_per_split)
-    summary: dict[str, Any] = {"runtime": runtime, "parallelism": parallelism,
-                               "events": config.num_splits * config.events_per_split}
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(parallelism).set_runtime(runtime)
-    # sources emit watermarks after every bundle they read: small bundles keep event time moving
-    env.set_runtime_option("bundle_size", 16)
-    results, result = env.execute_and_collect_streams(purchases.build(env, config), "purchases")
-    for name, rows in results.items():
-        summary[f"{name}_results"] = len(rows)
-    summary["dead_letters"] = result.dead_letter_count
-    summary["late_records_dropped"] = result.metrics.get("num_late_records_dropped", 0)
-    summary["runtime_ms"] = result.net_runtime_ms
-    if json_summary:
-        click.echo(json.dumps(summary))
-        return
-    for name, rows in results.items():
-        click.echo(f"== {name}: {len(rows)} results")
-        for row in rows[:show]:
-            click.echo(f"   {row}")
-    click.echo(json.dumps(summary))
+    from engine.demo import DemoConfig, run_demo
+
+    if workdir is None:
+        Path(".sluice").mkdir(exist_ok=True)
+        workdir = tempfile.mkdtemp(prefix="demo-", dir=".sluice")
+    config = DemoConfig(Path(workdir).resolve(), parallelism=parallelism,
+                        restore_parallelism=restore_parallelism, events_per_split=events_per_split)
+    summary = run_demo(config, lambda line: click.echo(line))
+    click.echo(json.dumps(summary, default=str))
+    if not summary["identical_to_uninterrupted_local_run"] or summary["savepoint_validation"] != "passed":
+        sys.exit(1)
 
 
 def _parse_params(values: tuple[str, ...]) -> dict[str, Any]:
