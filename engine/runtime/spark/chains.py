@@ -31,13 +31,14 @@ from engine.operators.base import Metrics, OneInputStreamOperator, OperatorConte
 from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
 from engine.runtime.plan import PhysicalPlan, Vertex
 from engine.runtime.spark.preaggregation import PreAggregation, preaggregation_for
-from engine.runtime.spark.rows import DEST_DEAD_LETTER, DEST_DRIVER, RowBuffer
+from engine.runtime.spark.rows import DEST_DEAD_LETTER, DEST_DRIVER, DEST_STAGED, RowBuffer, encode_value
 from engine.state import codec
 
 OP = "op"  # a stateless operator node run in the task
 PASS = "pass"  # a timestamps/watermarks node folded into its source (per-split generation ran already)
 WINDOW = "window"  # a HASH edge into a window vertex
 DRIVER = "driver"  # a sink or collect target
+STAGED = "staged"  # an exactly-once file sink whose parts the task writes (staged_sinks.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,15 +64,19 @@ def _tag_id(tag: Any) -> str | None:
     return None if tag is None else tag.tag_id
 
 
-def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: bool = True) -> Routes:
+def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: bool = True,
+                 staged_nodes: frozenset[int] = frozenset()) -> Routes:
     """Routes for every node of ``plan``; ``driver_nodes`` are sink/collect node ids (rows to the driver).
 
-    ``preaggregation=False`` keeps every window on the element path (to compare both paths).
+    ``preaggregation=False`` keeps every window on the element path (to compare both paths);
+    ``staged_nodes`` are sinks whose parts the tasks write (engine/runtime/spark/staged_sinks.py).
     """
     routes = Routes()
 
     def consumer(node: Transformation, v: Vertex) -> Consumer:
         routes.nodes[node.id] = node
+        if node.id in staged_nodes:
+            return Consumer(STAGED, node.id)
         if node.id in driver_nodes or isinstance(node, SinkTransformation):
             return Consumer(DRIVER, node.id)
         if isinstance(node, MapTransformation):
@@ -131,8 +136,12 @@ class Router:
     """Runs the stateless part of a task's chain and turns what leaves it into rows."""
 
     def __init__(self, routes: Routes, rows: RowBuffer, context: OperatorContext, channel: str,
-                 max_parallelism: int, watermark_before: int = MIN_WATERMARK) -> None:
+                 max_parallelism: int, watermark_before: int = MIN_WATERMARK,
+                 staging: dict[int, Any] | None = None) -> None:
         self.routes = routes
+        #: sink node id -> StagingTarget of this epoch, and the values this task produced for it
+        self.staging = staging or {}
+        self._staged_values: dict[int, list] = {}
         #: W(n-1): panes with a window at or behind it take the element path (preaggregation.py)
         self.watermark_before = watermark_before
         #: per pre-aggregated window node: the (key, pane) pairs whose first record this task has written
@@ -174,16 +183,20 @@ class Router:
                 self.emit(c.node_id, None, records)
             elif c.kind == WINDOW:
                 self._to_window(c.node_id, records)
+            elif c.kind == STAGED:
+                self._staged_values.setdefault(c.node_id, []).extend(r.value for r in records)
             else:
+                tag = str(c.node_id)
+                add = self.rows.add
                 for r in records:
-                    self.rows.add(DEST_DRIVER, ts=r.timestamp, value=codec.encode(r.value), tag=str(c.node_id))
+                    add(DEST_DRIVER, ts=r.timestamp, value=encode_value(r.value), tag=tag)
 
     def _to_window(self, node_id: int, records: Any) -> None:
         selector = self.routes.nodes[node_id].key_selector
         pre = self.routes.preaggregations.get(node_id)
         add = self.rows.add
         channel = self.channel
-        encode, encode_key = codec.encode, codec.encode_key
+        encode, encode_key = encode_value, codec.encode_key
         seen = self._seen.setdefault(node_id, set()) if pre is not None else None
         behind = self._behind
         watermark = self.watermark_before
@@ -216,3 +229,8 @@ class Router:
     def close(self) -> None:
         for op in self._ops.values():
             op.close()
+        for node_id, values in self._staged_values.items():
+            if values:
+                key = self.staging[node_id].write(self.channel, values)
+                self.rows.add(DEST_STAGED, value=json.dumps({"key": key, "records": len(values)}), tag=str(node_id))
+        self._staged_values = {}

@@ -189,7 +189,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
         self.owner.uris[checkpoint.checkpoint_id] = uri
         self.owner.history.append({
             "checkpoint_id": checkpoint.checkpoint_id, "savepoint": checkpoint.is_savepoint(), "uri": uri,
-            "bytes": metadata.total_bytes(), "epoch": self.owner.job.epoch,
+            "bytes": metadata.total_bytes(), "epoch": metadata.watermarks["epoch"],
             "triggered_ms": checkpoint.timestamp_ms, "completed_ms": checkpoint.completion_timestamp_ms,
             "duration_ms": checkpoint.completion_timestamp_ms - checkpoint.timestamp_ms})
         if checkpoint.is_savepoint():
@@ -248,6 +248,8 @@ class SparkCheckpointing:
         self.requests_lock = threading.Lock()
         #: checkpoints whose state upload overlaps the following epochs, oldest first
         self.uploads: list[_Upload] = []
+        #: checkpoint id -> the driver's state at its barrier (watermark, valve, split generators)
+        self.boundaries: dict[int, dict[str, Any]] = {}
         self._executor: Any = None
         self.async_uploads = bool(job.runtime.async_snapshots)
         self.stopped = False
@@ -436,6 +438,11 @@ class SparkCheckpointing:
             state = writer.snapshot_state(checkpoint_id) if hasattr(writer, "snapshot_state") else None
             acks[task_id] = TaskStateSnapshot({task_id: state})
         states = [(v, job.state[v.head.id]) for v in job.windows]
+        # the driver's part of barrier n, taken now: the checkpoint may complete epochs later
+        self.boundaries[checkpoint_id] = {
+            "epoch": job.epoch, "watermark": job.watermark, "valve": job.valve.snapshot(),
+            "splits": {sid: {"watermarks": s["watermarks"], "finished": s["finished"], "idle": s["idle"],
+                             "watermark": s["watermark"]} for sid, s in job.splits.items()}}
 
         def upload() -> dict[str, Any]:
             window_acks: dict[str, Any] = {}
@@ -481,6 +488,7 @@ class SparkCheckpointing:
             try:
                 window_acks = upload.future.result()
             except BaseException as exc:  # noqa: BLE001 - a failed upload declines the checkpoint
+                self.boundaries.pop(upload.checkpoint_id, None)
                 coordinator.receive_decline_message(self.job.job_id, next(iter(self.all_tasks)), upload.checkpoint_id,
                                                     cause=exc)
                 continue
@@ -526,13 +534,13 @@ class SparkCheckpointing:
                                               {"kind": "sink", "two_phase_commit": state}, ()))
         props = CheckpointProperties.savepoint() if checkpoint.is_savepoint() else CheckpointProperties.checkpoint(
             retain_on_cancellation=not checkpoint.properties.discard_cancelled)
-        splits = {sid: {"watermarks": s["watermarks"], "finished": s["finished"], "idle": s["idle"],
-                        "watermark": s["watermark"]} for sid, s in job.splits.items()}
+        boundary = self.boundaries.pop(checkpoint.checkpoint_id)
         return CheckpointMetadata(
             job_id=job.job_id, checkpoint_id=checkpoint.checkpoint_id, job_name=job.job_name, properties=props,
             trigger_timestamp_ms=checkpoint.timestamp_ms, complete_timestamp_ms=checkpoint.completion_timestamp_ms,
             source_positions=dict(checkpoint.source_positions),
-            watermarks={"watermark": job.watermark, "epoch": job.epoch, "valve": job.valve.snapshot(), "splits": splits,
+            watermarks={"watermark": boundary["watermark"], "epoch": boundary["epoch"], "valve": boundary["valve"],
+                        "splits": boundary["splits"],
                         "operators": operator_marks},
             operators=tuple(operators))
 

@@ -10,7 +10,9 @@ speaks the same schema.  ``_dest`` says where a row goes:
 * :data:`DEST_DRIVER` a record for a sink or collect target on the driver (``_tag`` = node id);
 * :data:`DEST_DEAD_LETTER` a dead letter (``_value`` = JSON ``{value, error, stage}``);
 * :data:`DEST_SPLIT` the end-of-slice report of one source split (``_value`` = JSON);
-* :data:`DEST_METRICS` a task's counters (``_value`` = JSON).
+* :data:`DEST_METRICS` a task's counters (``_value`` = JSON);
+* :data:`DEST_STAGED` a sink part a task staged itself (``_tag`` = sink node id, ``_value`` = JSON
+  ``{key, records}``; engine/runtime/spark/staged_sinks.py).
 
 A record row for a window whose aggregate Spark SQL pre-aggregates (engine/runtime/spark/preaggregation.py)
 also carries ``_num``, the aggregated field as a long; ``_value`` is then only set on the first record
@@ -29,12 +31,14 @@ import pyarrow as pa
 
 from engine.errors import CorruptSnapshotError
 from engine.operators.base import MaterializedOperatorSnapshot
+from engine.state import codec
 
 DEST_STATE = -1
 DEST_DRIVER = -2
 DEST_DEAD_LETTER = -3
 DEST_SPLIT = -4
 DEST_METRICS = -5
+DEST_STAGED = -6
 
 ROW_SCHEMA = pa.schema([
     pa.field("_dest", pa.int32()),
@@ -125,3 +129,71 @@ def snapshot_from_row_parts(header_json: str, blob: bytes) -> MaterializedOperat
 
 def is_empty_snapshot(snapshot: MaterializedOperatorSnapshot) -> bool:
     return all(t.num_rows == 0 for t in snapshot.tables.values())
+
+
+# ---- record values, many at a time ---------------------------------------------------------------------
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_dumps = _ENCODER.encode
+
+
+def _plain(x: Any) -> bool:
+    """A scalar the codec writes as itself (exact types: subclasses and numpy go through the codec)."""
+    t = type(x)
+    return t is str or t is int or t is bool or x is None or (t is float and x - x == 0.0)
+
+
+def encode_value(value: Any) -> str:
+    """``codec.encode(value)``, the same text, without the codec's generic walk for flat records.
+
+    Records crossing a Spark stage are mostly flat tuples or dicts of scalars; for those the codec's
+    output is known (``{"$t": [...]}`` or the object itself), so one JSON encoder call writes it.
+    Anything else — nested values, non-finite floats, bytes, tagged dict keys — goes through
+    :func:`engine.state.codec.encode`.  tests/runtime/spark/test_spark_rows.py checks both agree.
+    """
+    t = type(value)
+    if t is tuple:
+        for x in value:
+            if not _plain(x):
+                return codec.encode(value)
+        return _dumps({"$t": list(value)})
+    if t is dict:
+        for k, x in value.items():
+            if type(k) is not str or k.startswith("$") or not _plain(x):
+                return codec.encode(value)
+        return _dumps(value)
+    if _plain(value):
+        return _dumps(value)
+    return codec.encode(value)
+
+
+def decode_values(texts: list[str | None]) -> list[Any]:
+    """``[codec.decode(t) for t in texts]`` (None stays None) with one JSON parse for the whole list.
+
+    Flat tuples and dicts of scalars are rebuilt directly; anything tagged or nested is decoded by
+    :func:`engine.state.codec.decode` from its own text, so the result is always the codec's.
+    """
+    if not texts:
+        return []
+    if any(t is None for t in texts):
+        return [None if t is None else decode_values([t])[0] for t in texts]
+    raw = json.loads("[" + ",".join(texts) + "]")
+    out: list[Any] = []
+    append = out.append
+    for i, x in enumerate(raw):
+        t = type(x)
+        if t is dict:
+            if len(x) == 1 and "$t" in x:
+                inner = x["$t"]
+                if type(inner) is list and all(type(v) is not dict and type(v) is not list for v in inner):
+                    append(tuple(inner))
+                    continue
+            elif all(not k.startswith("$") and type(v) is not dict and type(v) is not list for k, v in x.items()):
+                append(x)
+                continue
+            append(codec.decode(texts[i]))
+        elif t is list:
+            append(codec.decode(texts[i]))
+        else:
+            append(x)
+    return out

@@ -17,8 +17,11 @@ Epoch n, driven by :meth:`SparkJob.step`:
    (engine/runtime/spark/epochs.py), and runs the shared WindowOperator once per key group:
    records judged against W(n-1), then W(n) fires timers.  The new state rows stay in Spark,
    materialized with ``localCheckpoint`` so lineage never grows across epochs.
-4. **Driver rows.**  Sink and collect records, dead letters and counters come back to the driver;
-   sinks are written there (Partial: sinks run on the driver, one writer per sink node).
+4. **Driver rows.**  Collect records, dead letters and counters come back to the driver.  An
+   exactly-once file sink is written by the tasks themselves: each stages one part per epoch in
+   the sink's open transaction and only the part's key reaches the driver, which commits when the
+   checkpoint completes (engine/runtime/spark/staged_sinks.py).  Other sinks (console, user
+   sinks, at-least-once files) are written on the driver, one writer per sink node.
 5. **Barrier.**  The epoch boundary is barrier n (engine/runtime/spark/checkpointing.py).
 
 The local runtime's ``epoch_records`` option reads with the same cadence (records of epoch n
@@ -57,8 +60,10 @@ from engine.runtime.spark.rows import (
     DEST_DRIVER,
     DEST_METRICS,
     DEST_SPLIT,
+    DEST_STAGED,
     DEST_STATE,
     ROW_DDL,
+    decode_values,
 )
 from engine.runtime.spark.stages import source_stage, window_stage
 from engine.state import codec
@@ -175,7 +180,14 @@ class SparkJob:
         self.collect_targets: dict[int, list[Any]] = {
             node.id: node.sink for v in plan.vertices for node in v.nodes if isinstance(node, _CollectNode)}
         driver_nodes = {node.id for v in plan.vertices for node in v.nodes if isinstance(node, SinkTransformation)}
-        self.routes = build_routes(plan, driver_nodes, runtime.preaggregation)
+        from engine.runtime.spark.staged_sinks import stages_on_executors
+
+        #: exactly-once file sinks whose parts the tasks write (engine/runtime/spark/staged_sinks.py)
+        self.staged_nodes = frozenset(
+            node.id for v in plan.vertices for node in v.nodes
+            if isinstance(node, SinkTransformation) and not isinstance(node, _CollectNode)
+            and stages_on_executors(node.sink))
+        self.routes = build_routes(plan, driver_nodes, runtime.preaggregation, self.staged_nodes)
         self.windows = [v for v in plan.vertices if isinstance(v.head, WindowTransformation)]
         self.upstream_windows = {v.head.id: _upstream_windows(v) for v in self.windows}
         self.sources = [v for v in plan.vertices if v.is_source()]
@@ -207,6 +219,8 @@ class SparkJob:
                     self.sink_writers[node.id] = sink.create_writer() if hasattr(sink, "create_writer") else sink
         self.records_read = 0
         self.records_out = 0
+        #: sink parts the tasks staged themselves (engine/runtime/spark/staged_sinks.py)
+        self.staged_parts = 0
         self.last_epoch_ms = 0
         #: wall time of the last epoch's two Spark jobs: reading splits, and shuffles + window stages
         self.last_epoch_phases_ms: dict[str, int] = {}
@@ -328,7 +342,8 @@ class SparkJob:
         """One Spark job: the rows of ``frames`` for the driver; it also materializes their local checkpoints."""
         from pyspark.sql import functions as F
 
-        return _union(frames).where(F.col("_dest").isin(DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLIT)) \
+        return _union(frames).where(F.col("_dest").isin(DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLIT,
+                                                          DEST_STAGED)) \
             .select("_dest", "_value", "_tag").collect()
 
     def run_epoch(self) -> bool:
@@ -386,7 +401,7 @@ class SparkJob:
         slices = [{"split": s["split"].to_json(), "offset": s["offset"], "watermarks": s["watermarks"]} for s in pieces]
         strategy = v.source_watermark_strategy or WatermarkStrategy.no_watermarks()
         fn = source_stage(v.head.source, strategy, self.routes, v.head.id, slices, self.runtime.epoch_records,
-                          now_ms, self.max_parallelism, watermark_before)
+                          now_ms, self.max_parallelism, watermark_before, self._staging())
         return self.spark.range(0, len(slices), numPartitions=len(slices)).mapInArrow(fn, ROW_DDL)
 
     def _run_windows(self, vertices: list[Any], stage_outputs: list[Any], before: int, after: int,
@@ -451,7 +466,8 @@ class SparkJob:
                   .repartition(parallelism, "_pk")
                   .sortWithinPartitions("_node", "_kg", "_split", "_offset"))
         fn = window_stage({v.head.id: v.head for v in group}, self.routes, epoch=self.epoch, parallelism=parallelism,
-                          max_parallelism=mp, watermark_before=before, watermark_after=after, now_ms=now_ms)
+                          max_parallelism=mp, watermark_before=before, watermark_after=after, now_ms=now_ms,
+                          staging=self._staging())
         return placed.mapInArrow(fn, ROW_DDL).localCheckpoint(eager=False)
 
     def _idle_by_time(self, split: dict, records: int, now_ms: int) -> bool:
@@ -503,11 +519,24 @@ class SparkJob:
             return MAX_WATERMARK
         return max(self.watermark, self._valve_output.watermark)
 
+    def _staging(self) -> dict[int, Any]:
+        """This epoch's staging targets: each executor-staged sink's open transaction."""
+        from engine.runtime.spark.staged_sinks import staging_target
+
+        return {nid: staging_target(self.sink_writers[nid], self.epoch) for nid in self.staged_nodes}
+
     def _deliver(self, rows: list[Any]) -> None:
-        by_sink: dict[int, list[Any]] = {}
+        from engine.runtime.spark.staged_sinks import adopt_parts
+
+        by_sink: dict[int, list[str]] = {}
+        staged: dict[int, list[str]] = {}
         for dest, value, tag in rows:
             if dest == DEST_DRIVER:
-                by_sink.setdefault(int(tag), []).append(codec.decode(value))
+                by_sink.setdefault(int(tag), []).append(value)
+            elif dest == DEST_STAGED:
+                part = json.loads(value)
+                staged.setdefault(int(tag), []).append(part["key"])
+                self.records_out += int(part["records"])
             elif dest == DEST_DEAD_LETTER:
                 doc = json.loads(value)
                 try:
@@ -518,7 +547,11 @@ class SparkJob:
             elif dest == DEST_METRICS:
                 for k, n in json.loads(value).items():
                     self.counters[k] = self.counters.get(k, 0) + int(n)
-        for node_id, values in by_sink.items():
+        for node_id, keys in staged.items():
+            adopt_parts(self.sink_writers[node_id], keys)
+            self.staged_parts += len(keys)
+        for node_id, texts in by_sink.items():
+            values = decode_values(texts)
             self.records_out += len(values)
             if node_id in self.collect_targets:
                 self.collect_targets[node_id].extend(values)

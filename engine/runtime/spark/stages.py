@@ -41,6 +41,7 @@ from engine.runtime.spark.rows import (
     DEST_STATE,
     STATE_CHANNEL,
     RowBuffer,
+    decode_values,
     is_empty_snapshot,
     snapshot_from_row_parts,
     snapshot_to_row_parts,
@@ -60,7 +61,8 @@ def _metrics_row(rows: RowBuffer, metrics: Metrics) -> None:
 
 
 def source_stage(source: Any, strategy: Any, routes: Routes, head_node_id: int, slices: list[dict],
-                 epoch_records: int, now_ms: int, max_parallelism: int, watermark_before: int = MIN_WATERMARK):
+                 epoch_records: int, now_ms: int, max_parallelism: int, watermark_before: int = MIN_WATERMARK,
+                 staging: dict[int, Any] | None = None):
     """The ``mapInArrow`` function of a source vertex: input rows carry the slice index (one per partition).
 
     ``slices[i]``: ``{"split": SourceSplit JSON, "offset": S(n-1) or None, "watermarks": snapshot or None}``.
@@ -74,19 +76,19 @@ def source_stage(source: Any, strategy: Any, routes: Routes, head_node_id: int, 
                 piece = slices[index]
                 split = SourceSplit.from_json(piece["split"])
                 yield from _read_slice(source, strategy, routes, head_node_id, split, piece, epoch_records,
-                                       now_ms, max_parallelism, watermark_before)
+                                       now_ms, max_parallelism, watermark_before, staging)
 
     return run
 
 
 def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, split: Any, piece: dict,
                 epoch_records: int, now_ms: int, max_parallelism: int,
-                watermark_before: int) -> Iterator[pa.RecordBatch]:
+                watermark_before: int, staging: dict[int, Any] | None) -> Iterator[pa.RecordBatch]:
     rows = RowBuffer()
     metrics = Metrics()
     clock = ManualClock(now_ms)
     context = OperatorContext(f"source-{head_node_id}", 0, 1, max_parallelism, clock=clock, metrics=metrics)
-    router = Router(routes, rows, context, split.split_id, max_parallelism, watermark_before)
+    router = Router(routes, rows, context, split.split_id, max_parallelism, watermark_before, staging)
     context.dead_letter = router.dead_letter
     stage = SourceTimestampsAndWatermarks(
         strategy, clock, lambda dl: router.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"))
@@ -142,7 +144,7 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
 
 
 def window_stage(nodes: dict[int, Any], routes: Routes, *, epoch: int, parallelism: int, max_parallelism: int,
-                 watermark_before: int, watermark_after: int, now_ms: int):
+                 watermark_before: int, watermark_after: int, now_ms: int, staging: dict[int, Any] | None = None):
     """The ``mapInArrow`` function of window vertices sharing a stage (rows sorted by node, key group).
 
     A partition holds one subtask's key groups; each window vertex runs as one WindowOperator over
@@ -170,7 +172,8 @@ def window_stage(nodes: dict[int, Any], routes: Routes, *, epoch: int, paralleli
             _run_subtask(node, node.operator_uid(), node_id, routes, rows, metrics,
                          key_group_range_for_operator(max_parallelism, parallelism, subtask), subtask, table,
                          epoch=epoch, parallelism=parallelism, max_parallelism=max_parallelism,
-                         watermark_before=watermark_before, watermark_after=watermark_after, now_ms=now_ms)
+                         watermark_before=watermark_before, watermark_after=watermark_after, now_ms=now_ms,
+                         staging=staging)
             if len(rows) >= _FLUSH_ROWS:
                 yield rows.take()
         _metrics_row(rows, metrics)
@@ -207,11 +210,12 @@ def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
 
 def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuffer, metrics: Metrics,
                  key_groups: KeyGroupRange, subtask: int, table: pa.Table, *, epoch: int, parallelism: int,
-                 max_parallelism: int, watermark_before: int, watermark_after: int, now_ms: int) -> None:
+                 max_parallelism: int, watermark_before: int, watermark_after: int, now_ms: int,
+                 staging: dict[int, Any] | None = None) -> None:
     """One window vertex's subtask for one epoch: restore, W(n-1), the epoch's records, W(n), snapshot."""
     context = OperatorContext(uid, subtask, parallelism, max_parallelism, key_groups,
                               clock=ManualClock(now_ms), metrics=metrics)
-    router = Router(routes, rows, context, f"{node_id}/{subtask:05d}", max_parallelism, watermark_before)
+    router = Router(routes, rows, context, f"{node_id}/{subtask:05d}", max_parallelism, watermark_before, staging)
     context.dead_letter = router.dead_letter
     operator = build_window_operator(node)
     operator.open(context, _NodeOutput(router, node_id))
@@ -227,9 +231,9 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
     stamps = table.column("_ts").to_pylist()
     nums = table.column("_num").to_pylist()
     pre = routes.preaggregations.get(node_id)
-    decode = codec.decode
-    records = [StreamRecord(decode(values[i]) if nums[i] is None else pre.apply(decode(values[i]), nums[i]), stamps[i])
-               for i, d in enumerate(dests) if d == node_id]
+    mine = [i for i, d in enumerate(dests) if d == node_id]
+    decoded = decode_values([values[i] for i in mine])
+    records = [StreamRecord(v if nums[i] is None else pre.apply(v, nums[i]), stamps[i]) for i, v in zip(mine, decoded)]
     if records:
         operator.process_batch(records)
     if watermark_after > operator.current_watermark():

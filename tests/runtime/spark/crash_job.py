@@ -9,6 +9,8 @@ it at random points of its progress.
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import sys
 
@@ -27,9 +29,10 @@ def events() -> list[list[tuple]]:
     splits = []
     for s in range(2):
         t, rows = 0, []
-        for _ in range(150):
+        for _ in range(110):
             t += rng.randrange(0, 1500)
-            rows.append((f"k{rng.randrange(5)}", max(0, t - rng.randrange(0, 4000)), rng.randrange(1, 100)))
+            # keys stay in their split: per-key arrival order is the split's on every runtime
+            rows.append((f"s{s}k{rng.randrange(3)}", max(0, t - rng.randrange(0, 4000)), rng.randrange(1, 100)))
         splits.append(rows)
     return splits
 
@@ -74,9 +77,11 @@ def main(work: str) -> None:
     env.set_parallelism(2)
     env.set_max_parallelism(8)
     env.set_runtime_option("epoch_records", EPOCH_RECORDS)
-    env.enable_checkpointing(1)
+    env.enable_checkpointing(10)
     env.get_checkpoint_config().set_checkpoint_storage_dir(storage)
     env.get_checkpoint_config().set_num_retained_checkpoints(3)
+    for name, value in json.loads(os.environ.get("SLUICE_CRASH_JOB_OPTIONS", "{}")).items():
+        env.set_runtime_option(name, value)  # to run the same crashes with other runtime options
     build(env, f"file://{work}/output")
     restore = latest_checkpoint(storage, stable_job_id(JOB_NAME))
     print(f"RESTORE {restore}", flush=True)

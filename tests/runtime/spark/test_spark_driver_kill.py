@@ -2,8 +2,10 @@
 
 Each attempt is a fresh driver process (tests/runtime/spark/crash_job.py) that restores from the
 latest retained checkpoint, as supervision does after a crash; it is killed after a random number
-of epochs plus a random delay, so kills land while reading, in window stages, during a background
-state upload, between a checkpoint's completion and the sink's commit, or at JVM start.  A last
+of epochs (0, 2, 3 or 4: a checkpoint completes one epoch after it was taken, when its background
+upload is collected) plus a random delay below a second, so kills land at JVM start, while reading,
+in window stages, during a background state upload, or between a checkpoint's completion and the
+sink's commit.  A last
 attempt runs to the end.  The exactly-once file sink's committed output must then equal the
 uninterrupted result (the local runtime with the same epochs), with no record lost or repeated.
 """
@@ -42,9 +44,10 @@ def _attempt(work: Path, rng: random.Random | None, log: list[str]) -> bool:
     """One driver process; killed at a random point when ``rng`` is given. True if it ran to DONE."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_HERE), env.get("PYTHONPATH")) if p)
-    proc = subprocess.Popen([sys.executable, str(_HERE / "crash_job.py"), str(work)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env=env)
-    epochs_before_kill = None if rng is None else rng.choice([0, 1, 1, 2, 3])
+    with open(work / "driver-stderr.log", "a") as errors:
+        proc = subprocess.Popen([sys.executable, str(_HERE / "crash_job.py"), str(work)], stdout=subprocess.PIPE,
+                                stderr=errors, text=True, env=env)
+    epochs_before_kill = None if rng is None else rng.choice([0, 2, 3, 4])
     seen = 0
     try:
         for line in proc.stdout:  # type: ignore[union-attr]
@@ -54,7 +57,7 @@ def _attempt(work: Path, rng: random.Random | None, log: list[str]) -> bool:
             if line.startswith("EPOCH"):
                 seen += 1
             if epochs_before_kill is not None and line.startswith(("EPOCH", "RESTORE")) and seen >= epochs_before_kill:
-                time.sleep(rng.uniform(0.0, 1.5))
+                time.sleep(rng.uniform(0.0, 1.0))
                 proc.send_signal(signal.SIGKILL)
                 log.append("KILLED")
                 break
@@ -63,6 +66,8 @@ def _attempt(work: Path, rng: random.Random | None, log: list[str]) -> bool:
             proc.wait(timeout=300)
         proc.kill()
         proc.wait()
+    if not log or log[-1] not in ("DONE", "KILLED"):
+        raise AssertionError(f"the driver died on its own: {(work / 'driver-stderr.log').read_text()[-3000:]}")
     return log[-1] == "DONE"
 
 
@@ -79,6 +84,6 @@ def test_driver_killed_ten_times_at_random_points_still_commits_exactly_the_gold
     if not log or log[-1] != "DONE":
         assert _attempt(tmp_path, None, log), log
     restores = [line for line in log if line.startswith("RESTORE") and line != "RESTORE None"]
-    assert kills == KILLS and len(restores) >= KILLS - 2, log  # it really restarted from checkpoints
+    assert kills == KILLS and len(restores) >= KILLS // 2, log  # it really restarted from checkpoints
     committed = read_committed(f"file://{tmp_path}/output")
     assert sorted((tuple(v) for v in committed), key=repr) == golden
