@@ -191,6 +191,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
             "checkpoint_id": checkpoint.checkpoint_id, "savepoint": checkpoint.is_savepoint(), "uri": uri,
             "bytes": metadata.total_bytes(), "epoch": metadata.watermarks["epoch"],
             "triggered_ms": checkpoint.timestamp_ms, "completed_ms": checkpoint.completion_timestamp_ms,
+            "upload_ms": self.owner.upload_ms.get(checkpoint.checkpoint_id),
             "duration_ms": checkpoint.completion_timestamp_ms - checkpoint.timestamp_ms})
         if checkpoint.is_savepoint():
             return []
@@ -219,6 +220,7 @@ class _Upload:
     acks: dict[str, Any]
     future: Future
     started: float
+    finished: float | None = None
 
 
 @dataclass
@@ -250,6 +252,8 @@ class SparkCheckpointing:
         self.uploads: list[_Upload] = []
         #: checkpoint id -> the driver's state at its barrier (watermark, valve, split generators)
         self.boundaries: dict[int, dict[str, Any]] = {}
+        #: checkpoint id -> ms from its barrier until every state file was written (the asynchronous part)
+        self.upload_ms: dict[int, int] = {}
         self._executor: Any = None
         self.async_uploads = bool(job.runtime.async_snapshots)
         self.stopped = False
@@ -465,7 +469,9 @@ class SparkCheckpointing:
                 future.set_exception(exc)
         else:
             future = self._uploader().submit(upload)
-        self.uploads.append(_Upload(checkpoint_id, acks, future, started))
+        upload = _Upload(checkpoint_id, acks, future, started)
+        future.add_done_callback(lambda _: setattr(upload, "finished", time.monotonic()))
+        self.uploads.append(upload)
         if future.done():
             self.collect_uploads()
 
@@ -492,7 +498,8 @@ class SparkCheckpointing:
                 coordinator.receive_decline_message(self.job.job_id, next(iter(self.all_tasks)), upload.checkpoint_id,
                                                     cause=exc)
                 continue
-            self.last_snapshot_ms = int((time.monotonic() - upload.started) * 1000)
+            self.last_snapshot_ms = int(((upload.finished or time.monotonic()) - upload.started) * 1000)
+            self.upload_ms[upload.checkpoint_id] = self.last_snapshot_ms
             for task_id, state in {**upload.acks, **window_acks}.items():
                 coordinator.receive_acknowledge_message(self.job.job_id, task_id, upload.checkpoint_id, state)
 
