@@ -440,12 +440,15 @@ class SluiceHook(BaseHook):
         from checkpoints.orphans import clean_orphans
 
         job = self.job_id(job_id)
-        if grace_period_ms < live_min_grace_ms and self.get_status(job).source == "control-api":
+        live = self.get_status(job).source == "control-api"
+        if grace_period_ms < live_min_grace_ms and live:
             self.log.warning("job %s is running: grace period raised from %d to %d ms", job, grace_period_ms,
                              live_min_grace_ms)
             grace_period_ms = live_min_grace_ms
+        # with no live master nothing can add a newer checkpoint to the index, so folders above it are
+        # orphans too (checkpoints.orphans leaves them alone while the job may run)
         report = clean_orphans(self.store, job, grace_period_ms=grace_period_ms, dry_run=dry_run,
-                               savepoint_store=self.savepoint_store)
+                               savepoint_store=self.savepoint_store, job_stopped=not live)
         return {"deleted": report.deleted, "total_bytes": report.total_bytes, "notes": list(report.notes),
                 "orphans": [{"key": o.key, "reason": o.reason, "bytes": o.bytes} for o in report.orphans]}
 
