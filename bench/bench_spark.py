@@ -72,7 +72,7 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, split
         assigner = (TumblingEventTimeWindows.of(Time.seconds(60)) if window == "tumbling"
                     else SlidingEventTimeWindows.of(Time.seconds(60), Time.seconds(10)))
         sums = events.key_by(_user).window(assigner).sum(2)
-        sums.write_files(f"file://{work_dir}/sluice-output-{restore is not None}", "parquet")
+        sums.write_files(f"file://{work_dir}/sluice-output", "parquet")  # the restore re-commits into it
         return env, sums
 
     env, stream = build()
