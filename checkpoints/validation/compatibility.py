@@ -17,7 +17,6 @@ lists the fields the runtime must write.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,20 +76,11 @@ class JobOperator:
 
 
 def load_job_spec(job_spec: str) -> tuple[Any, Any]:
-    """Import ``module:function`` and call it with a fresh environment; returns ``(env, result)``."""
-    module_name, sep, function_name = job_spec.partition(":")
-    if not sep or not module_name or not function_name:
-        raise JobDefinitionError("job", job_spec, "must be an import path 'package.module:function'",
-                                 "e.g. engine.examples.purchases:build")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise JobDefinitionError("job", job_spec, f"cannot be imported ({exc})") from exc
-    build = getattr(module, function_name, None)
-    if not callable(build):
-        raise JobDefinitionError("job", job_spec, f"module {module_name!r} has no function {function_name!r}")
+    """Import ``module:function`` (the job master's loader) and call it with a fresh environment; ``(env, result)``."""
     from engine.api.environment import StreamExecutionEnvironment
+    from engine.master.master import load_job_spec as import_job_function
 
+    build = import_job_function(job_spec)
     env = StreamExecutionEnvironment.get_execution_environment()
     return env, build(env)
 
