@@ -46,7 +46,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pyarrow as pa
 
@@ -186,13 +186,7 @@ class CheckpointStorageLocation:
         encoded = encode_table(table, file_format or self.file_format)
         ext = EXTENSIONS[encoded.format]
         if incremental_key is not None and not self.is_savepoint:
-            relative = f"{layout.SHARED_PREFIX}{encoded.sha256}.{ext}"
-            key = layout.resolve(self.snapshot_dir, self.shared_dir, relative)
-            if self._already_stored(relative, key, encoded.size):
-                self.reused_bytes += encoded.size
-            else:
-                self.store.put_bytes(key, encoded.data)
-                self.uploaded_bytes += encoded.size
+            relative = self._put_shared(encoded)
         else:
             relative = layout.state_file_path(operator_uid, subtask, table_name, ext, key_group)
             self.store.put_bytes(self.snapshot_dir + relative, encoded.data)
@@ -245,13 +239,7 @@ class CheckpointStorageLocation:
         if not merge_key or missing:
             raise JobDefinitionError("merge_key", tuple(merge_key), f"must name columns of `changes`; missing {missing}")
         encoded = encode_table(changes, file_format or self.file_format)
-        relative = f"{layout.SHARED_PREFIX}{encoded.sha256}.{EXTENSIONS[encoded.format]}"
-        key = layout.resolve(self.snapshot_dir, self.shared_dir, relative)
-        if self._already_stored(relative, key, encoded.size):
-            self.reused_bytes += encoded.size
-        else:
-            self.store.put_bytes(key, encoded.data)
-            self.uploaded_bytes += encoded.size
+        relative = self._put_shared(encoded)
         delta = StateFileHandle(
             path=relative,
             bytes=encoded.size,
@@ -264,6 +252,17 @@ class CheckpointStorageLocation:
             merge_key=tuple(merge_key),
         )
         return (*previous, delta)
+
+    def _put_shared(self, encoded: Any) -> str:
+        """Store ``encoded`` under ``shared/`` by its content hash (upload once, reuse after); its relative path."""
+        relative = f"{layout.SHARED_PREFIX}{encoded.sha256}.{EXTENSIONS[encoded.format]}"
+        key = layout.resolve(self.snapshot_dir, self.shared_dir, relative)
+        if self._already_stored(relative, key, encoded.size):
+            self.reused_bytes += encoded.size
+        else:
+            self.store.put_bytes(key, encoded.data)
+            self.uploaded_bytes += encoded.size
+        return relative
 
     def _already_stored(self, relative: str, key: str, size: int) -> bool:
         if self.known_shared is not None:

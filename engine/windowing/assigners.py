@@ -320,11 +320,7 @@ class EventTimeSessionWindows(MergingWindowAssigner[TimeWindow]):
 
     def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:
         ts = _require_timestamp("EventTimeSessionWindows", timestamp, element)
-        gap = (
-            self.gap_ms
-            if self.gap_extractor is None
-            else _dynamic_gap("EventTimeSessionWindows", self.gap_extractor, element)
-        )
+        gap = _session_gap("EventTimeSessionWindows", self.gap_ms, self.gap_extractor, element)
         return [TimeWindow(ts, ts + gap)]
 
     def merge_windows(self, windows: Collection[TimeWindow], callback: Any) -> None:
@@ -340,6 +336,11 @@ class EventTimeSessionWindows(MergingWindowAssigner[TimeWindow]):
 
     def __str__(self) -> str:
         return f"EventTimeSessionWindows({self.gap_ms if self.gap_extractor is None else 'dynamic'})"
+
+
+def _session_gap(assigner: str, gap_ms: int | None, extractor: Callable[[Any], Any] | None, element: Any) -> int:
+    """The fixed gap, or the dynamic one the extractor gives for ``element`` (both session assigners)."""
+    return gap_ms if extractor is None else _dynamic_gap(assigner, extractor, element)  # type: ignore[return-value]
 
 
 @_dc.dataclass(frozen=True, slots=True)
@@ -361,11 +362,7 @@ class ProcessingTimeSessionWindows(MergingWindowAssigner[TimeWindow]):
 
     def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:
         now = context.get_current_processing_time()
-        gap = (
-            self.gap_ms
-            if self.gap_extractor is None
-            else _dynamic_gap("ProcessingTimeSessionWindows", self.gap_extractor, element)
-        )
+        gap = _session_gap("ProcessingTimeSessionWindows", self.gap_ms, self.gap_extractor, element)
         return [TimeWindow(now, now + gap)]
 
     def merge_windows(self, windows: Collection[TimeWindow], callback: Any) -> None:
