@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -39,17 +41,28 @@ def _wait_for(predicate, timeout_s: float = 30.0, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@contextmanager
+def _started(config: MasterConfig) -> Iterator[JobMaster]:
+    """A started master that is cancelled however the test ends: a master left running would slow every later test."""
+    master = JobMaster(config).start()
+    try:
+        yield master
+    finally:
+        if not master.client.get_job_execution_result().done():
+            master.client.cancel()
+            master.wait()
+
+
 @pytest.fixture
 def running(tmp_path: Path):
-    master = JobMaster(_config(tmp_path)).start()
-    client = ControlClient(master.url, "purchases")
-    _wait_for(lambda: (client.status().get("last_completed_checkpoint") or 0) >= 2, what="two checkpoints")
-    yield master, client
-    if not master.client.get_job_execution_result().done():
-        master.client.cancel()
-        master.wait()
-        assert master.client.get_job_status() == "CANCELED"
-    client.close()
+    with _started(_config(tmp_path)) as master:
+        client = ControlClient(master.url, "purchases")
+        try:
+            _wait_for(lambda: (client.status().get("last_completed_checkpoint") or 0) >= 2, timeout_s=120,
+                      what="two checkpoints")
+            yield master, client
+        finally:
+            client.close()
 
 
 def test_status_reports_checkpoints_watermark_and_throughput(running) -> None:
@@ -102,31 +115,34 @@ def test_stop_with_savepoint_drains_and_the_savepoint_restores_at_another_parall
     result = master.wait()
     assert result.job_id == "purchases"
     location = op["operation"]["location"]
-    restored = JobMaster(_config(tmp_path, parallelism=3, from_savepoint=location)).start()
-    rclient = ControlClient(restored.url, "purchases")
-    def checkpointed():
-        s = rclient.status()
-        return s if (s.get("last_completed_checkpoint") or 0) > 0 else None
+    with _started(_config(tmp_path, parallelism=3, from_savepoint=location)) as restored:
+        rclient = ControlClient(restored.url, "purchases")
 
-    status = _wait_for(checkpointed, what="first checkpoint after restore")
-    assert status["parallelism"] == 3
-    # checkpoint ids continue after the savepoint's id
-    assert status["last_completed_checkpoint"] > int(location.rsplit("savepoint-", 1)[1].split("-")[0])
-    restored.client.cancel()
-    restored.wait()
+        def checkpointed():
+            s = rclient.status()
+            return s if (s.get("last_completed_checkpoint") or 0) > 0 else None
+
+        status = _wait_for(checkpointed, timeout_s=120, what="first checkpoint after restore")
+        assert status["parallelism"] == 3
+        # checkpoint ids continue after the savepoint's id
+        assert status["last_completed_checkpoint"] > int(location.rsplit("savepoint-", 1)[1].split("-")[0])
+        rclient.close()
+
+
+def test_cancelling_a_running_job_ends_it_canceled(running) -> None:
+    master, _ = running
+    master.client.cancel()
+    master.wait()
+    assert master.client.get_job_status() == "CANCELED"
 
 
 def test_a_token_protected_master_refuses_requests_without_the_token(tmp_path: Path) -> None:
-    master = JobMaster(_config(tmp_path, token="s3cret", checkpoint_interval_ms=None)).start()
-    try:
+    with _started(_config(tmp_path, token="s3cret", checkpoint_interval_ms=None)) as master:
         assert httpx.get(f"{master.url}/jobs/purchases").status_code == 401
         assert httpx.get(f"{master.url}/healthz").status_code == 200
         assert ControlClient(master.url, "purchases", token="s3cret").status()["state"] in ("RUNNING", "CREATED")
         with pytest.raises(ControlApiError, match="401"):
             ControlClient(master.url, "purchases", token="wrong").status()
-    finally:
-        master.client.cancel()
-        master.wait()
 
 
 def test_binding_the_control_api_off_loopback_without_a_token_is_refused() -> None:

@@ -88,6 +88,11 @@ class JobStopped(Exception):
     """Internal: the attempt ends on request (cancel, stop-with-savepoint); not a failure."""
 
 
+#: an idle unbounded job polls its sources with a sleep doubling from MIN to MAX; new data, a due
+#: processing-time timer or checkpoint waits at most MAX for the loop to notice it
+_IDLE_SLEEP_MIN_S = 0.001
+_IDLE_SLEEP_MAX_S = 0.02
+
 _gc_lock = threading.Lock()
 _gc_jobs = 0
 _gc_saved_thresholds: tuple[int, int, int] | None = None
@@ -527,6 +532,7 @@ class LocalJob:
                     task.epoch_records = self.runtime.epoch_records
                     task.start_epoch()
         threshold = faults.next_record_threshold() if faults is not None else None
+        idle_s = _IDLE_SLEEP_MIN_S
         while True:
             run.control.drain()
             if self.failure is not None:
@@ -538,6 +544,8 @@ class LocalJob:
                 if task.runnable():
                     task.step(source_budget if task.is_source_task else budget)
                     progressed = True
+            if progressed:
+                idle_s = _IDLE_SLEEP_MIN_S
             if threshold is not None and run.records_before_attempt + self.records_read() >= threshold:
                 faults.fire(FaultKind.RECORDS, run.records_before_attempt + self.records_read())
                 threshold = faults.next_record_threshold()
@@ -572,7 +580,10 @@ class LocalJob:
                     self.mailbox.drain(timeout_s=0.002)
                     continue
                 if any(isinstance(t, SourceTask) and not t.finished and not t.bounded for t in self.tasks):
-                    time.sleep(0.001)  # an unbounded source has nothing right now
+                    # an unbounded source has nothing right now: back off so an idle job costs ~1% of a core,
+                    # not a busy poll that takes the GIL from everything else in the process
+                    time.sleep(idle_s)
+                    idle_s = min(idle_s * 2, _IDLE_SLEEP_MAX_S)
                     continue
                 stuck = [t.name for t in self.tasks if not t.finished]
                 raise IllegalStateError(f"Bug: local runtime made no progress; unfinished tasks: {stuck}")
