@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,23 +10,6 @@ from validation_state import fed_routers
 from snapshot_writer import write_snapshot
 
 pytestmark = pytest.mark.spark
-
-_HERE = Path(__file__).parent
-
-
-@pytest.fixture(scope="module")
-def spark():
-    """One session for this module, as tests/runtime/spark/conftest.py makes one for its folder."""
-    pytest.importorskip("pyspark")
-    from engine.runtime.spark.session import get_or_create_spark, stop_spark
-
-    # executors unpickle the mapInArrow function by reference to these modules
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(_HERE), str(_HERE.parents[2]), os.environ.get("PYTHONPATH")) if p)
-    session = get_or_create_spark(os.environ.get("SLUICE_TEST_SPARK_MASTER", "local[2]"),
-                                  app_name="sluice-validation-tests", shuffle_partitions=2)
-    yield session
-    stop_spark(session)
 
 
 def test_spark_and_pandas_agree_on_a_healthy_and_a_corrupt_snapshot(spark, storage):

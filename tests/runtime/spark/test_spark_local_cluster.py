@@ -34,7 +34,7 @@ TESTS = (
 def test_s3_end_to_end_and_differential_tests_pass_with_executors_in_their_own_jvms():
     env = dict(os.environ, SLUICE_TEST_SPARK_MASTER=MASTER)
     env.pop("SLUICE_TEST_LOCAL_CLUSTER", None)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
                           *(str(_HERE / t) for t in TESTS)], cwd=str(_HERE.parent.parent.parent), env=env,
                          capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
