@@ -67,13 +67,14 @@ from engine.windowing.internal_window_function import IncrementalAggregation, In
 from engine.windowing.merging_window_set import MERGING_WINDOW_SET_STATE, MergingWindowSet
 from engine.windowing.aggregations import set_field
 from engine.windowing.assigners import (
+    GlobalWindows,
     SlidingEventTimeWindows,
     SlidingProcessingTimeWindows,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from engine.windowing.triggers import EventTimeTrigger, OnMergeContext, ProcessingTimeTrigger, Trigger, TriggerResult
-from engine.windowing.windows import TimeWindow
+from engine.windowing.triggers import CountTrigger, EventTimeTrigger, OnMergeContext, ProcessingTimeTrigger, Trigger, TriggerResult
+from engine.windowing.windows import GLOBAL_WINDOW, TimeWindow
 
 WINDOW_CONTENTS_STATE = "window-contents"
 KEYED_TABLE_PREFIX = "keyed/"
@@ -294,6 +295,9 @@ class WindowOperator(OneInputStreamOperator):
             )
         )
         self._fast_fire = self._fast_batch and self.is_event_time
+        #: GlobalWindows with exactly CountTrigger (count windows, sliding ones with CountEvictor): see
+        #: _batch_count_trigger
+        self._count_batch = type(assigner) is GlobalWindows and type(trigger) is CountTrigger
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def open(self, context: OperatorContext, output: Output) -> None:
@@ -683,6 +687,9 @@ class WindowOperator(OneInputStreamOperator):
         with the very comparisons and additions ``add`` would do, in the same order.
         """
         if not self._fast_batch:
+            if self._count_batch and not self.is_window_late(GLOBAL_WINDOW):
+                self._batch_count_trigger(records)
+                return
             for record in records:
                 self.process_element(record)
             return
@@ -766,6 +773,46 @@ class WindowOperator(OneInputStreamOperator):
         self._contents.fold_entries(  # type: ignore[attr-defined]
             groups.items(), self._batch_fold, None if geometry is None else self._batch_windows
         )
+
+    def _batch_count_trigger(self, records: Sequence[StreamRecord]) -> None:
+        """process_batch for GlobalWindows with exactly CountTrigger (any contents, any evictor, any function).
+
+        Per element, in order, the steps of :meth:`_process_keyed` with CountTrigger.on_element inlined:
+        GlobalWindows assigns the one GLOBAL_WINDOW; it is not late (the caller checked, and the
+        watermark does not move inside a batch); the element is added to the contents; the trigger's
+        ReducingState "count" gets ``reduce(count, 1)`` and, on reaching ``max_count``, is cleared
+        and the window FIREs through the same :meth:`_apply_trigger_result` (evictor, function,
+        write-back); GLOBAL_WINDOW's cleanup time is MAX_WATERMARK, so no cleanup timer is
+        registered.  Only the assigner call, the trigger-context and scoped-state indirections and
+        the TriggerResult dispatch of a CONTINUE are skipped.
+        """
+        backend = self.keyed_state_backend
+        set_key = backend.set_current_key
+        key_of = self._key_of
+        add = self._add_to_contents
+        apply_result = self._apply_trigger_result
+        trigger = self.trigger
+        descriptor = trigger.state_descriptor  # type: ignore[attr-defined]
+        reduce = descriptor.reduce_function
+        max_count = trigger.max_count  # type: ignore[attr-defined]
+        count = None  # created at the first element, as the trigger's first get_partitioned_state would
+        window = GLOBAL_WINDOW
+        for record in records:
+            key = key_of(record)
+            if key is _DEAD:
+                continue
+            set_key(key)
+            add(window, record.value, record.timestamp)
+            if count is None:
+                count = backend.get_partitioned_state(descriptor)
+            count.set_current_namespace(window)
+            current = count.get_internal()
+            current = 1 if current is None else reduce(current, 1)
+            if current >= max_count:
+                count.clear()
+                apply_result(_FIRE, key, window, window)
+            else:
+                count.update_internal(current)
 
     def _batch_sliding_event_time(self, records: Sequence[StreamRecord], watermark: int) -> None:
         """process_batch for the built-in sliding event-time assigner: one entry per element, not per window.

@@ -4,7 +4,6 @@ window of ``GlobalWindows``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from operator import itemgetter
 
 from engine.elements import MAX_WATERMARK
@@ -70,12 +69,42 @@ class TimeWindow(tuple, Window):
         return timestamp - (timestamp - offset) % window_size
 
 
-@dataclass(frozen=True, slots=True, order=True)
 class GlobalWindow(Window):
-    """The one window of GlobalWindows; it never ends on its own."""
+    """The one window of GlobalWindows; it never ends on its own.
+
+    A singleton: ``GlobalWindow()`` always returns the same instance, so equality and hashing are
+    object identity, done in C (the dataclass it used to be compared its zero fields in a Python
+    ``__eq__``/``__hash__``, once per state and timer lookup).  Every GlobalWindow was equal to
+    every other before, and is the same object now, so no comparison changes.
+    """
+
+    __slots__ = ()
+    _instance: GlobalWindow | None = None
+
+    def __new__(cls) -> GlobalWindow:
+        instance = GlobalWindow._instance
+        if instance is None:
+            instance = GlobalWindow._instance = object.__new__(cls)
+        return instance
+
+    def __reduce__(self) -> tuple[type, tuple]:
+        return (GlobalWindow, ())
 
     def max_timestamp(self) -> int:
         return MAX_WATERMARK
+
+    # ordered like the ordered dataclass with no fields: equal to itself, less than nothing
+    def __lt__(self, other: object) -> bool:
+        return False if type(other) is GlobalWindow else NotImplemented  # type: ignore[return-value]
+
+    def __gt__(self, other: object) -> bool:
+        return False if type(other) is GlobalWindow else NotImplemented  # type: ignore[return-value]
+
+    def __le__(self, other: object) -> bool:
+        return True if type(other) is GlobalWindow else NotImplemented  # type: ignore[return-value]
+
+    def __ge__(self, other: object) -> bool:
+        return True if type(other) is GlobalWindow else NotImplemented  # type: ignore[return-value]
 
     def __repr__(self) -> str:
         return "GlobalWindow"

@@ -20,11 +20,13 @@ from engine.testing.operator_harness import KeyedOneInputStreamOperatorTestHarne
 from engine.windowing.aggregations import builtin_aggregation
 from engine.windowing.assigners import (
     EventTimeSessionWindows,
+    GlobalWindows,
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
 from engine.windowing.evictors import CountEvictor
+from engine.windowing.triggers import CountTrigger
 from engine.windowing.window_operator import WindowOperator
 
 LATE = OutputTag("late")
@@ -84,6 +86,12 @@ CONFIGS: dict[str, Callable[[], WindowOperator]] = {
         key_selector=lambda v: v[0]),
     "processing-time tumbling sum": lambda: WindowOperator(
         TumblingProcessingTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
+        key_selector=lambda v: v[0]),
+    "count window with evictor (sliding count window 4 every 2)": lambda: WindowOperator(
+        GlobalWindows.create(), trigger=CountTrigger.of(2), evictor=CountEvictor.of(4),
+        incremental_aggregate=builtin_aggregation("sum", 1), key_selector=lambda v: v[0]),
+    "count trigger, incremental order-sensitive reduce": lambda: WindowOperator(
+        GlobalWindows.create(), trigger=CountTrigger.of(3), incremental_aggregate=concat,
         key_selector=lambda v: v[0]),
     # not on the fast path: process_batch must fall back to per-element processing
     "sessions (merging)": lambda: WindowOperator(
