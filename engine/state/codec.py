@@ -28,6 +28,7 @@ import math
 from typing import Any
 
 from engine.errors import CorruptSnapshotError, StateSerializationError
+from engine.windowing.windows import Window
 
 _TAGS = ("$t", "$b", "$m", "$f")
 
@@ -44,6 +45,10 @@ def _to_jsonable(value: Any, path: str) -> Any:
     if isinstance(value, list):
         return [_to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, tuple):
+        if isinstance(value, Window):  # a TimeWindow is a tuple underneath, but a window is no state value
+            raise StateSerializationError(
+                f"cannot store the window {value!r} at {path} in state: store its start and end instead"
+            )
         return {"$t": [_to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(value)]}
     if isinstance(value, (bytes, bytearray)):
         return {"$b": base64.b64encode(bytes(value)).decode("ascii")}

@@ -67,13 +67,14 @@ from engine.windowing.internal_window_function import IncrementalAggregation, In
 from engine.windowing.merging_window_set import MERGING_WINDOW_SET_STATE, MergingWindowSet
 from engine.windowing.aggregations import set_field
 from engine.windowing.assigners import (
+    GlobalWindows,
     SlidingEventTimeWindows,
     SlidingProcessingTimeWindows,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from engine.windowing.triggers import EventTimeTrigger, OnMergeContext, ProcessingTimeTrigger, Trigger, TriggerResult
-from engine.windowing.windows import TimeWindow
+from engine.windowing.triggers import CountTrigger, EventTimeTrigger, OnMergeContext, ProcessingTimeTrigger, Trigger, TriggerResult
+from engine.windowing.windows import GLOBAL_WINDOW, TimeWindow
 
 WINDOW_CONTENTS_STATE = "window-contents"
 KEYED_TABLE_PREFIX = "keyed/"
@@ -83,6 +84,8 @@ _DEAD = object()
 _CONTINUE = TriggerResult.CONTINUE
 _FIRE = TriggerResult.FIRE
 _FIRE_AND_PURGE = TriggerResult.FIRE_AND_PURGE
+#: bound of the sliding batch path's per-key table of registered runs (cleared wholesale when reached)
+_SLIDING_RUNS_LIMIT = 1_000_000
 #: bound of _TriggerContext's scoped-state cache (cleared wholesale when reached)
 _SCOPED_STATE_CACHE_LIMIT = 4096
 
@@ -292,6 +295,9 @@ class WindowOperator(OneInputStreamOperator):
             )
         )
         self._fast_fire = self._fast_batch and self.is_event_time
+        #: GlobalWindows with exactly CountTrigger (count windows, sliding ones with CountEvictor): see
+        #: _batch_count_trigger
+        self._count_batch = type(assigner) is GlobalWindows and type(trigger) is CountTrigger
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def open(self, context: OperatorContext, output: Output) -> None:
@@ -317,6 +323,9 @@ class WindowOperator(OneInputStreamOperator):
         #: _batch_register); tied to this timer service
         self._batch_windows: dict[int, TimeWindow] = {}
         self._batch_registered: dict[int, set] = {}
+        #: the sliding event-time batch path's per-key runs of windows known to have their timers (see
+        #: _batch_sliding_event_time); tied to this timer service
+        self._sliding_registered: dict[Any, tuple[int, int]] = {}
 
     def close(self) -> None:
         for fn in self.function.functions():
@@ -678,6 +687,9 @@ class WindowOperator(OneInputStreamOperator):
         with the very comparisons and additions ``add`` would do, in the same order.
         """
         if not self._fast_batch:
+            if self._count_batch and not self.is_window_late(GLOBAL_WINDOW):
+                self._batch_count_trigger(records)
+                return
             for record in records:
                 self.process_element(record)
             return
@@ -692,6 +704,9 @@ class WindowOperator(OneInputStreamOperator):
         groups: dict[tuple[Any, Any], list] = {}
         if geometry is None:
             self._batch_by_assigner(records, groups, watermark)
+        elif event_time and geometry[0] != geometry[1]:
+            self._batch_sliding_event_time(records, watermark)
+            return
         else:
             size, slide, offset = geometry
             registered = self._batch_registered
@@ -758,6 +773,183 @@ class WindowOperator(OneInputStreamOperator):
         self._contents.fold_entries(  # type: ignore[attr-defined]
             groups.items(), self._batch_fold, None if geometry is None else self._batch_windows
         )
+
+    def _batch_count_trigger(self, records: Sequence[StreamRecord]) -> None:
+        """process_batch for GlobalWindows with exactly CountTrigger (any contents, any evictor, any function).
+
+        Per element, in order, the steps of :meth:`_process_keyed` with CountTrigger.on_element inlined:
+        GlobalWindows assigns the one GLOBAL_WINDOW; it is not late (the caller checked, and the
+        watermark does not move inside a batch); the element is added to the contents; the trigger's
+        ReducingState "count" gets ``reduce(count, 1)`` and, on reaching ``max_count``, is cleared
+        and the window FIREs through the same :meth:`_apply_trigger_result` (evictor, function,
+        write-back); GLOBAL_WINDOW's cleanup time is MAX_WATERMARK, so no cleanup timer is
+        registered.  Only the assigner call, the trigger-context and scoped-state indirections and
+        the TriggerResult dispatch of a CONTINUE are skipped.
+        """
+        backend = self.keyed_state_backend
+        set_key = backend.set_current_key
+        key_of = self._key_of
+        add = self._add_to_contents
+        apply_result = self._apply_trigger_result
+        trigger = self.trigger
+        descriptor = trigger.state_descriptor  # type: ignore[attr-defined]
+        reduce = descriptor.reduce_function
+        max_count = trigger.max_count  # type: ignore[attr-defined]
+        count = None  # created at the first element, as the trigger's first get_partitioned_state would
+        window = GLOBAL_WINDOW
+        for record in records:
+            key = key_of(record)
+            if key is _DEAD:
+                continue
+            set_key(key)
+            add(window, record.value, record.timestamp)
+            if count is None:
+                count = backend.get_partitioned_state(descriptor)
+            count.set_current_namespace(window)
+            current = count.get_internal()
+            current = 1 if current is None else reduce(current, 1)
+            if current >= max_count:
+                count.clear()
+                apply_result(_FIRE, key, window, window)
+            else:
+                count.update_internal(current)
+
+    def _batch_sliding_event_time(self, records: Sequence[StreamRecord], watermark: int) -> None:
+        """process_batch for the built-in sliding event-time assigner: one entry per element, not per window.
+
+        Per element, in arrival order, exactly what the per-(key, window) grouping does: windows in
+        the assigner's (descending start) order; those ahead of the watermark have their timers
+        registered at the element that first reaches them, then those behind it take the
+        per-element steps at once (fire again if within allowed lateness, else skipped); an
+        element no window took is late.  The element itself is kept once, with the run of window
+        starts ahead of the watermark it belongs to, per key in arrival order; at the end every
+        (key, window) is folded with the values of the elements in that window, in arrival order,
+        so each accumulator sees the very fold of per-element processing.
+
+        Which timers to register: ``_sliding_registered`` keeps per key one run [lo, hi] of window
+        starts whose end-of-window and cleanup timers are registered.  Registering a timer that
+        exists is a no-op (the timer service deduplicates), and with exactly EventTimeTrigger,
+        non-merging, nothing but firing (at watermark >= the window's end) removes them, so for a
+        window still ahead of the watermark "in the run" means "registered".  A window outside the
+        run is registered (a no-op if it was after all); a run that an element's windows neither
+        overlap nor touch is replaced by the element's, which only forgets, never invents, a
+        registration.  The table is cleared whole when it reaches its bound (forgetting again).
+        """
+        backend = self.keyed_state_backend
+        timers = self.timer_service
+        register = timers.register_event_time_timer_for_key
+        key_selector = self.key_selector
+        size, slide, offset = self._batch_geometry  # type: ignore[misc]
+        lateness = self.allowed_lateness_ms
+        windows = self._batch_windows
+        runs = self._sliding_registered
+        # the lowest start whose window ends after the watermark: start + size - 1 > watermark
+        first_ahead = watermark - size + 2
+        per_key: dict[Any, list] = {}
+        for record in records:
+            value = record.value
+            ts = record.timestamp
+            if ts is None:
+                self.process_element(record)  # dead-letters it
+                continue
+            try:
+                key = key_selector(value)  # type: ignore[misc]
+            except Exception as exc:  # noqa: BLE001 - dead letter, as in process_element
+                self._dead_letter(value, exc, "key_selector")
+                continue
+            hi = ts - (ts - offset) % slide
+            # the assigner's lowest start: the last of hi, hi - slide, ... still > ts - size
+            lo = hi - ((hi - ts + size - 1) // slide) * slide
+            if lo > hi:  # no window at all (size < slide leaves gaps)
+                self._on_skipped_element(record)
+                continue
+            ahead_lo = lo
+            if lo < first_ahead:
+                # some windows are at or behind the watermark: the lowest start of those ahead
+                ahead_lo = hi - ((hi - first_ahead) // slide) * slide if hi >= first_ahead else hi + slide
+            if ahead_lo <= hi:
+                entries = per_key.get(key)
+                if entries is None:
+                    per_key[key] = [(hi, ahead_lo, value)]
+                else:
+                    entries.append((hi, ahead_lo, value))
+                run = runs.get(key)
+                if run is None or ahead_lo < run[0] or hi > run[1]:
+                    self._sliding_register(key, hi, ahead_lo, run, size, lateness, register)
+            if ahead_lo > lo:
+                # windows behind the watermark, in the assigner's order: exactly the per-element steps
+                kept = ahead_lo <= hi
+                start = ahead_lo - slide
+                while start >= lo:
+                    window = TimeWindow(start, start + size)
+                    start -= slide
+                    if self.cleanup_time(window) <= watermark:
+                        continue
+                    kept = True
+                    backend.set_current_key(key)
+                    self._add_and_trigger(key, window, value, ts)
+                if not kept:
+                    self._on_skipped_element(record)
+        if not per_key:
+            return
+
+        fold = self._batch_fold
+
+        def window_at(start: int) -> TimeWindow:
+            # every window in a run was put in _batch_windows when registered and is only pruned once behind
+            # the watermark; this is the belt to those braces
+            window = windows[start] = TimeWindow(start, start + size)
+            return window
+
+        def entries_by_key():
+            for key, entries in per_key.items():
+                if len(entries) == 1:
+                    hi, ahead_lo, value = entries[0]
+                    values = [value]
+                    yield key, [(windows.get(start) or window_at(start), values)
+                                for start in range(hi, ahead_lo - 1, -slide)]
+                    continue
+                by_start: dict[int, list] = {}
+                for hi, ahead_lo, value in entries:
+                    for start in range(hi, ahead_lo - 1, -slide):
+                        vs = by_start.get(start)
+                        if vs is None:
+                            by_start[start] = [value]
+                        else:
+                            vs.append(value)
+                yield key, [(windows.get(start) or window_at(start), vs) for start, vs in by_start.items()]
+
+        self._contents.fold_key_entries(entries_by_key(), fold)  # type: ignore[attr-defined]
+
+    def _sliding_register(self, key: Any, hi: int, lo: int, run: tuple[int, int] | None, size: int,
+                          lateness: int, register: Callable) -> None:
+        """Register the timers of the windows [lo, hi] (starts) of one element outside the key's known run, in
+        the assigner's (descending start) order, and update the run (see _batch_sliding_event_time)."""
+        slide = self._batch_geometry[1]  # type: ignore[index]
+        backend = self.keyed_state_backend
+        backend.set_current_key(key)
+        kg = backend.current_key_group
+        windows = self._batch_windows
+        for start in range(hi, lo - 1, -slide):
+            if run is not None and run[0] <= start <= run[1]:
+                continue
+            window = windows.get(start)
+            if window is None:
+                window = windows[start] = TimeWindow(start, start + size)
+            # EventTimeTrigger.on_element registers max_timestamp, then comes the cleanup timer (the same
+            # timer again without allowed lateness: registering it twice is a no-op)
+            max_ts = start + size - 1
+            register(key, kg, window, max_ts)
+            cleanup = max_ts + lateness
+            if cleanup != max_ts and cleanup < MAX_WATERMARK:
+                register(key, kg, window, cleanup)
+        runs = self._sliding_registered
+        if run is not None and lo <= run[1] + slide and hi >= run[0] - slide:
+            runs[key] = (min(lo, run[0]), max(hi, run[1]))
+        else:
+            if run is None and len(runs) >= _SLIDING_RUNS_LIMIT:
+                runs.clear()
+            runs[key] = (lo, hi)
 
     def _batch_register(self, key: Any, start: int, size: int, lateness: int) -> None:
         """Register the timers per-element processing would register for a (key, window) group's first element.

@@ -4,7 +4,7 @@ window of ``GlobalWindows``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from operator import itemgetter
 
 from engine.elements import MAX_WATERMARK
 
@@ -18,23 +18,46 @@ class Window:
         raise NotImplementedError
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TimeWindow(Window):
-    """The half-open interval [start, end) in ms."""
+class TimeWindow(tuple, Window):
+    """The half-open interval [start, end) in ms.
 
-    start: int
-    end: int
+    Immutable and ordered by (start, end) like the frozen, ordered dataclass it used to be, with the
+    same ``repr``, but a ``tuple`` underneath: a window is the namespace of every state and timer
+    lookup (several per element and window), and a tuple's hash and equality run in C, where a
+    dataclass's generated ``__hash__``/``__eq__`` are Python calls and its frozen ``__init__`` goes
+    through ``object.__setattr__``.  As a tuple, ``TimeWindow(0, 10) == (0, 10)``; Sluice never
+    mixes plain tuples and TimeWindows as namespaces of one state, and the state codec refuses a
+    window as a stored value, as it did before.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, start: int, end: int) -> TimeWindow:
+        return tuple.__new__(cls, (start, end))
+
+    def __getnewargs__(self) -> tuple[int, int]:
+        return (self[0], self[1])
+
+    #: the window's first timestamp (ms, inclusive)
+    start = property(itemgetter(0), doc="First timestamp of the window (ms, inclusive).")
+    #: the window's end (ms, exclusive)
+    end = property(itemgetter(1), doc="End of the window (ms, exclusive).")
+
+    __match_args__ = ("start", "end")
+
+    def __repr__(self) -> str:
+        return f"TimeWindow(start={self[0]!r}, end={self[1]!r})"
 
     def max_timestamp(self) -> int:
-        return self.end - 1
+        return self[1] - 1
 
     def intersects(self, other: TimeWindow) -> bool:
         """True if the windows overlap or touch, the rule session windows merge by."""
-        return self.start <= other.end and self.end >= other.start
+        return self[0] <= other[1] and self[1] >= other[0]
 
     def cover(self, other: TimeWindow) -> TimeWindow:
         """The smallest window spanning both."""
-        return TimeWindow(min(self.start, other.start), max(self.end, other.end))
+        return tuple.__new__(TimeWindow, (min(self[0], other[0]), max(self[1], other[1])))
 
     @staticmethod
     def get_window_start_with_offset(timestamp: int, offset: int, window_size: int) -> int:
@@ -46,12 +69,42 @@ class TimeWindow(Window):
         return timestamp - (timestamp - offset) % window_size
 
 
-@dataclass(frozen=True, slots=True, order=True)
 class GlobalWindow(Window):
-    """The one window of GlobalWindows; it never ends on its own."""
+    """The one window of GlobalWindows; it never ends on its own.
+
+    A singleton: ``GlobalWindow()`` always returns the same instance, so equality and hashing are
+    object identity, done in C (the dataclass it used to be compared its zero fields in a Python
+    ``__eq__``/``__hash__``, once per state and timer lookup).  Every GlobalWindow was equal to
+    every other before, and is the same object now, so no comparison changes.
+    """
+
+    __slots__ = ()
+    _instance: GlobalWindow | None = None
+
+    def __new__(cls) -> GlobalWindow:
+        instance = GlobalWindow._instance
+        if instance is None:
+            instance = GlobalWindow._instance = object.__new__(cls)
+        return instance
+
+    def __reduce__(self) -> tuple[type, tuple]:
+        return (GlobalWindow, ())
 
     def max_timestamp(self) -> int:
         return MAX_WATERMARK
+
+    # ordered like the ordered dataclass with no fields: equal to itself, less than nothing
+    def __lt__(self, other: object) -> bool:
+        return False if type(other) is GlobalWindow else NotImplemented  # type: ignore[return-value]
+
+    def __gt__(self, other: object) -> bool:
+        return False if type(other) is GlobalWindow else NotImplemented  # type: ignore[return-value]
+
+    def __le__(self, other: object) -> bool:
+        return True if type(other) is GlobalWindow else NotImplemented  # type: ignore[return-value]
+
+    def __ge__(self, other: object) -> bool:
+        return True if type(other) is GlobalWindow else NotImplemented  # type: ignore[return-value]
 
     def __repr__(self) -> str:
         return "GlobalWindow"

@@ -20,11 +20,13 @@ from engine.testing.operator_harness import KeyedOneInputStreamOperatorTestHarne
 from engine.windowing.aggregations import builtin_aggregation
 from engine.windowing.assigners import (
     EventTimeSessionWindows,
+    GlobalWindows,
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
 from engine.windowing.evictors import CountEvictor
+from engine.windowing.triggers import CountTrigger
 from engine.windowing.window_operator import WindowOperator
 
 LATE = OutputTag("late")
@@ -64,6 +66,15 @@ CONFIGS: dict[str, Callable[[], WindowOperator]] = {
     "sliding min": lambda: WindowOperator(
         SlidingEventTimeWindows.of(10, 5), incremental_aggregate=builtin_aggregation("min", 1),
         key_selector=lambda v: v[0]),
+    "sliding size not a multiple of the slide, offset, lateness, late tag": lambda: WindowOperator(
+        SlidingEventTimeWindows.of(14, 4, 3), incremental_aggregate=builtin_aggregation("sum", 1),
+        allowed_lateness_ms=5, late_data_output_tag=LATE, key_selector=lambda v: v[0]),
+    "sliding with gaps (size < slide), late tag": lambda: WindowOperator(
+        SlidingEventTimeWindows.of(3, 7), incremental_aggregate=builtin_aggregation("max", 1),
+        allowed_lateness_ms=2, late_data_output_tag=LATE, key_selector=lambda v: v[0]),
+    "sliding order-sensitive reduce, lateness": lambda: WindowOperator(
+        SlidingEventTimeWindows.of(20, 5), incremental_aggregate=concat, allowed_lateness_ms=6,
+        late_data_output_tag=LATE, key_selector=lambda v: v[0]),
     "tumbling max_by": lambda: WindowOperator(
         TumblingEventTimeWindows.of(8, 3), incremental_aggregate=builtin_aggregation("max_by", 1),
         allowed_lateness_ms=3, key_selector=lambda v: v[0]),
@@ -75,6 +86,12 @@ CONFIGS: dict[str, Callable[[], WindowOperator]] = {
         key_selector=lambda v: v[0]),
     "processing-time tumbling sum": lambda: WindowOperator(
         TumblingProcessingTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
+        key_selector=lambda v: v[0]),
+    "count window with evictor (sliding count window 4 every 2)": lambda: WindowOperator(
+        GlobalWindows.create(), trigger=CountTrigger.of(2), evictor=CountEvictor.of(4),
+        incremental_aggregate=builtin_aggregation("sum", 1), key_selector=lambda v: v[0]),
+    "count trigger, incremental order-sensitive reduce": lambda: WindowOperator(
+        GlobalWindows.create(), trigger=CountTrigger.of(3), incremental_aggregate=concat,
         key_selector=lambda v: v[0]),
     # not on the fast path: process_batch must fall back to per-element processing
     "sessions (merging)": lambda: WindowOperator(
@@ -158,3 +175,24 @@ def test_a_scalar_stream_summed_at_position_0_falls_back_to_add_and_still_matche
         key_selector=lambda v: v % 3)
     run = [([StreamRecord(v, v) for v in range(0, 30)], 29, 0)]
     assert drive(factory, run, batched=True).get_output() == drive(factory, run, batched=False).get_output()
+
+
+@pytest.mark.parametrize("config", [c for c in CONFIGS if c.startswith("sliding")])
+@pytest.mark.parametrize("seed", range(6))
+def test_process_batch_restored_midway_emits_what_per_element_processing_emits(config: str, seed: int):
+    """The batch path's knowledge of registered timers is not in the snapshot: a restored operator relearns it."""
+    factory = CONFIGS[config]
+    run = random_run(seed, floats="float" in config)
+    expected = drive(factory, run, batched=False)
+    half = len(run) // 2
+    first = drive(factory, run[:half], batched=True)
+    second = KeyedOneInputStreamOperatorTestHarness(factory(), max_parallelism=8)
+    second.initialize_state(first.snapshot())
+    for batch, watermark, now in run[half:]:
+        second.process_elements(batch)
+        second.process_watermark(watermark)
+        second.set_processing_time(now)
+    assert first.get_output() + second.get_output() == expected.get_output()
+    assert first.side_output(LATE) + second.side_output(LATE) == expected.side_output(LATE)
+    assert (second.num_event_time_timers(), second.num_keyed_state_entries()) == (
+        expected.num_event_time_timers(), expected.num_keyed_state_entries())
