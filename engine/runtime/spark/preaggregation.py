@@ -38,7 +38,7 @@ from math import gcd
 from typing import Any
 
 #: ints beyond this magnitude take the element path (see the module docstring, "Exactness")
-_INT_LIMIT = 2**31
+INT_LIMIT = 2**31
 
 _SQL_AGG = {"sum": "sum", "min": "min", "max": "max"}
 
@@ -79,13 +79,29 @@ class PreAggregation:
                 return None
         except (IndexError, KeyError, TypeError):
             return None
-        return x if type(x) is int and -_INT_LIMIT < x < _INT_LIMIT else None
+        return x if type(x) is int and -INT_LIMIT < x < INT_LIMIT else None
 
     def apply(self, first: Any, aggregate: int) -> Any:
         """The partial record: the pane's first element with the field set to the pane's aggregate."""
         from engine.windowing.aggregations import set_field
 
         return set_field(first, self.field, aggregate)
+
+    def apply_all(self, values: list[Any], aggregates: list[int | None]) -> list[Any]:
+        """``apply`` for each (value, aggregate) pair; a None aggregate leaves its value (an element) as is."""
+        from engine.windowing.aggregations import set_field
+
+        field = self.field
+        out = []
+        append = out.append
+        for v, a in zip(values, aggregates):
+            if a is None:
+                append(v)
+            elif type(v) is tuple:
+                append(v[:field] + (a,) + v[field + 1:])  # set_field's tuple case
+            else:
+                append(set_field(v, field, a))
+        return out
 
 
 def preaggregation_for(node: Any) -> PreAggregation | None:

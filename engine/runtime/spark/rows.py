@@ -83,6 +83,23 @@ class RowBuffer:
         c["_tag"].append(tag)
         c["_num"].append(num)
 
+    def extend(self, n: int, dest: int, *, split: str | None = None, offset: Any = None, ts: Any = None,
+               key: Any = None, value: Any = None, num: Any = None) -> None:
+        """``n`` rows at once for one destination: ``split`` is shared, the others are sequences of ``n``."""
+        c = self._cols
+        c["_dest"].extend([dest] * n)
+        c["_kg"].extend([None] * n)
+        c["_split"].extend([split] * n)
+        c["_blob"].extend([None] * n)
+        c["_tag"].extend([None] * n)
+        for name, column in (("_offset", offset), ("_ts", ts), ("_key", key), ("_value", value), ("_num", num)):
+            if column is None:
+                c[name].extend([None] * n)
+            else:
+                if len(column) != n:
+                    raise ValueError(f"Bug: column {name} holds {len(column)} values for {n} rows")
+                c[name].extend(column)
+
     def __len__(self) -> int:
         return len(self._cols["_dest"])
 
@@ -156,7 +173,7 @@ def encode_value(value: Any) -> str:
         for x in value:
             if not _plain(x):
                 return codec.encode(value)
-        return _dumps({"$t": list(value)})
+        return '{"$t":' + _dumps(value) + "}"  # the text of _dumps({"$t": list(value)}), one dict fewer
     if t is dict:
         for k, x in value.items():
             if type(k) is not str or k.startswith("$") or not _plain(x):
