@@ -154,6 +154,24 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 _dumps = _ENCODER.encode
 
 
+def _flat_encoder() -> Any:
+    """``_dumps`` for a flat tuple of plain scalars, without building a C encoder per call.
+
+    ``JSONEncoder.encode`` makes a new C encoder for every container it writes; this one is made
+    once with the same settings (no circular-reference markers: a flat tuple of scalars holds no
+    container).  Without the C accelerator it is ``_dumps`` itself.
+    """
+    from json.encoder import c_make_encoder, encode_basestring_ascii
+
+    if c_make_encoder is None:
+        return _dumps
+    make = c_make_encoder(None, _ENCODER.default, encode_basestring_ascii, None, ":", ",", False, False, False)
+    return lambda value: "".join(make(value, 0))
+
+
+_dumps_flat = _flat_encoder()
+
+
 def _plain(x: Any) -> bool:
     """A scalar the codec writes as itself (exact types: subclasses and numpy go through the codec)."""
     t = type(x)
@@ -173,7 +191,7 @@ def encode_value(value: Any) -> str:
         for x in value:
             if not _plain(x):
                 return codec.encode(value)
-        return '{"$t":' + _dumps(value) + "}"  # the text of _dumps({"$t": list(value)}), one dict fewer
+        return '{"$t":' + _dumps_flat(value) + "}"  # the text of _dumps({"$t": list(value)})
     if t is dict:
         for k, x in value.items():
             if type(k) is not str or k.startswith("$") or not _plain(x):
