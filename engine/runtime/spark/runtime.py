@@ -468,28 +468,36 @@ class SparkJob:
         parallelism = group[0].parallelism
         ids = [v.head.id for v in group]
         parts = [df.where(F.col("_dest").isin(*ids)) for df in stage_outputs]
+        mp = self.max_parallelism
+        kg = f"CASE WHEN _dest = {DEST_STATE} THEN _kg ELSE CAST(pmod(xxhash64(_key), {mp}) AS INT) END"
+        lookup = "array(" + ", ".join(str(x) for x in partition_preimages(self.spark, parallelism)) + ")"
+        columns = [c for c in ROW_DDL_COLUMNS if c != "_kg"]
+
+        def place(df: Any) -> Any:
+            # Each part is shuffled by _pk, the partition preimage of its key group's subtask, in one
+            # projection (each DataFrame step costs a round of JVM analysis on the driver).  A union of
+            # parts partitioned alike stays so: Spark adds no exchange for the union, nor for folding
+            # pre-aggregated records, which it does where they land (one shuffle per epoch, not two).
+            return df.selectExpr(
+                *columns, f"{kg} AS _kg",
+                f"CASE WHEN _dest = {DEST_STATE} THEN CAST(_tag AS INT) ELSE _dest END AS _node",
+                f"element_at({lookup}, {subtask_expr(parallelism, mp, f'({kg})')} + 1) AS _pk",
+            ).repartition(parallelism, "_pk")
+
         pre_ids = [i for i in ids if i in self.routes.preaggregations]
         if parts and pre_ids:
             records = _union(parts)
             partial = F.col("_dest").isin(*pre_ids) & F.col("_num").isNotNull()
-            parts = [records.where(~partial)]
+            parts = [place(records.where(~partial))]
             for i in pre_ids:
-                parts.append(preaggregate(records.where(partial & (F.col("_dest") == i)), self.routes.preaggregations[i]))
-        parts += [self.state[i] for i in ids if self.state[i] is not None]
+                parts.append(preaggregate(place(records.where(partial & (F.col("_dest") == i))),
+                                          self.routes.preaggregations[i], placed=("_pk", "_kg", "_node")))
+        else:
+            parts = [place(p) for p in parts]
+        parts += [place(self.state[i]) for i in ids if self.state[i] is not None]
         if not parts:
-            parts.append(self.spark.createDataFrame([], ROW_DDL))
-        mp = self.max_parallelism
-        # one projection (each DataFrame step costs a round of JVM analysis on the driver): _kg computed
-        # in SQL for records, _node, and _pk, the partition preimage of the key group's subtask
-        kg = f"CASE WHEN _dest = {DEST_STATE} THEN _kg ELSE CAST(pmod(xxhash64(_key), {mp}) AS INT) END"
-        lookup = "array(" + ", ".join(str(x) for x in partition_preimages(self.spark, parallelism)) + ")"
-        columns = [c for c in ROW_DDL_COLUMNS if c != "_kg"]
-        placed = (_union(parts).selectExpr(
-            *columns, f"{kg} AS _kg",
-            f"CASE WHEN _dest = {DEST_STATE} THEN CAST(_tag AS INT) ELSE _dest END AS _node",
-            f"element_at({lookup}, {subtask_expr(parallelism, mp, f'({kg})')} + 1) AS _pk")
-                  .repartition(parallelism, "_pk")
-                  .sortWithinPartitions("_node", "_kg", "_split", "_offset"))
+            parts.append(place(self.spark.createDataFrame([], ROW_DDL)))
+        placed = _union(parts).repartition(parallelism, "_pk").sortWithinPartitions("_node", "_kg", "_split", "_offset")
         fn = window_stage({v.head.id: v.head for v in group}, self.routes, epoch=self.epoch, parallelism=parallelism,
                           max_parallelism=mp, watermark_before=before, watermark_after=after, now_ms=now_ms,
                           staging=self._staging())
