@@ -180,7 +180,7 @@ class ParquetFile(RowFile):
         return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
 
     def rows(self, start: int, stop: int) -> tuple[list[dict], list[DeadLetter]]:
-        return self._slice(start, stop).to_pylist(), []
+        return table_to_pylist(self._slice(start, stop)), []
 
     def arrow(self, start: int, stop: int) -> tuple[pa.RecordBatch, list[DeadLetter]]:
         table = self._slice(start, stop).combine_chunks()
@@ -190,6 +190,56 @@ class ParquetFile(RowFile):
 
             return pa.RecordBatch.from_pylist([], schema=table.schema), []
         return batches[0], []
+
+
+_TIMEDELTA_UNITS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}
+_UTC_NAMES = (None, "UTC", "Etc/UTC")
+
+
+def _timestamps_to_pylist(column: Any) -> list | None:
+    """``column.to_pylist()`` of a UTC or naive timestamp column without nulls, or None (not handled).
+
+    pyarrow builds each tz-aware datetime through its time zone, several microseconds a value;
+    ``epoch + timedelta`` gives the same value (UTC and naive time have no transitions) with the
+    very tzinfo object pyarrow attaches, which the first and last values are checked against.
+    """
+    import datetime as dt
+
+    import pyarrow as pa
+
+    unit = getattr(column.type, "unit", None)
+    if column.null_count or unit not in _TIMEDELTA_UNITS or column.type.tz not in _UTC_NAMES or not len(column):
+        return None
+    first, last = column[0].as_py(), column[len(column) - 1].as_py()
+    if type(first) is not dt.datetime:
+        return None
+    epoch = dt.datetime(1970, 1, 1, tzinfo=first.tzinfo)
+    step = dt.timedelta(**{_TIMEDELTA_UNITS[unit]: 1})
+    ints = column.cast(pa.int64()).to_pylist()
+    values = [epoch + step * i for i in ints]
+    for got, want in ((values[0], first), (values[-1], last)):
+        if got != want or got.tzinfo is not want.tzinfo or type(got) is not type(want):
+            return None
+    return values
+
+
+def table_to_pylist(table: Any) -> list[dict]:
+    """``table.to_pylist()``, the same dicts, with UTC/naive timestamp columns converted faster."""
+    import pyarrow as pa
+
+    names = table.column_names
+    if not table.num_rows or len(set(names)) != len(names):
+        return table.to_pylist()
+    columns = []
+    converted = False
+    for column in table.columns:
+        values = _timestamps_to_pylist(column.combine_chunks()) if pa.types.is_timestamp(column.type) else None
+        converted = converted or values is not None
+        columns.append(column if values is None else values)
+    if not converted:
+        return table.to_pylist()
+    columns = [c if type(c) is list else c.to_pylist() for c in columns]
+    return [dict(zip(names, row)) for row in zip(*columns)]
 
 
 class UnreadableFile(RowFile):
@@ -242,6 +292,23 @@ def _as_row(value: Any) -> dict:
     return {"value": value}
 
 
+def _tuples_table(values: Sequence[Any]) -> Any:
+    """``Table.from_pylist([_as_row(v) ...])`` built column-wise when every value is a tuple of one
+    length (the usual window result), else None.  ``from_pylist`` takes the names of the first row
+    and one ``pa.array`` per name, which is what this does without a dict per row.
+    """
+    import pyarrow as pa
+
+    if not values or type(values[0]) is not tuple:
+        return None
+    width = len(values[0])
+    for v in values:
+        if type(v) is not tuple or len(v) != width:
+            return None
+    columns = list(zip(*values)) if width else []
+    return pa.Table.from_arrays([pa.array(list(c)) for c in columns], names=[f"f{i}" for i in range(width)])
+
+
 def encode(fmt: str, values: Sequence[Any]) -> bytes:
     """Bytes of one output file holding ``values`` in order."""
     if fmt == "jsonl":
@@ -251,7 +318,9 @@ def encode(fmt: str, values: Sequence[Any]) -> bytes:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pylist([_as_row(v) for v in values])
+        table = _tuples_table(values)
+        if table is None:
+            table = pa.Table.from_pylist([_as_row(v) for v in values])
         sink = io.BytesIO()
         pq.write_table(table, sink)
         return sink.getvalue()

@@ -30,7 +30,7 @@ from engine.errors import JobDefinitionError
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output
 from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
 from engine.runtime.plan import PhysicalPlan, Vertex
-from engine.runtime.spark.preaggregation import PreAggregation, preaggregation_for
+from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation, preaggregation_for
 from engine.runtime.spark.rows import DEST_DEAD_LETTER, DEST_DRIVER, DEST_STAGED, RowBuffer, encode_value
 from engine.state import codec
 
@@ -146,7 +146,9 @@ class Router:
         self.watermark_before = watermark_before
         #: per pre-aggregated window node: the (key, pane) pairs whose first record this task has written
         self._seen: dict[int, set] = {}
-        self._behind: dict[tuple[int, int], bool] = {}
+        self._behind: dict[int, dict[int, bool]] = {}
+        #: str key -> its encode_key text (module codec), remembered per task
+        self._str_keys: dict[str, str] = {}
         self.rows = rows
         self.context = context
         self.channel = channel
@@ -192,39 +194,75 @@ class Router:
                     add(DEST_DRIVER, ts=r.timestamp, value=encode_value(r.value), tag=tag)
 
     def _to_window(self, node_id: int, records: Any) -> None:
+        """One record row per record: the key (the selector called per record, as its contract says),
+        and for a pre-aggregated window the aggregated field as ``_num`` (preaggregation.py).
+
+        The rows are built column-wise and handed to the buffer once per call: the per-record work
+        is the selector and what cannot be avoided, not a buffer call per row.  Encoded ``str``
+        keys are remembered per task (a key's encoding depends only on its text), since a task
+        sees each key many times.
+        """
         selector = self.routes.nodes[node_id].key_selector
         pre = self.routes.preaggregations.get(node_id)
-        add = self.rows.add
-        channel = self.channel
         encode, encode_key = encode_value, codec.encode_key
-        seen = self._seen.setdefault(node_id, set()) if pre is not None else None
-        behind = self._behind
-        watermark = self.watermark_before
+        key_cache = self._str_keys
+        stamps: list[Any] = []
+        keys: list[str] = []
+        texts: list[str | None] = []
+        nums: list[int | None] = []
+        if pre is not None:
+            seen = self._seen.setdefault(node_id, set())
+            behind = self._behind.setdefault(node_id, {})
+            watermark = self.watermark_before
+            numeric, field, offset, pane_ms = pre.numeric, pre.field, pre.offset, pre.pane
+            plain_field = type(field) is int
         for r in records:
             value = r.value
             try:
-                key = encode_key(selector(value))
+                k = selector(value)
+                if type(k) is str:
+                    key = key_cache.get(k)
+                    if key is None:
+                        key = key_cache[k] = encode_key(k)
+                else:
+                    key = encode_key(k)
             except Exception as exc:  # noqa: BLE001 - a key the selector cannot give is a dead letter (local runtime too)
                 self.dead_letter(value, exc, "key_selector")
                 continue
-            self.sequence += 1
             ts = r.timestamp
+            keys.append(key)
+            stamps.append(ts)
             if pre is not None and ts is not None:
-                num = pre.numeric(value)
+                # pre.numeric, inlined for the common case: a tuple with an int field of Python int
+                if plain_field and type(value) is tuple and field < len(value):
+                    num = value[field]
+                    if type(num) is not int or not -INT_LIMIT < num < INT_LIMIT:
+                        num = None
+                else:
+                    num = numeric(value)
                 if num is not None:
-                    pane = pre.pane_start(ts)
-                    late = behind.get((node_id, pane))
+                    pane = ts - (ts - offset) % pane_ms
+                    late = behind.get(pane)
                     if late is None:
-                        late = behind[(node_id, pane)] = pre.oldest_window_max_timestamp(pane) <= watermark
+                        late = behind[pane] = pre.oldest_window_max_timestamp(pane) <= watermark
                     if not late:
                         # only the pane's first record in this task can lend its other fields to a result
-                        first = (key, pane) not in seen
-                        if first:
-                            seen.add((key, pane))
-                        add(node_id, split=channel, offset=self.sequence, ts=ts, key=key,
-                            value=encode(value) if first else None, num=num)
+                        pair = (key, pane)
+                        if pair in seen:
+                            texts.append(None)
+                        else:
+                            seen.add(pair)
+                            texts.append(encode(value))
+                        nums.append(num)
                         continue
-            add(node_id, split=channel, offset=self.sequence, ts=ts, key=key, value=encode(value))
+            texts.append(encode(value))
+            nums.append(None)
+        n = len(keys)
+        if n:
+            first = self.sequence + 1
+            self.sequence += n
+            self.rows.extend(n, node_id, split=self.channel, offset=range(first, first + n), ts=stamps, key=keys,
+                             value=texts, num=nums)
 
     def close(self) -> None:
         for op in self._ops.values():

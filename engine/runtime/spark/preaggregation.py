@@ -2,7 +2,13 @@
 
 ARCHITECTURE section 3 and issue 5: "incremental aggregates without an evictor are pre-aggregated
 per (key, window) in Spark SQL before Python sees them", the way Flink's local-global aggregation
-splits one aggregation into a partial one before the shuffle and a final one after it.
+splits one aggregation into a partial one before the shuffle and a final one after it.  Here the
+local part is the reading task's (engine/runtime/spark/chains.py ``Router``: only a pane's first
+record in a task keeps its whole value, the others travel as ``_num``), and the job master folds
+in Spark SQL after its one shuffle by subtask, where the rows land (runtime.py ``_window_frame``):
+a separate partial fold before the shuffle cost a second exchange and two more sorts per epoch for
+little, since a task holds few records of one (key, pane) (1.5 on average in bench/bench_spark.py's
+tumbling job, 1M events over 10k keys).
 
 **Which windows.**  A window vertex qualifies (:func:`preaggregation_for`) when its result can
 only depend on the fold of its elements: a non-merging event-time assigner Spark SQL can compute
@@ -38,7 +44,7 @@ from math import gcd
 from typing import Any
 
 #: ints beyond this magnitude take the element path (see the module docstring, "Exactness")
-_INT_LIMIT = 2**31
+INT_LIMIT = 2**31
 
 _SQL_AGG = {"sum": "sum", "min": "min", "max": "max"}
 
@@ -79,13 +85,29 @@ class PreAggregation:
                 return None
         except (IndexError, KeyError, TypeError):
             return None
-        return x if type(x) is int and -_INT_LIMIT < x < _INT_LIMIT else None
+        return x if type(x) is int and -INT_LIMIT < x < INT_LIMIT else None
 
     def apply(self, first: Any, aggregate: int) -> Any:
         """The partial record: the pane's first element with the field set to the pane's aggregate."""
         from engine.windowing.aggregations import set_field
 
         return set_field(first, self.field, aggregate)
+
+    def apply_all(self, values: list[Any], aggregates: list[int | None]) -> list[Any]:
+        """``apply`` for each (value, aggregate) pair; a None aggregate leaves its value (an element) as is."""
+        from engine.windowing.aggregations import set_field
+
+        field = self.field
+        out = []
+        append = out.append
+        for v, a in zip(values, aggregates):
+            if a is None:
+                append(v)
+            elif type(v) is tuple:
+                append(v[:field] + (a,) + v[field + 1:])  # set_field's tuple case
+            else:
+                append(set_field(v, field, a))
+        return out
 
 
 def preaggregation_for(node: Any) -> PreAggregation | None:
@@ -111,20 +133,25 @@ def preaggregation_for(node: Any) -> PreAggregation | None:
     return PreAggregation(vectorized.kind, vectorized.field, size, slide, assigner.offset_ms)
 
 
-def preaggregate(records: Any, pre: PreAggregation) -> Any:
+def preaggregate(records: Any, pre: PreAggregation, placed: tuple[str, ...] = ()) -> Any:
     """Spark SQL: one row per (vertex, key, pane) out of the record rows that carry ``_num``.
 
     The row is the pane's first record (smallest ``(_split, _offset)``, whose ``_value`` the reading
-    task kept) with ``_num`` = the pane's sum/min/max; Spark folds partially before the shuffle.
+    task kept) with ``_num`` = the pane's sum/min/max.  ``placed`` names columns that are functions
+    of the key (the key group and the shuffle's partition column) kept as they are: when
+    ``records`` are already partitioned by one of them, Spark folds each partition where it lies,
+    with no shuffle of its own (without them, ``_kg`` is null and Spark folds partially before
+    shuffling by the grouping columns).
     """
     from pyspark.sql import functions as F
 
     pane = f"_ts - pmod(_ts - {pre.offset}, {pre.pane})"
     first = F.min(F.struct("_split", "_offset", "_ts", "_value")).alias("_first")
     folded = F.expr(f"{_SQL_AGG[pre.kind]}(_num)").alias("_num")
-    grouped = records.groupBy("_dest", "_key", F.expr(pane).alias("_pane")).agg(first, folded)
+    grouped = records.groupBy(*placed, "_dest", "_key", F.expr(pane).alias("_pane")).agg(first, folded)
+    kg = F.col("_kg") if "_kg" in placed else F.lit(None).cast("int").alias("_kg")
     return grouped.select(
-        "_dest", F.lit(None).cast("int").alias("_kg"), F.col("_first._split").alias("_split"),
+        "_dest", kg, F.col("_first._split").alias("_split"),
         F.col("_first._offset").alias("_offset"), F.col("_first._ts").alias("_ts"), "_key",
         F.col("_first._value").alias("_value"), F.lit(None).cast("binary").alias("_blob"),
-        F.lit(None).cast("string").alias("_tag"), "_num")
+        F.lit(None).cast("string").alias("_tag"), "_num", *[c for c in placed if c != "_kg"])

@@ -83,6 +83,23 @@ class RowBuffer:
         c["_tag"].append(tag)
         c["_num"].append(num)
 
+    def extend(self, n: int, dest: int, *, split: str | None = None, offset: Any = None, ts: Any = None,
+               key: Any = None, value: Any = None, num: Any = None) -> None:
+        """``n`` rows at once for one destination: ``split`` is shared, the others are sequences of ``n``."""
+        c = self._cols
+        c["_dest"].extend([dest] * n)
+        c["_kg"].extend([None] * n)
+        c["_split"].extend([split] * n)
+        c["_blob"].extend([None] * n)
+        c["_tag"].extend([None] * n)
+        for name, column in (("_offset", offset), ("_ts", ts), ("_key", key), ("_value", value), ("_num", num)):
+            if column is None:
+                c[name].extend([None] * n)
+            else:
+                if len(column) != n:
+                    raise ValueError(f"Bug: column {name} holds {len(column)} values for {n} rows")
+                c[name].extend(column)
+
     def __len__(self) -> int:
         return len(self._cols["_dest"])
 
@@ -137,6 +154,24 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 _dumps = _ENCODER.encode
 
 
+def _flat_encoder() -> Any:
+    """``_dumps`` for a flat tuple of plain scalars, without building a C encoder per call.
+
+    ``JSONEncoder.encode`` makes a new C encoder for every container it writes; this one is made
+    once with the same settings (no circular-reference markers: a flat tuple of scalars holds no
+    container).  Without the C accelerator it is ``_dumps`` itself.
+    """
+    from json.encoder import c_make_encoder, encode_basestring_ascii
+
+    if c_make_encoder is None:
+        return _dumps
+    make = c_make_encoder(None, _ENCODER.default, encode_basestring_ascii, None, ":", ",", False, False, False)
+    return lambda value: "".join(make(value, 0))
+
+
+_dumps_flat = _flat_encoder()
+
+
 def _plain(x: Any) -> bool:
     """A scalar the codec writes as itself (exact types: subclasses and numpy go through the codec)."""
     t = type(x)
@@ -156,7 +191,7 @@ def encode_value(value: Any) -> str:
         for x in value:
             if not _plain(x):
                 return codec.encode(value)
-        return _dumps({"$t": list(value)})
+        return '{"$t":' + _dumps_flat(value) + "}"  # the text of _dumps({"$t": list(value)})
     if t is dict:
         for k, x in value.items():
             if type(k) is not str or k.startswith("$") or not _plain(x):

@@ -65,6 +65,7 @@ from engine.runtime.spark.rows import (
     DEST_SPLIT,
     DEST_STAGED,
     DEST_STATE,
+    COLUMNS as ROW_DDL_COLUMNS,
     ROW_DDL,
     decode_values,
 )
@@ -220,6 +221,8 @@ class SparkJob:
                 if isinstance(node, SinkTransformation) and node.id not in self.collect_targets:
                     sink = node.sink
                     self.sink_writers[node.id] = sink.create_writer() if hasattr(sink, "create_writer") else sink
+        self._range_frames: dict[int, Any] = {}
+        self._row_struct: Any = None
         self.records_read = 0
         self.records_out = 0
         #: sink parts the tasks staged themselves (engine/runtime/spark/staged_sinks.py)
@@ -405,7 +408,23 @@ class SparkJob:
         strategy = v.source_watermark_strategy or WatermarkStrategy.no_watermarks()
         fn = source_stage(v.head.source, strategy, self.routes, v.head.id, slices, self.runtime.epoch_records,
                           now_ms, self.max_parallelism, watermark_before, self._staging())
-        return self.spark.range(0, len(slices), numPartitions=len(slices)).mapInArrow(fn, ROW_DDL)
+        return self._slice_ids(len(slices)).mapInArrow(fn, self._row_schema())
+
+    def _slice_ids(self, n: int) -> Any:
+        """``range(n)`` in n partitions, built once per n: a DataFrame is immutable, and building one costs
+        the driver a round of JVM analysis every epoch."""
+        ids = self._range_frames.get(n)
+        if ids is None:
+            ids = self._range_frames[n] = self.spark.range(0, n, numPartitions=n)
+        return ids
+
+    def _row_schema(self) -> Any:
+        """ROW_DDL parsed once (``mapInArrow`` would parse the DDL text in the JVM on every call)."""
+        if self._row_struct is None:
+            from pyspark.sql.types import StructType
+
+            self._row_struct = StructType.fromDDL(ROW_DDL)
+        return self._row_struct
 
     def _run_windows(self, vertices: list[Any], stage_outputs: list[Any], before: int, after: int,
                      now_ms: int) -> list[Any]:
@@ -449,29 +468,40 @@ class SparkJob:
         parallelism = group[0].parallelism
         ids = [v.head.id for v in group]
         parts = [df.where(F.col("_dest").isin(*ids)) for df in stage_outputs]
+        mp = self.max_parallelism
+        kg = f"CASE WHEN _dest = {DEST_STATE} THEN _kg ELSE CAST(pmod(xxhash64(_key), {mp}) AS INT) END"
+        lookup = "array(" + ", ".join(str(x) for x in partition_preimages(self.spark, parallelism)) + ")"
+        columns = [c for c in ROW_DDL_COLUMNS if c != "_kg"]
+
+        def place(df: Any) -> Any:
+            # Each part is shuffled by _pk, the partition preimage of its key group's subtask, in one
+            # projection (each DataFrame step costs a round of JVM analysis on the driver).  A union of
+            # parts partitioned alike stays so: Spark adds no exchange for the union, nor for folding
+            # pre-aggregated records, which it does where they land (one shuffle per epoch, not two).
+            return df.selectExpr(
+                *columns, f"{kg} AS _kg",
+                f"CASE WHEN _dest = {DEST_STATE} THEN CAST(_tag AS INT) ELSE _dest END AS _node",
+                f"element_at({lookup}, {subtask_expr(parallelism, mp, f'({kg})')} + 1) AS _pk",
+            ).repartition(parallelism, "_pk")
+
         pre_ids = [i for i in ids if i in self.routes.preaggregations]
         if parts and pre_ids:
             records = _union(parts)
             partial = F.col("_dest").isin(*pre_ids) & F.col("_num").isNotNull()
-            parts = [records.where(~partial)]
+            parts = [place(records.where(~partial))]
             for i in pre_ids:
-                parts.append(preaggregate(records.where(partial & (F.col("_dest") == i)), self.routes.preaggregations[i]))
-        parts += [self.state[i] for i in ids if self.state[i] is not None]
+                parts.append(preaggregate(place(records.where(partial & (F.col("_dest") == i))),
+                                          self.routes.preaggregations[i], placed=("_pk", "_kg", "_node")))
+        else:
+            parts = [place(p) for p in parts]
+        parts += [place(self.state[i]) for i in ids if self.state[i] is not None]
         if not parts:
-            parts.append(self.spark.createDataFrame([], ROW_DDL))
-        mp = self.max_parallelism
-        keyed = _union(parts).withColumn("_kg", F.expr(
-            f"CASE WHEN _dest = {DEST_STATE} THEN _kg ELSE CAST(pmod(xxhash64(_key), {mp}) AS INT) END")
-        ).withColumn("_node", F.expr(f"CASE WHEN _dest = {DEST_STATE} THEN CAST(_tag AS INT) ELSE _dest END"))
-        lookup = "array(" + ", ".join(str(x) for x in partition_preimages(self.spark, parallelism)) + ")"
-        placed = (keyed.withColumn("_subtask", F.expr(subtask_expr(parallelism, mp)))
-                  .withColumn("_pk", F.expr(f"element_at({lookup}, _subtask + 1)"))
-                  .repartition(parallelism, "_pk")
-                  .sortWithinPartitions("_node", "_kg", "_split", "_offset"))
+            parts.append(place(self.spark.createDataFrame([], ROW_DDL)))
+        placed = _union(parts).repartition(parallelism, "_pk").sortWithinPartitions("_node", "_kg", "_split", "_offset")
         fn = window_stage({v.head.id: v.head for v in group}, self.routes, epoch=self.epoch, parallelism=parallelism,
                           max_parallelism=mp, watermark_before=before, watermark_after=after, now_ms=now_ms,
                           staging=self._staging())
-        return placed.mapInArrow(fn, ROW_DDL).localCheckpoint(eager=False)
+        return placed.mapInArrow(fn, self._row_schema()).localCheckpoint(eager=False)
 
     def _idle_by_time(self, split: dict, records: int, now_ms: int) -> bool:
         """Idleness judged on the driver, once per epoch (the epoch is the periodic-emit interval).

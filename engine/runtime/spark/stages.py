@@ -233,7 +233,9 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
     pre = routes.preaggregations.get(node_id)
     mine = [i for i, d in enumerate(dests) if d == node_id]
     decoded = decode_values([values[i] for i in mine])
-    records = [StreamRecord(v if nums[i] is None else pre.apply(v, nums[i]), stamps[i]) for i, v in zip(mine, decoded)]
+    if pre is not None:
+        decoded = pre.apply_all(decoded, [nums[i] for i in mine])
+    records = [StreamRecord(v, stamps[i]) for i, v in zip(mine, decoded)]
     if records:
         operator.process_batch(records)
     if watermark_after > operator.current_watermark():
