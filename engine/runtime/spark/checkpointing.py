@@ -248,6 +248,8 @@ class SparkCheckpointing:
         self.triggered: dict[int, list[str]] = {}
         self.requests: list[_Request] = []
         self.requests_lock = threading.Lock()
+        #: set by every control request: wakes an epoch loop waiting out ``epoch_interval_ms``
+        self.request_arrived = threading.Event()
         #: checkpoints whose state upload overlaps the following epochs, oldest first
         self.uploads: list[_Upload] = []
         #: checkpoint id -> the driver's state at its barrier (watermark, valve, split generators)
@@ -347,6 +349,7 @@ class SparkCheckpointing:
         future: Future = Future()
         with self.requests_lock:
             self.requests.append(_Request(kind, target, drain, future))
+        self.request_arrived.set()  # an epoch loop waiting out epoch_interval_ms serves it now
         return future
 
     def _serve_requests(self) -> None:

@@ -108,7 +108,11 @@ class SparkRuntime:
     ``checkpoints.open_store``, e.g. ``{"endpoint_url": ...}``), ``async_snapshots`` (default True: a checkpoint's
     state upload overlaps the next epoch, engine/runtime/spark/checkpointing.py), ``preaggregation`` (default True: built-in
     sum/min/max folded in Spark SQL first, engine/runtime/spark/preaggregation.py), ``max_epochs`` (stop after that
-    many epochs: for unbounded sources in tests and benchmarks).
+    many epochs: for unbounded sources in tests and benchmarks), ``epoch_interval_ms`` (default 0: the
+    next epoch starts as soon as one ends; N > 0 works like Structured Streaming's processing-time
+    trigger: an epoch starts no sooner than N ms after the previous one started, at once if that one
+    took longer, so an idle unbounded job costs one epoch per N ms instead of a busy loop; a control
+    request — savepoint, stop, cancel — cuts the wait short).
     """
 
     def __init__(self, env: Any) -> None:
@@ -127,6 +131,11 @@ class SparkRuntime:
             raise JobDefinitionError("preaggregation", self.preaggregation, "must be a bool")
         if self.max_epochs is not None:
             _positive_int("max_epochs", self.max_epochs)
+        self.epoch_interval_ms = opts.get("epoch_interval_ms", 0)
+        if isinstance(self.epoch_interval_ms, bool) or not isinstance(self.epoch_interval_ms, int) \
+                or self.epoch_interval_ms < 0:
+            raise JobDefinitionError("epoch_interval_ms", self.epoch_interval_ms,
+                                     "must be an int >= 0 (ms between epoch starts; 0 runs epochs back to back)")
 
     def start(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
               from_savepoint: str | None = None) -> SparkJob:
@@ -321,11 +330,14 @@ class SparkJob:
             while not self.finished:
                 if self.checkpointing.before_epoch():
                     break  # stopped (stop-with-savepoint or cancel)
+                epoch_started = time.monotonic()
                 self.step()
                 self.checkpointing.after_epoch()
                 max_epochs = self.runtime.max_epochs
                 if max_epochs is not None and self.epoch >= max_epochs and not self.finished:
                     break
+                if not self.finished:
+                    self._await_next_epoch(epoch_started)
         finally:
             self.running = False
             cp = self.checkpointing
@@ -333,6 +345,15 @@ class SparkJob:
                 cp.collect_uploads(wait=True)
             if self.finished or cp.stopped or cp.cancelled or sys.exc_info()[0] is not None:
                 cp.on_job_end()
+
+    def _await_next_epoch(self, epoch_started: float) -> None:
+        """``epoch_interval_ms``: wait out the rest of the interval, or less if a control request arrives."""
+        interval_ms = self.runtime.epoch_interval_ms
+        if interval_ms:
+            remaining_s = interval_ms / 1000 - (time.monotonic() - epoch_started)
+            if remaining_s > 0:
+                self.checkpointing.request_arrived.wait(remaining_s)
+            self.checkpointing.request_arrived.clear()
 
     def drain_to_max_watermark(self) -> None:
         """End event time without reading: every window vertex advances to MAX_WATERMARK (stop --drain)."""

@@ -109,3 +109,44 @@ def test_an_idle_split_releases_the_watermark_on_an_epoch_without_data(spark):
     assert job.run_epoch()  # 8 s: both splits idle now, no data anywhere; the watermark still moves on
     assert job.records_read == 2
     assert job.watermark >= 10_999 and out == [("a", 1_000, 1)]
+
+
+def test_epoch_interval_spaces_the_epochs_of_an_idle_job_and_a_cancel_cuts_the_wait_short(spark):
+    import time
+
+    from engine.runtime.spark.runtime import SparkRuntime
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime("spark")
+    env.set_parallelism(2)
+    env.set_max_parallelism(8)
+    env.set_runtime_option("epoch_interval_ms", 60_000)
+    events = env.from_source(Trickle({"only": [("a", 0, 1)]}), WatermarkStrategy.no_watermarks(), "trickle")
+    sums = events.key_by(_key).window(TumblingProcessingTimeWindows.of(Time.seconds(10))).sum(2)
+    job = SparkRuntime(env).start("paced", [], [sums._node])
+    job.run_in_background()
+    try:
+        deadline = time.monotonic() + 120
+        while not job.last_epoch_ms and time.monotonic() < deadline:  # the first epoch (worker start-up) ended
+            time.sleep(0.05)
+        assert job.epoch == 1
+        time.sleep(5)  # back to back, idle epochs take about a second here even under load: several would have run
+        assert job.epoch == 1
+    finally:
+        asked = time.monotonic()
+        job.cancel()
+        job.wait(60)
+    assert time.monotonic() - asked < 30 and job.epoch == 1  # not the 60 s the interval would have waited
+
+
+def test_a_negative_epoch_interval_is_refused_naming_the_option():
+    import pytest
+
+    from engine.errors import JobDefinitionError
+    from engine.runtime.spark.runtime import SparkRuntime
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime("spark")
+    env.set_runtime_option("epoch_interval_ms", -5)
+    with pytest.raises(JobDefinitionError, match="epoch_interval_ms"):
+        SparkRuntime(env)
