@@ -66,6 +66,12 @@ class TwoPhaseCommitDriver:
     #: the runtime's sink operator calls ``write(values)``
     write = invoke
 
+    def open_transaction(self) -> Transaction:
+        """The transaction records go to now; a runtime whose tasks stage data themselves (Spark) adds to it."""
+        if self._current is None or self._current.is_closed:
+            raise IllegalStateError("Bug: the sink has no open transaction (before initialize_state() or after finish())")
+        return self._current
+
     def snapshot_state(self, checkpoint_id: int) -> dict:
         if self._current is None:
             raise IllegalStateError("Bug: snapshot_state() before initialize_state()")

@@ -66,19 +66,9 @@ def staging_target(writer: Any, epoch: int) -> StagingTarget:
     """The target for the writer's open transaction (the driver's TwoPhaseCommitDriver over a FileSink)."""
     sink = writer.sink
     return StagingTarget(sink.path, sink.format, sink.extension, dict(sink.storage_options),
-                         _open_transaction(writer).txn_id, epoch)
+                         writer.open_transaction().txn_id, epoch)
 
 
 def adopt_parts(writer: Any, keys: list[str]) -> None:
     """Add staged parts written by tasks to the writer's open transaction, in key order."""
-    _open_transaction(writer).staged.extend(sorted(keys))
-
-
-def _open_transaction(writer: Any) -> Any:
-    # TwoPhaseCommitDriver keeps its open transaction private; it has no public accessor yet (see report)
-    txn = writer._current
-    if txn is None or txn.is_closed:
-        from engine.errors import IllegalStateError
-
-        raise IllegalStateError("Bug: the file sink has no open transaction at an epoch start")
-    return txn
+    writer.open_transaction().staged.extend(sorted(keys))
