@@ -4,8 +4,9 @@ The coordinator schedules its periodic trigger and each checkpoint's canceller
 (timeout), the alternating barrier handler its alignment timer, through a
 :class:`Scheduler`.  A runtime implements it on its event loop or timer thread
 and must run callbacks one at a time in the thread that owns the protocol object
-(the coordinator's main thread, the task's mailbox).  :class:`ManualScheduler`
-runs due callbacks when a :class:`~engine.clock.ManualClock` is advanced, for tests.
+(the coordinator's main thread, the task's mailbox).  :class:`ClockScheduler`
+is that implementation for loops that own the protocol thread (both runtimes);
+:class:`ManualScheduler` adds ``advance`` for tests on a :class:`~engine.clock.ManualClock`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from abc import ABC, abstractmethod
-from typing import Callable
+from typing import Any, Callable
 
 from engine.clock import ManualClock
 
@@ -36,14 +37,12 @@ class Scheduler(ABC):
     def schedule(self, delay_ms: int, callback: Callable[[], None]) -> ScheduledTask: ...
 
 
-class _ManualTask(ScheduledTask):
-    __slots__ = ("due_ms", "callback", "_cancelled", "done")
+class _ClockTask(ScheduledTask):
+    __slots__ = ("callback", "_cancelled")
 
-    def __init__(self, due_ms: int, callback: Callable[[], None]) -> None:
-        self.due_ms = due_ms
+    def __init__(self, callback: Callable[[], None]) -> None:
         self.callback = callback
         self._cancelled = False
-        self.done = False
 
     def cancel(self) -> None:
         self._cancelled = True
@@ -52,17 +51,19 @@ class _ManualTask(ScheduledTask):
         return self._cancelled
 
 
-class ManualScheduler(Scheduler):
-    """Callbacks run in due-time order (FIFO on ties) when :meth:`advance` / :meth:`run_due` is called."""
+class ClockScheduler(Scheduler):
+    """Callbacks due on an injected clock, run in due-time order (FIFO on ties) when the owner calls
+    :meth:`run_due`: the local runtime's scheduling loop between rounds, the Spark job master between
+    epochs, a test after advancing a ManualClock.  Nothing runs on its own: no thread, no wall clock."""
 
-    def __init__(self, clock: ManualClock) -> None:
+    def __init__(self, clock: Any) -> None:
         self.clock = clock
-        self._queue: list[tuple[int, int, _ManualTask]] = []
+        self._queue: list[tuple[int, int, _ClockTask]] = []
         self._seq = itertools.count()
 
     def schedule(self, delay_ms: int, callback: Callable[[], None]) -> ScheduledTask:
-        task = _ManualTask(self.clock.now_ms() + max(0, int(delay_ms)), callback)
-        heapq.heappush(self._queue, (task.due_ms, next(self._seq), task))
+        task = _ClockTask(callback)
+        heapq.heappush(self._queue, (self.clock.now_ms() + max(0, int(delay_ms)), next(self._seq), task))
         return task
 
     def run_due(self) -> int:
@@ -72,18 +73,29 @@ class ManualScheduler(Scheduler):
             _, _, task = heapq.heappop(self._queue)
             if task.is_cancelled():
                 continue
-            task.done = True
             task.callback()
             ran += 1
         return ran
+
+    def next_due_ms(self) -> int | None:
+        """When the earliest live callback is due, or None."""
+        while self._queue and self._queue[0][2].is_cancelled():
+            heapq.heappop(self._queue)
+        return self._queue[0][0] if self._queue else None
+
+
+class ManualScheduler(ClockScheduler):
+    """A ClockScheduler on a :class:`~engine.clock.ManualClock` that tests move with :meth:`advance`."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
 
     def advance(self, delta_ms: int) -> int:
         """Move the clock forward, stopping at each due time so callbacks see their own time."""
         target = self.clock.now_ms() + delta_ms
         ran = 0
         while True:
-            live = [entry for entry in self._queue if not entry[2].is_cancelled()]
-            next_due = min((e[0] for e in live), default=None)
+            next_due = self.next_due_ms()
             if next_due is None or next_due > target:
                 break
             self.clock.set(max(next_due, self.clock.now_ms()))

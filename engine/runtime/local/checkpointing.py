@@ -6,7 +6,6 @@ snapshot (seed 002: materialize the copy-on-write state, upload it) runs on a
 small ThreadPoolExecutor; its outcome comes back through the thread-safe
 :class:`Mailbox` and is acknowledged on the scheduler thread.
 
-- :class:`LoopScheduler`      the coordinator's / barrier handlers' timers, run by the loop at its clock.
 - :class:`LocalTaskGateway`   the coordinator's view of the tasks (seed 001 "trigger" and "notify").
 - :class:`JsonStateOperator`  watermark state that is not an operator (a source's per-split
                               watermarks, a task's StatusWatermarkValve) snapshotted like one.
@@ -15,13 +14,10 @@ small ThreadPoolExecutor; its outcome comes back through the thread-safe
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import queue
 from concurrent.futures import Executor
 from typing import Any, Callable
 
-from engine.checkpointing.scheduler import ScheduledTask, Scheduler
 from engine.checkpointing.coordinator import CheckpointTaskGateway
 from engine.checkpointing.task_state import TaskSnapshot, TaskStateSnapshot
 from engine.elements import CheckpointOptions
@@ -55,48 +51,6 @@ class Mailbox:
                 return ran
             action()
             ran += 1
-
-
-class _LoopTask(ScheduledTask):
-    __slots__ = ("callback", "_cancelled")
-
-    def __init__(self, callback: Callable[[], None]) -> None:
-        self.callback = callback
-        self._cancelled = False
-
-    def cancel(self) -> None:
-        self._cancelled = True
-
-    def is_cancelled(self) -> bool:
-        return self._cancelled
-
-
-class LoopScheduler(Scheduler):
-    """Timers on the job's processing-time clock, fired by the scheduling loop between rounds."""
-
-    def __init__(self, clock: Any) -> None:
-        self._clock = clock
-        self._heap: list[tuple[int, int, _LoopTask]] = []
-        self._seq = itertools.count()
-
-    def schedule(self, delay_ms: int, callback: Callable[[], None]) -> ScheduledTask:
-        task = _LoopTask(callback)
-        heapq.heappush(self._heap, (self._clock.now_ms() + max(0, int(delay_ms)), next(self._seq), task))
-        return task
-
-    def run_due(self) -> int:
-        ran = 0
-        while self._heap and self._heap[0][0] <= self._clock.now_ms():
-            _, _, task = heapq.heappop(self._heap)
-            if not task.is_cancelled():
-                task.callback()
-                ran += 1
-        return ran
-
-    def next_due_ms(self) -> int | None:
-        while self._heap and self._heap[0][2].is_cancelled():
-            heapq.heappop(self._heap)
-        return self._heap[0][0] if self._heap else None
 
 
 class _JsonSnapshot(OperatorSnapshot):

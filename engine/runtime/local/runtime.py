@@ -8,7 +8,7 @@ scheduler's order, and the GIL would serialize threads anyway.  Backpressure is
 real: a task whose output channels are full is not scheduled.
 
 With checkpointing enabled (seeds 001-003) a :class:`LocalJob` attempt also runs
-a CheckpointCoordinator on the same thread (timers on :class:`LoopScheduler`),
+a CheckpointCoordinator on the same thread (timers on :class:`~engine.checkpointing.scheduler.ClockScheduler`),
 source tasks inject barriers at their current split offsets, stream tasks feed
 their input through the barrier handler the configuration selects, snapshots are
 uploaded on a small thread pool and acknowledged through the :class:`Mailbox`.
@@ -45,6 +45,7 @@ from engine.checkpointing.channel_state import InMemoryChannelStateWriter
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.checkpointing.coordinator import CheckpointCoordinator
 from engine.checkpointing.properties import CheckpointProperties
+from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointCoordinator
 from engine.checkpointing.task_state import TaskSnapshot
 from engine.elements import MIN_WATERMARK, CheckpointType
@@ -54,7 +55,7 @@ from engine.operators.simple import CollectOperator, FilterOperator, FlatMapOper
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.checkpoint_storage_adapter import RestorePoint, safe_name, task_id_of
 from engine.runtime.local.channels import Channel, InputGate
-from engine.runtime.local.checkpointing import JsonStateOperator, LocalTaskGateway, LoopScheduler, Mailbox
+from engine.runtime.local.checkpointing import JsonStateOperator, LocalTaskGateway, Mailbox
 from engine.runtime.local.faults import FaultKind
 from engine.runtime.local.tasks import SourceTask, SplitState, StreamTask, Subtask
 from engine.runtime.local.writers import FanOutOutput, RecordWriter
@@ -202,7 +203,7 @@ class LocalJob:
         self.mailbox = Mailbox()
         self.outstanding_uploads = 0
         if self.checkpointing:
-            self.scheduler = LoopScheduler(self.clock)
+            self.scheduler = ClockScheduler(self.clock)
             self.gateway = LocalTaskGateway(self)
         self._build()
         if self.checkpointing:

@@ -8,7 +8,7 @@ accepted and behave as aligned (ARCHITECTURE section 3; there is no in-flight da
 
 At a boundary the driver runs the real :class:`CheckpointCoordinator` (engine/checkpointing):
 
-* its periodic timer and queued requests run on :class:`EpochScheduler`, which the job master
+* its periodic timer and queued requests run on :class:`~engine.checkpointing.scheduler.ClockScheduler`, which the job master
   polls between epochs with the job's clock;
 * "trigger" asks the source tasks (one per source vertex) to inject barrier n — here it marks n
   to be taken at this boundary;
@@ -52,7 +52,7 @@ from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointS
 from engine.checkpointing.coordinator import CheckpointCoordinator, CheckpointTaskGateway
 from engine.checkpointing.discarder import CheckpointDiscarder
 from engine.checkpointing.job_status import JobStatus
-from engine.checkpointing.scheduler import ScheduledTask, Scheduler
+from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
 from engine.runtime.spark.rows import DEST_STATE, ROW_DDL, RowBuffer, snapshot_from_row_parts, snapshot_to_row_parts
@@ -89,46 +89,6 @@ def _state_table(name: str) -> str:
 
 
 # ---- driver-side collaborators of the coordinator ------------------------------------------------------
-
-
-class _Task(ScheduledTask):
-    def __init__(self, due_ms: int, callback: Callable[[], None]) -> None:
-        self.due_ms = due_ms
-        self.callback = callback
-        self._cancelled = False
-
-    def cancel(self) -> None:
-        self._cancelled = True
-
-    def is_cancelled(self) -> bool:
-        return self._cancelled
-
-
-class EpochScheduler(Scheduler):
-    """Timers of the coordinator, run by the job master between epochs (the job master's main thread)."""
-
-    def __init__(self, clock: Any) -> None:
-        self.clock = clock
-        self._tasks: list[_Task] = []
-
-    def schedule(self, delay_ms: int, callback: Callable[[], None]) -> ScheduledTask:
-        task = _Task(self.clock.now_ms() + max(0, int(delay_ms)), callback)
-        self._tasks.append(task)
-        return task
-
-    def run_due(self) -> int:
-        ran = 0
-        while True:
-            now = self.clock.now_ms()
-            due = sorted((t for t in self._tasks if not t.is_cancelled() and t.due_ms <= now), key=lambda t: t.due_ms)
-            if not due:
-                break
-            for t in due:
-                self._tasks.remove(t)
-                t.callback()
-                ran += 1
-        self._tasks = [t for t in self._tasks if not t.is_cancelled()]
-        return ran
 
 
 class _Gateway(CheckpointTaskGateway):
@@ -278,7 +238,7 @@ class SparkCheckpointing:
             retained = self.config.get_num_retained_checkpoints()
             persistent = PersistentStore(self.storage, retained=retained)
             persistent.recover()
-            self.scheduler = EpochScheduler(job.clock)
+            self.scheduler = ClockScheduler(job.clock)
             self.store = StorageCompletedCheckpointStore(self, persistent, retained)
             self.coordinator = CheckpointCoordinator(
                 job.job_id, self.config, _Gateway(self), self.store, StandaloneCheckpointIDCounter(),
