@@ -107,13 +107,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--windows", default="tumbling,sliding")
+    parser.add_argument("--driver-memory", default="1g",
+                        help="the one local JVM both sides share (native sliding at 5M/100k needs more than 1g)")
     args = parser.parse_args(argv)
 
     from engine.runtime.spark.session import get_or_create_spark, stop_spark
 
     spark = get_or_create_spark("local[2]", app_name="sluice-bench", conf=bench_spark_conf(args.parallelism),
-                                shuffle_partitions=args.parallelism)
-    results: dict[str, Any] = {"events": args.events, "keys": args.keys, "files": args.files}
+                                shuffle_partitions=args.parallelism, driver_memory=args.driver_memory)
+    results: dict[str, Any] = {"events": args.events, "keys": args.keys, "files": args.files,
+                               "driver_memory": args.driver_memory}
     try:
         with tempfile.TemporaryDirectory(prefix="sluice-bench-") as work:
             dataset = generate_purchase_events(f"{work}/data", events=args.events, keys=args.keys, files=args.files)
