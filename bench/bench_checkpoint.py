@@ -126,7 +126,8 @@ def alignment_run(unaligned: bool, events: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--events", type=int, default=600_000)
+    parser.add_argument("--events", type=int, default=3_000_000,
+                        help="enough for about a dozen 1 s checkpoints; at 600k the job now ends after two")
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--skew-events", type=int, default=60_000)
