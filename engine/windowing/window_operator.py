@@ -698,7 +698,7 @@ class WindowOperator(OneInputStreamOperator):
         event_time = self.is_event_time
         lateness = self.allowed_lateness_ms
         watermark = timers.current_watermark()
-        key_selector = self.key_selector
+        key_of = self._key_of
         geometry = self._batch_geometry
         # (key, window start or window) -> values, in first-seen order (dicts keep insertion order)
         groups: dict[tuple[Any, Any], list] = {}
@@ -712,19 +712,11 @@ class WindowOperator(OneInputStreamOperator):
             registered = self._batch_registered
             now = self.context.clock.now_ms()
             for record in records:
-                value = record.value
-                if event_time:
-                    ts = record.timestamp
-                    if ts is None:
-                        self.process_element(record)  # dead-letters it
-                        continue
-                else:
-                    ts = now
-                try:
-                    key = key_selector(value)  # type: ignore[misc]
-                except Exception as exc:  # noqa: BLE001 - dead letter, as in process_element
-                    self._dead_letter(value, exc, "key_selector")
+                key = key_of(record)
+                if key is _DEAD:
                     continue
+                value = record.value
+                ts = record.timestamp if event_time else now
                 start = ts - (ts - offset) % slide
                 if size == slide:
                     if event_time and start + size - 1 <= watermark:
@@ -838,7 +830,7 @@ class WindowOperator(OneInputStreamOperator):
         backend = self.keyed_state_backend
         timers = self.timer_service
         register = timers.register_event_time_timer_for_key
-        key_selector = self.key_selector
+        key_of = self._key_of
         size, slide, offset = self._batch_geometry  # type: ignore[misc]
         lateness = self.allowed_lateness_ms
         windows = self._batch_windows
@@ -847,16 +839,11 @@ class WindowOperator(OneInputStreamOperator):
         first_ahead = watermark - size + 2
         per_key: dict[Any, list] = {}
         for record in records:
+            key = key_of(record)
+            if key is _DEAD:
+                continue
             value = record.value
             ts = record.timestamp
-            if ts is None:
-                self.process_element(record)  # dead-letters it
-                continue
-            try:
-                key = key_selector(value)  # type: ignore[misc]
-            except Exception as exc:  # noqa: BLE001 - dead letter, as in process_element
-                self._dead_letter(value, exc, "key_selector")
-                continue
             hi = ts - (ts - offset) % slide
             # the assigner's lowest start: the last of hi, hi - slide, ... still > ts - size
             lo = hi - ((hi - ts + size - 1) // slide) * slide
@@ -1002,21 +989,16 @@ class WindowOperator(OneInputStreamOperator):
         timers = self.timer_service
         assign = self.assigner.assign_windows
         actx = self._contexts
-        key_selector = self.key_selector
+        key_of = self._key_of
         event_time = self.is_event_time
         lateness = self.allowed_lateness_ms
         now = self.context.clock.now_ms()
         key_groups: dict[Any, int] = {}
         for record in records:
+            key = key_of(record)
+            if key is _DEAD:
+                continue
             value, timestamp = record.value, record.timestamp
-            if event_time and timestamp is None:
-                self.process_element(record)  # dead-letters it
-                continue
-            try:
-                key = key_selector(value)  # type: ignore[misc]
-            except Exception as exc:  # noqa: BLE001 - dead letter, as in process_element
-                self._dead_letter(value, exc, "key_selector")
-                continue
             kept = False
             for window in assign(value, timestamp, actx):
                 if event_time and window.max_timestamp() <= watermark:
