@@ -233,6 +233,10 @@ class TimerServiceSnapshot:
     def num_timers(self) -> int:
         return sum(len(group) for _kind, groups in self._groups for group in groups.values())
 
+    def event_time_groups(self) -> dict[int, dict[tuple[Any, Any, int], int]]:
+        """The event-time timers: key group -> {(key, namespace, timestamp): registration sequence} (read only)."""
+        return self._groups[0][1]
+
     def to_arrow_table(self) -> pa.Table:
         key_groups: list[int] = []
         keys: list[str] = []

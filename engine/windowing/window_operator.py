@@ -34,7 +34,9 @@ problems: the record goes to ``context.dead_letter`` and is counted in ``num_dea
 Performance: :meth:`WindowOperator.process_batch` pre-aggregates a batch per (key, window) when that
 cannot change the result (see its docstring), and for the same operators a watermark fires due
 windows through :meth:`WindowOperator._advance_watermark_fast`, the timer loop with the built-in
-EventTimeTrigger's decisions inlined.
+EventTimeTrigger's decisions inlined.  With ``columnar=True`` (the runtimes pass it) the built-in
+``sum`` on event-time tumbling/sliding windows without lateness keeps its contents in arrays
+(engine/windowing/columnar.py): same results, same snapshots, far fewer Python steps per element.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ from engine.windowing.assigners import MergingWindowAssigner, WindowAssigner, Wi
 from engine.windowing.evictors import Evictor, EvictorContext, TimestampedValue
 from engine.windowing.internal_window_function import IncrementalAggregation, InternalWindowFunction
 from engine.windowing.merging_window_set import MERGING_WINDOW_SET_STATE, MergingWindowSet
-from engine.windowing.aggregations import set_field
+from engine.windowing.aggregations import SumAggregate, set_field
+from engine.windowing.columnar import ColumnarWindows
 from engine.windowing.assigners import (
     GlobalWindows,
     SlidingEventTimeWindows,
@@ -224,6 +227,18 @@ class WindowOperatorSnapshot(OperatorSnapshot):
         return MaterializedOperatorSnapshot(dict(self.metadata), tables)
 
 
+class _ColumnarSnapshot(WindowOperatorSnapshot):
+    """A snapshot of array contents (frozen copies), turned into the general layout when materialized."""
+
+    def __init__(self, metadata: dict[str, Any], frozen: ColumnarWindows) -> None:
+        self.metadata = metadata
+        self._frozen = frozen
+
+    def materialize(self) -> MaterializedOperatorSnapshot:
+        keyed, timers = self._frozen.snapshot_parts()
+        return WindowOperatorSnapshot(self.metadata, keyed, timers).materialize()
+
+
 class WindowOperator(OneInputStreamOperator):
     """Flink's WindowOperator and EvictingWindowOperator in one class (the evictor is optional).
 
@@ -242,6 +257,7 @@ class WindowOperator(OneInputStreamOperator):
         late_data_output_tag: OutputTag | None = None,
         key_selector: Callable[[Any], Any] | None = None,
         incremental_aggregate: Any = None,
+        columnar: bool = False,
     ) -> None:
         if not isinstance(assigner, WindowAssigner):
             raise JobDefinitionError("assigner", assigner, "must be a WindowAssigner")
@@ -298,6 +314,22 @@ class WindowOperator(OneInputStreamOperator):
         #: GlobalWindows with exactly CountTrigger (count windows, sliding ones with CountEvictor): see
         #: _batch_count_trigger
         self._count_batch = type(assigner) is GlobalWindows and type(trigger) is CountTrigger
+        #: (size, slide, offset, field) when the contents live in arrays (engine/windowing/columnar.py): asked
+        #: for (``columnar``; the runtimes do), event-time tumbling/sliding, exactly EventTimeTrigger, no
+        #: evictor, exactly the built-in sum with no window function, no allowed lateness
+        self._columnar_spec: tuple[int, int, int, int | str] | None = None
+        if (
+            columnar
+            and self.is_event_time
+            and self._batch_geometry is not None
+            and type(trigger) is EventTimeTrigger
+            and evictor is None
+            and window_function is None
+            and allowed_lateness_ms == 0
+            and self.incremental is not None
+            and type(self.incremental.user_function) is SumAggregate
+        ):
+            self._columnar_spec = (*self._batch_geometry, self.incremental.user_function.field)
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def open(self, context: OperatorContext, output: Output) -> None:
@@ -309,13 +341,17 @@ class WindowOperator(OneInputStreamOperator):
             fn.open(context)
 
     def _build_runtime(self, key_group_range: KeyGroupRange) -> None:
+        self._new_heap(key_group_range)
         ctx = self.context
-        self.keyed_state_backend = HeapKeyedStateBackend(ctx.max_parallelism, key_group_range)
-        self.timer_service = InternalTimerService(self.keyed_state_backend, self, key_group_range, ctx.max_parallelism)
-        self._contents = self.keyed_state_backend.get_partitioned_state(self._contents_descriptor)
-        self._merging_state = (
-            self.keyed_state_backend.get_partitioned_state(MERGING_WINDOW_SET_STATE) if self.merging else None
-        )
+        spec = self._columnar_spec
+        self._columns: ColumnarWindows | None = None
+        if spec is not None:
+            size, slide, offset, field = spec
+            self._columns = ColumnarWindows(
+                size=size, slide=slide, offset=offset, field=field, state_name=WINDOW_CONTENTS_STATE,
+                state_kind=self.keyed_state_backend.state_kinds()[WINDOW_CONTENTS_STATE],
+                max_parallelism=ctx.max_parallelism, key_group_range=key_group_range, key_group_of=self._key_group,
+            )
         self._contexts = _Contexts(self)
         self._trigger_ctx = _TriggerContext(self)
         self._process_ctx = _ProcessContext(self)
@@ -326,6 +362,22 @@ class WindowOperator(OneInputStreamOperator):
         #: the sliding event-time batch path's per-key runs of windows known to have their timers (see
         #: _batch_sliding_event_time); tied to this timer service
         self._sliding_registered: dict[Any, tuple[int, int]] = {}
+
+    def _new_heap(self, key_group_range: KeyGroupRange) -> None:
+        """The general layout's keyed state backend and timer service (empty; the watermark starts over)."""
+        ctx = self.context
+        self.keyed_state_backend = HeapKeyedStateBackend(ctx.max_parallelism, key_group_range)
+        self.timer_service = InternalTimerService(self.keyed_state_backend, self, key_group_range, ctx.max_parallelism)
+        self._contents = self.keyed_state_backend.get_partitioned_state(self._contents_descriptor)
+        self._merging_state = (
+            self.keyed_state_backend.get_partitioned_state(MERGING_WINDOW_SET_STATE) if self.merging else None
+        )
+
+    def _key_group(self, key: Any) -> int:
+        """The key's key group, checked against this subtask's range (raises as set_current_key does)."""
+        backend = self.keyed_state_backend
+        backend.set_current_key(key)
+        return backend.current_key_group  # type: ignore[return-value]
 
     def close(self) -> None:
         for fn in self.function.functions():
@@ -391,6 +443,9 @@ class WindowOperator(OneInputStreamOperator):
         self.context.dead_letter(value, error, stage)
 
     def process_element(self, record: StreamRecord) -> None:
+        if self._columns is not None:
+            self._columnar_batch((record,))
+            return
         key = self._key_of(record)
         if key is _DEAD:
             return
@@ -580,6 +635,10 @@ class WindowOperator(OneInputStreamOperator):
 
     def process_watermark(self, watermark: Watermark) -> None:
         """Fire due event-time timers, then forward the watermark (Flink's AbstractStreamOperator, seed 004)."""
+        if self._columns is not None:
+            self._columnar_watermark(watermark.timestamp)
+            self.output.emit_watermark(watermark)
+            return
         if self._fast_fire:
             self._advance_watermark_fast(watermark.timestamp)
         else:
@@ -686,6 +745,9 @@ class WindowOperator(OneInputStreamOperator):
         sum/min/max/min_by/max_by fold the field directly (engine.windowing.aggregations, ``vectorized``)
         with the very comparisons and additions ``add`` would do, in the same order.
         """
+        if self._columns is not None:
+            self._columnar_batch(records)
+            return
         if not self._fast_batch:
             if self._count_batch and not self.is_window_late(GLOBAL_WINDOW):
                 self._batch_count_trigger(records)
@@ -1031,6 +1093,70 @@ class WindowOperator(OneInputStreamOperator):
             if not kept:
                 self._on_skipped_element(record)
 
+    # ---- columnar contents (engine/windowing/columnar.py) -------------------------------------------------
+    def _columnar_batch(self, records: Sequence[StreamRecord]) -> None:
+        """process_batch with the contents in arrays: the same keys, dead letters, windows, late handling and
+        fold as the general batch path; a batch the arrays cannot hold exactly spills them first."""
+        columns = self._columns
+        key_of = self._key_of
+        live: list[StreamRecord] = []
+        keys: list[Any] = []
+        for record in records:
+            key = key_of(record)
+            if key is not _DEAD:
+                live.append(record)
+                keys.append(key)
+        if not live:
+            return
+        values = [r.value for r in live]
+        timestamps = [r.timestamp for r in live]
+        xs = columns.readable(values)  # type: ignore[union-attr]
+        if xs is None or not columns.timestamps_fit(timestamps):  # type: ignore[union-attr]
+            self._spill_columns()
+            set_key = self.keyed_state_backend.set_current_key
+            for key, record in zip(keys, live):  # the per-element steps, keys already taken
+                set_key(key)
+                self._process_keyed(key, record)
+            return
+        skipped = columns.add_batch(keys, values, xs, timestamps, self.timer_service.current_watermark())  # type: ignore[union-attr]
+        for i in skipped.tolist():
+            self._on_skipped_element(live[i])
+
+    def _columnar_watermark(self, time: int) -> None:
+        """Raise the watermark, then fire every due window as _advance_watermark_fast would: ascending end,
+        ties in timer registration order, the results of one watermark as one buffer."""
+        svc = self.timer_service
+        if time > svc.current_watermark():
+            svc.set_current_watermark(time)
+        columns = self._columns
+        out: list[StreamRecord] = []
+        for start in columns.due_starts(time):  # type: ignore[union-attr]
+            out.extend(columns.fire(start))  # type: ignore[union-attr]
+        columns.maybe_compact()  # type: ignore[union-attr]
+        if not out:
+            return
+        collect_batch = getattr(self.output, "collect_batch", None) if self._fire_in_buffers else None
+        if collect_batch is not None:
+            collect_batch(out)
+        else:
+            collect = self.output.collect
+            for r in out:
+                collect(r)
+
+    def _spill_columns(self) -> None:
+        """Move the array contents into the general layout for good (registration order kept)."""
+        columns, self._columns = self._columns, None
+        if columns is None:
+            return
+        set_key = self.keyed_state_backend.set_current_key
+        state = self._contents
+        register = self.timer_service.register_event_time_timer_for_key
+        for _seq, key, kg, window, value in columns.entries():
+            set_key(key)
+            state.set_current_namespace(window)
+            state.update_internal(value)
+            register(key, kg, window, window.end - 1)
+
     # ---- snapshots --------------------------------------------------------------------------------------
     def snapshot_state(self, checkpoint_id: int) -> WindowOperatorSnapshot:
         metadata = self._snapshot_metadata(checkpoint_id)
@@ -1040,6 +1166,9 @@ class WindowOperator(OneInputStreamOperator):
         # validator can tell a lost row (checkpoints.validation: row count against the metadata)
         metadata["state_rows"] = {name: backend.num_entries(name) for name in backend.state_names}
         metadata["state_kinds"] = backend.state_kinds()
+        if self._columns is not None:
+            metadata["state_rows"][WINDOW_CONTENTS_STATE] = self._columns.num_entries()
+            return _ColumnarSnapshot(metadata, self._columns.frozen())
         return WindowOperatorSnapshot(metadata, backend.snapshot(), self.timer_service.snapshot())
 
     def initialize_state(
@@ -1085,6 +1214,24 @@ class WindowOperator(OneInputStreamOperator):
             self.timer_service.restore_from_arrow(table)
         if watermarks:
             self.timer_service.set_current_watermark(min(watermarks))
+        if self._columns is not None:
+            self._adopt_restored()
+
+    def _adopt_restored(self) -> None:
+        """Move restored state into the arrays when it has their shape; otherwise the general layout keeps it."""
+        backend, svc = self.keyed_state_backend, self.timer_service
+        keyed = backend.snapshot()
+        timers = svc.snapshot()
+        if set(keyed.state_names) - {WINDOW_CONTENTS_STATE} or svc.num_processing_time_timers():
+            self._columns = None
+            return
+        contents = {(key, ns): value for _kg, key, ns, value in keyed.entries(WINDOW_CONTENTS_STATE)}
+        watermark = svc.current_watermark()
+        if not self._columns.adopt(contents, timers.event_time_groups(), watermark):  # type: ignore[union-attr]
+            self._columns = None
+            return
+        self._new_heap(self.context.key_group_range)  # type: ignore[arg-type]
+        self.timer_service.set_current_watermark(watermark)
 
 
 def _window_geometry(assigner: WindowAssigner) -> tuple[int, int, int] | None:

@@ -1,0 +1,303 @@
+"""Columnar window contents (engine/windowing/columnar.py) behave exactly like the general layout.
+
+The same random runs (out-of-order and late timestamps, negative ones, random batches, a
+watermark after each) go through a WindowOperator with ``columnar=True`` and one without, fed
+element by element.  Output order, side outputs, metrics, dead letters and every snapshot must be
+identical: the timers table row for row (it fixes the firing order of ties after a restore), the
+keyed-state table as a set of rows (its row order is dict order, not observable).  Snapshots
+restore across the two layouts and across parallelism changes; values the arrays cannot hold
+make the operator spill to the general layout without changing a result.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import pytest
+
+from engine.api.functions import OutputTag
+from engine.elements import MAX_WATERMARK, StreamRecord
+from engine.operators.base import MaterializedOperatorSnapshot
+from engine.testing.operator_harness import KeyedOneInputStreamOperatorTestHarness
+from engine.windowing.aggregations import builtin_aggregation
+from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
+from engine.windowing.window_operator import TIMERS_TABLE, WindowOperator
+
+LATE = OutputTag("late")
+
+
+def _first(v: Any) -> Any:
+    if isinstance(v, dict):
+        return v["user"]
+    if v[0] == "boom":
+        raise ValueError("key selector fails on 'boom'")
+    return v[0]
+
+
+CONFIGS: dict[str, tuple[Callable[..., WindowOperator], str]] = {
+    "tumbling int sum": (lambda c: WindowOperator(
+        TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
+        key_selector=_first, columnar=c), "tuple-int"),
+    "tumbling float sum, offset, late tag": (lambda c: WindowOperator(
+        TumblingEventTimeWindows.of(10, 3), incremental_aggregate=builtin_aggregation("sum", 1),
+        late_data_output_tag=LATE, key_selector=_first, columnar=c), "tuple-float"),
+    "sliding float sum": (lambda c: WindowOperator(
+        SlidingEventTimeWindows.of(15, 5), incremental_aggregate=builtin_aggregation("sum", 1),
+        key_selector=_first, columnar=c), "tuple-float"),
+    "sliding size not a multiple of the slide, offset, late tag": (lambda c: WindowOperator(
+        SlidingEventTimeWindows.of(14, 4, 3), incremental_aggregate=builtin_aggregation("sum", 1),
+        late_data_output_tag=LATE, key_selector=_first, columnar=c), "tuple-mixed"),
+    "sliding with gaps (size < slide), late tag": (lambda c: WindowOperator(
+        SlidingEventTimeWindows.of(3, 7), incremental_aggregate=builtin_aggregation("sum", 1),
+        late_data_output_tag=LATE, key_selector=_first, columnar=c), "tuple-int"),
+    "sliding sum of a dict field": (lambda c: WindowOperator(
+        SlidingEventTimeWindows.of(20, 5), incremental_aggregate=builtin_aggregation("sum", "amount"),
+        key_selector=_first, columnar=c), "dict"),
+    "tumbling sum of a list field": (lambda c: WindowOperator(
+        TumblingEventTimeWindows.of(7), incremental_aggregate=builtin_aggregation("sum", 2),
+        key_selector=_first, columnar=c), "list"),
+}
+
+
+def _value(rnd: random.Random, kind: str, key: Any) -> Any:
+    number = rnd.uniform(-100, 100) if kind == "tuple-float" else rnd.randint(-50, 50)
+    if kind == "tuple-mixed" and rnd.random() < 0.5:
+        number = rnd.uniform(-1, 1)
+    if kind == "dict":
+        return {"user": key, "amount": number, "note": rnd.choice("ab")}
+    if kind == "list":
+        return [key, rnd.randint(0, 3), number]
+    return (key, number, rnd.choice("xyz"))
+
+
+def random_run(seed: int, kind: str, dead: bool = True) -> list[tuple[list[StreamRecord], int]]:
+    """Batches of records, each followed by a watermark; timestamps jitter behind and ahead of it."""
+    rnd = random.Random(seed)
+    keys = [f"k{i}" for i in range(rnd.randint(1, 6))] + [7, ("t", 1)]
+    run = []
+    watermark = -25
+    for _ in range(rnd.randint(8, 25)):
+        batch = []
+        for _ in range(rnd.randint(0, 40)):
+            ts = watermark + rnd.randint(-20, 15)
+            key = rnd.choice(keys)
+            record = StreamRecord(_value(rnd, kind, key), ts)
+            if dead and kind.startswith("tuple") and rnd.random() < 0.03:
+                record = rnd.choice([StreamRecord(("boom", 1, "x"), ts), StreamRecord((key, 1, "x"), None)])
+            batch.append(record)
+        watermark += rnd.randint(0, 12)
+        run.append((batch, watermark))
+    return run
+
+
+def harness(operator: WindowOperator, parallelism: int = 1, subtask: int = 0) -> KeyedOneInputStreamOperatorTestHarness:
+    return KeyedOneInputStreamOperatorTestHarness(operator, max_parallelism=8, parallelism=parallelism,
+                                                  subtask_index=subtask)
+
+
+def feed(h: KeyedOneInputStreamOperatorTestHarness, run, batched: bool, snapshots: list | None = None) -> None:
+    for batch, watermark in run:
+        if batched:
+            h.process_elements(batch)
+        else:
+            for record in batch:
+                h.process_element(record)
+        h.process_watermark(watermark)
+        if snapshots is not None:
+            snapshots.append(h.snapshot())
+
+
+def observable(h: KeyedOneInputStreamOperatorTestHarness) -> dict[str, Any]:
+    return {
+        "output": h.get_output(),
+        "late": h.side_output(LATE),
+        "metrics": dict(h.metrics.counters),
+        "dead_letters": [(v, type(e).__name__, stage) for v, e, stage in h.dead_letters],
+    }
+
+
+def comparable(snapshot: MaterializedOperatorSnapshot) -> dict[str, Any]:
+    """The snapshot with keyed tables as row sets; the timers table and the metadata as they are."""
+    out: dict[str, Any] = {"metadata": snapshot.metadata}
+    for name, table in snapshot.tables.items():
+        rows = table.to_pylist()
+        out[name] = rows if name == TIMERS_TABLE else sorted(rows, key=repr)
+        out[name + "/schema"] = table.schema
+    return out
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("seed", range(10))
+def test_columnar_contents_emit_and_snapshot_exactly_what_the_general_layout_does(config: str, seed: int):
+    factory, kind = CONFIGS[config]
+    run = random_run(seed, kind)
+    general, columnar = harness(factory(False)), harness(factory(True))
+    general_snaps: list = []
+    columnar_snaps: list = []
+    feed(general, run, batched=False, snapshots=general_snaps)
+    feed(columnar, run, batched=True, snapshots=columnar_snaps)
+    assert columnar.operator._columns is not None  # the arrays held everything: no spill happened
+    assert general.operator._columns is None
+    assert observable(columnar) == observable(general)
+    assert [comparable(s) for s in columnar_snaps] == [comparable(s) for s in general_snaps]
+    general.process_watermark(MAX_WATERMARK)
+    columnar.process_watermark(MAX_WATERMARK)
+    assert columnar.get_output() == general.get_output()
+    assert sum(isinstance(e, StreamRecord) for e in general.get_output()) > 3
+
+
+def test_the_random_runs_exercise_ties_late_elements_and_dead_letters():
+    """Guards the comparison above: ties between keys at one window end, late elements, dead letters."""
+    factory, kind = CONFIGS["tumbling float sum, offset, late tag"]
+    h = harness(factory(True))
+    feed(h, random_run(2, kind), batched=True)
+    ends = [r.timestamp for r in h.get_output_records()]
+    assert len(ends) > len(set(ends))
+    assert h.side_output(LATE)
+    assert h.dead_letters
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("first_columnar, second_columnar", [(True, False), (False, True), (True, True)])
+def test_a_snapshot_restores_across_layouts_and_continues_identically(config, seed, first_columnar, second_columnar):
+    factory, kind = CONFIGS[config]
+    run = random_run(seed, kind)
+    expected = harness(factory(False))
+    feed(expected, run, batched=False)
+    half = len(run) // 2
+    first = harness(factory(first_columnar))
+    feed(first, run[:half], batched=True)
+    second = harness(factory(second_columnar))
+    second.initialize_state(first.snapshot())
+    second.open()
+    if second_columnar:
+        assert second.operator._columns is not None  # restored state taken over by the arrays
+        assert second.num_keyed_state_entries() == 0 and second.num_event_time_timers() == 0
+    feed(second, run[half:], batched=True)
+    assert first.get_output() + second.get_output() == expected.get_output()
+    assert first.side_output(LATE) + second.side_output(LATE) == expected.side_output(LATE)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rescaling_a_columnar_snapshot_splits_keys_by_key_group(seed: int):
+    factory, kind = CONFIGS["sliding float sum"]
+    run = random_run(seed, kind, dead=False)
+    expected = harness(factory(False))
+    feed(expected, run, batched=False)
+    half = len(run) // 2
+    first = harness(factory(True))
+    feed(first, run[:half], batched=True)
+    snapshot = first.snapshot()
+    parts = []
+    for subtask in range(2):
+        part = harness(factory(True), parallelism=2, subtask=subtask)
+        part.initialize_state(snapshot)
+        part.open()
+        mine = part.context.key_group_range
+        from engine.state.key_groups import assign_to_key_group
+        for batch, watermark in run[half:]:
+            part.process_elements([r for r in batch if mine.contains(assign_to_key_group(_first(r.value), 8))])
+            part.process_watermark(watermark)
+        parts.append(part)
+    later = [r for r in expected.get_output_records()][len(first.get_output_records()):]
+    got = [r for p in parts for r in p.get_output_records()]
+    assert sorted(got, key=repr) == sorted(later, key=repr)
+    assert all(p.operator._columns is not None for p in parts)
+
+
+def test_a_value_the_arrays_cannot_hold_spills_to_the_general_layout_with_the_same_results():
+    factory, kind = CONFIGS["sliding float sum"]
+    run = random_run(5, kind, dead=False)
+    at = len(run) // 2
+    odd = StreamRecord(("k0", "not a number", "x"), run[at][1] + 1)
+    bad_run = run[:at] + [([odd] + run[at][0], run[at][1])] + run[at + 1:]
+    general = harness(factory(False))
+    columnar = harness(factory(True))
+    with pytest.raises(TypeError):  # the general layout adds a str to a number where the window has both
+        feed(general, bad_run, batched=False)
+    with pytest.raises(TypeError):
+        feed(columnar, bad_run, batched=True)
+    assert columnar.operator._columns is None  # spilled before that batch
+    assert observable(columnar) == observable(general)
+
+
+def test_a_spill_keeps_pending_windows_and_their_firing_order():
+    """A dict element arriving in a tuple stream (readable, but not by position) spills; nothing changes."""
+    factory, kind = CONFIGS["sliding float sum"]
+    run = random_run(6, kind, dead=False)
+    at = len(run) // 2
+    odd = StreamRecord({0: "k1", 1: 2.5}, run[at][1] + 2)  # key "k1", field 1 = 2.5: a dict with int keys
+    odd_run = run[:at] + [(run[at][0] + [odd], run[at][1])] + run[at + 1:]
+    general = harness(WindowOperator(SlidingEventTimeWindows.of(15, 5), incremental_aggregate=builtin_aggregation("sum", 1),
+                                     key_selector=lambda v: v[0], columnar=False))
+    columnar = harness(WindowOperator(SlidingEventTimeWindows.of(15, 5), incremental_aggregate=builtin_aggregation("sum", 1),
+                                      key_selector=lambda v: v[0], columnar=True))
+    feed(general, odd_run, batched=False)
+    feed(columnar, odd_run[:at], batched=True)
+    assert columnar.operator._columns is not None
+    feed(columnar, odd_run[at:], batched=True)
+    general.process_watermark(MAX_WATERMARK)
+    columnar.process_watermark(MAX_WATERMARK)
+    assert observable(columnar) == observable(general)
+
+
+def test_keys_that_come_and_go_are_compacted_away_without_changing_results():
+    rnd = random.Random(9)
+    factory = lambda c: WindowOperator(  # noqa: E731
+        TumblingEventTimeWindows.of(100), incremental_aggregate=builtin_aggregation("sum", 1),
+        key_selector=lambda v: v[0], columnar=c)
+    general, columnar = harness(factory(False)), harness(factory(True))
+    for window in range(12):
+        batch = [StreamRecord((f"user-{window}-{rnd.randint(0, 999)}", rnd.randint(1, 9)), window * 100 + rnd.randint(0, 99))
+                 for _ in range(3000)]
+        for h, batched in ((general, False), (columnar, True)):
+            if batched:
+                h.process_elements(batch)
+            else:
+                for r in batch:
+                    h.process_element(r)
+            h.process_watermark(window * 100 + 99)
+    assert observable(columnar) == observable(general)
+    assert len(columnar.operator._columns.keys) < 4000  # rows of past windows' keys were dropped
+
+
+def test_the_runtimes_ask_for_columnar_contents_and_other_windows_keep_the_general_layout():
+    from engine.windowing.assigners import EventTimeSessionWindows
+
+    assert WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
+                          key_selector=_first, columnar=True)._columnar_spec == (10, 10, 0, 1)
+    for op in (
+        WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("min", 1),
+                       key_selector=_first, columnar=True),
+        WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
+                       allowed_lateness_ms=5, key_selector=_first, columnar=True),
+        WindowOperator(EventTimeSessionWindows.with_gap(10), incremental_aggregate=builtin_aggregation("sum", 1),
+                       key_selector=_first, columnar=True),
+        WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
+                       window_function=lambda key, window, inputs: inputs, key_selector=_first, columnar=True),
+    ):
+        assert op._columnar_spec is None
+
+
+def test_a_restore_with_more_open_windows_than_the_first_grid_keeps_every_window():
+    """Adopting restored state widens the grid while placing entries (found by the failure-injection job)."""
+    factory = lambda c: WindowOperator(  # noqa: E731
+        TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
+        key_selector=lambda v: v[0], columnar=c)
+    # 60 windows open (watermark held back), each key's windows hit again after the restore
+    records = [StreamRecord((f"k{i % 5}", i), (i * 3) % 600) for i in range(400)]
+    expected = harness(factory(False))
+    for r in records:
+        expected.process_element(r)
+    expected.process_watermark(MAX_WATERMARK)
+    first = harness(factory(True))
+    first.process_elements(records[:200])
+    second = harness(factory(True))
+    second.initialize_state(first.snapshot())
+    second.open()
+    assert second.operator._columns.num_entries() == first.operator._columns.num_entries() > 60
+    second.process_elements(records[200:])
+    second.process_watermark(MAX_WATERMARK)
+    assert second.get_output() == expected.get_output()
