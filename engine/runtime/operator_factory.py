@@ -91,5 +91,5 @@ def build_window_operator(node: WindowTransformation) -> OneInputStreamOperator:
         late_data_output_tag=node.late_data_tag,
         key_selector=node.key_selector,
         incremental_aggregate=incremental,
-        columnar=True,  # array contents where they apply (engine/windowing/columnar.py); identical results
+        specialized=True,  # layouts made for common windows (columnar.py, sessions.py): identical results
     )

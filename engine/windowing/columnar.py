@@ -171,15 +171,19 @@ class ColumnarWindows:
         n = len(keys)
         size, slide, k = self.size, self.slide, self._per_element
         key_ids = self.key_ids
-        rows_of = []
-        append = rows_of.append
-        for key in keys:
-            try:
-                row = key_ids.get(key)
-            except TypeError:  # unhashable: the backend raises the general path's JobDefinitionError
+        try:
+            rows_of = list(map(key_ids.get, keys))
+        except TypeError:  # an unhashable key: the backend raises the general path's JobDefinitionError
+            for key in keys:
                 self._key_group_of(key)
-                raise
-            append(self._row_for_new_key(key) if row is None else row)
+            raise
+        if None in rows_of:
+            new_row = self._row_for_new_key
+            for i, row in enumerate(rows_of):
+                if row is None:
+                    key = keys[i]
+                    row = key_ids.get(key)  # an earlier element of this batch may have added it
+                    rows_of[i] = new_row(key) if row is None else row
         ts = np.fromiter(timestamps, dtype=np.int64, count=n)
         hi = ts - (ts - self.offset) % slide
         starts = hi[:, None] - np.arange(k, dtype=np.int64)[None, :] * slide
@@ -259,6 +263,15 @@ class ColumnarWindows:
         field = self.field
         carriers = self.carrier[cells].tolist()
         accs = self.acc[cells].tolist()
+        if type(field) is int and set(map(type, carriers)) == {tuple}:
+            widths = set(map(len, carriers))
+            if len(widths) == 1:
+                # all tuples of one width: build the results column-wise, in C.  A window of one element
+                # gets a tuple equal to the element (its acc is the element's field), as add() keeps it.
+                width = widths.pop()
+                if field < width:
+                    columns = [accs if j == field else list(map(itemgetter(j), carriers)) for j in range(width)]
+                    return list(zip(*columns))
         counts = self.count[cells].tolist()
         if type(field) is int:
             f1 = field + 1

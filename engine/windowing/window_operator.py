@@ -34,9 +34,12 @@ problems: the record goes to ``context.dead_letter`` and is counted in ``num_dea
 Performance: :meth:`WindowOperator.process_batch` pre-aggregates a batch per (key, window) when that
 cannot change the result (see its docstring), and for the same operators a watermark fires due
 windows through :meth:`WindowOperator._advance_watermark_fast`, the timer loop with the built-in
-EventTimeTrigger's decisions inlined.  With ``columnar=True`` (the runtimes pass it) the built-in
-``sum`` on event-time tumbling/sliding windows without lateness keeps its contents in arrays
-(engine/windowing/columnar.py): same results, same snapshots, far fewer Python steps per element.
+EventTimeTrigger's decisions inlined.  With ``specialized=True`` (the runtimes pass it) two common
+shapes keep their state in a layout made for them, with the same results and the same snapshots
+and far fewer Python steps per element: the built-in ``sum`` on event-time tumbling/sliding windows
+keeps its contents in arrays (engine/windowing/columnar.py), and event-time sessions with a fixed
+gap and an incremental aggregate keep per-key session objects and one timer heap
+(engine/windowing/sessions.py); both only without allowed lateness, evictor or window function.
 """
 
 from __future__ import annotations
@@ -69,7 +72,9 @@ from engine.windowing.internal_window_function import IncrementalAggregation, In
 from engine.windowing.merging_window_set import MERGING_WINDOW_SET_STATE, MergingWindowSet
 from engine.windowing.aggregations import SumAggregate, set_field
 from engine.windowing.columnar import ColumnarWindows
+from engine.windowing.sessions import SessionWindows
 from engine.windowing.assigners import (
+    EventTimeSessionWindows,
     GlobalWindows,
     SlidingEventTimeWindows,
     SlidingProcessingTimeWindows,
@@ -257,7 +262,7 @@ class WindowOperator(OneInputStreamOperator):
         late_data_output_tag: OutputTag | None = None,
         key_selector: Callable[[Any], Any] | None = None,
         incremental_aggregate: Any = None,
-        columnar: bool = False,
+        specialized: bool = False,
     ) -> None:
         if not isinstance(assigner, WindowAssigner):
             raise JobDefinitionError("assigner", assigner, "must be a WindowAssigner")
@@ -315,11 +320,25 @@ class WindowOperator(OneInputStreamOperator):
         #: _batch_count_trigger
         self._count_batch = type(assigner) is GlobalWindows and type(trigger) is CountTrigger
         #: (size, slide, offset, field) when the contents live in arrays (engine/windowing/columnar.py): asked
-        #: for (``columnar``; the runtimes do), event-time tumbling/sliding, exactly EventTimeTrigger, no
+        #: for (``specialized``; the runtimes do), event-time tumbling/sliding, exactly EventTimeTrigger, no
         #: evictor, exactly the built-in sum with no window function, no allowed lateness
         self._columnar_spec: tuple[int, int, int, int | str] | None = None
+        #: the gap when sessions live in per-key objects (engine/windowing/sessions.py): asked for, event-time
+        #: sessions with a fixed gap, exactly EventTimeTrigger, an incremental aggregate, no evictor, no
+        #: window function, no allowed lateness
+        self._session_gap: int | None = None
         if (
-            columnar
+            specialized
+            and type(assigner) is EventTimeSessionWindows
+            and assigner.gap_extractor is None  # type: ignore[attr-defined]
+            and type(trigger) is EventTimeTrigger
+            and self.keeps_accumulator
+            and window_function is None
+            and allowed_lateness_ms == 0
+        ):
+            self._session_gap = assigner.gap_ms  # type: ignore[attr-defined]
+        if (
+            specialized
             and self.is_event_time
             and self._batch_geometry is not None
             and type(trigger) is EventTimeTrigger
@@ -345,6 +364,17 @@ class WindowOperator(OneInputStreamOperator):
         ctx = self.context
         spec = self._columnar_spec
         self._columns: ColumnarWindows | None = None
+        self._sessions: SessionWindows | None = None
+        if self._session_gap is not None:
+            backend = self.keyed_state_backend
+            kinds = backend.state_kinds()
+            self._sessions = SessionWindows(
+                gap=self._session_gap, fold=self._batch_fold, merge=self.incremental.merge,  # type: ignore[arg-type, union-attr]
+                get_result=self.incremental.get_result,  # type: ignore[union-attr]
+                contents_state=(WINDOW_CONTENTS_STATE, kinds[WINDOW_CONTENTS_STATE]),
+                merging_state=(MERGING_WINDOW_SET_STATE.name, kinds[MERGING_WINDOW_SET_STATE.name]),
+                max_parallelism=ctx.max_parallelism, key_group_range=key_group_range, key_group_of=self._key_group,
+            )
         if spec is not None:
             size, slide, offset, field = spec
             self._columns = ColumnarWindows(
@@ -438,13 +468,20 @@ class WindowOperator(OneInputStreamOperator):
             self._dead_letter(record.value, exc, "key_selector")
             return _DEAD
 
+    def _key_error(self, record: StreamRecord, error: BaseException | None) -> None:
+        """What _key_of does with a record it cannot key: no timestamp (``error`` None) or a failing selector."""
+        if error is None:
+            self._key_of(record)  # checks the timestamp first: the dead letter without calling the selector
+        else:
+            self._dead_letter(record.value, error, "key_selector")
+
     def _dead_letter(self, value: Any, error: BaseException, stage: str) -> None:
         self.context.metrics.inc("num_dead_letter_records")
         self.context.dead_letter(value, error, stage)
 
     def process_element(self, record: StreamRecord) -> None:
-        if self._columns is not None:
-            self._columnar_batch((record,))
+        if self._columns is not None or self._sessions is not None:
+            self.process_batch((record,))
             return
         key = self._key_of(record)
         if key is _DEAD:
@@ -635,8 +672,8 @@ class WindowOperator(OneInputStreamOperator):
 
     def process_watermark(self, watermark: Watermark) -> None:
         """Fire due event-time timers, then forward the watermark (Flink's AbstractStreamOperator, seed 004)."""
-        if self._columns is not None:
-            self._columnar_watermark(watermark.timestamp)
+        if self._columns is not None or self._sessions is not None:
+            self._specialized_watermark(watermark.timestamp)
             self.output.emit_watermark(watermark)
             return
         if self._fast_fire:
@@ -747,6 +784,9 @@ class WindowOperator(OneInputStreamOperator):
         """
         if self._columns is not None:
             self._columnar_batch(records)
+            return
+        if self._sessions is not None:
+            self._sessions_batch(records)
             return
         if not self._fast_batch:
             if self._count_batch and not self.is_window_late(GLOBAL_WINDOW):
@@ -1098,18 +1138,25 @@ class WindowOperator(OneInputStreamOperator):
         """process_batch with the contents in arrays: the same keys, dead letters, windows, late handling and
         fold as the general batch path; a batch the arrays cannot hold exactly spills them first."""
         columns = self._columns
-        key_of = self._key_of
-        live: list[StreamRecord] = []
-        keys: list[Any] = []
-        for record in records:
-            key = key_of(record)
-            if key is not _DEAD:
-                live.append(record)
-                keys.append(key)
-        if not live:
-            return
-        values = [r.value for r in live]
-        timestamps = [r.timestamp for r in live]
+        values = [r.value for r in records]
+        timestamps = [r.timestamp for r in records]
+        try:
+            if None in timestamps:
+                raise LookupError  # some record goes to the dead-letter output: take the record-by-record loop
+            keys = list(map(self.key_selector, values))  # type: ignore[arg-type]
+            live: Sequence[StreamRecord] = records
+        except Exception:  # noqa: BLE001 - a failing selector: _key_of dead-letters it, calling it once per record
+            key_of = self._key_of
+            live, keys = [], []
+            for record in records:
+                key = key_of(record)
+                if key is not _DEAD:
+                    live.append(record)  # type: ignore[attr-defined]
+                    keys.append(key)
+            if not live:
+                return
+            values = [r.value for r in live]
+            timestamps = [r.timestamp for r in live]
         xs = columns.readable(values)  # type: ignore[union-attr]
         if xs is None or not columns.timestamps_fit(timestamps):  # type: ignore[union-attr]
             self._spill_columns()
@@ -1122,17 +1169,28 @@ class WindowOperator(OneInputStreamOperator):
         for i in skipped.tolist():
             self._on_skipped_element(live[i])
 
-    def _columnar_watermark(self, time: int) -> None:
-        """Raise the watermark, then fire every due window as _advance_watermark_fast would: ascending end,
-        ties in timer registration order, the results of one watermark as one buffer."""
+    def _sessions_batch(self, records: Sequence[StreamRecord]) -> None:
+        """process_batch for the session layout: keys and dead letters as the general path takes them, then
+        the sessions' per-element merging steps, then late handling of the elements no session took."""
+        late = self._sessions.add_batch(records, self.key_selector, self._key_error,  # type: ignore[union-attr, arg-type]
+                                        self.timer_service.current_watermark())
+        for record in late:
+            self._on_skipped_element(record)
+
+    def _specialized_watermark(self, time: int) -> None:
+        """Raise the watermark, then fire every due window as the timer service would: ascending end, ties in
+        timer registration order; the results of one watermark go downstream as one buffer."""
         svc = self.timer_service
         if time > svc.current_watermark():
             svc.set_current_watermark(time)
         columns = self._columns
         out: list[StreamRecord] = []
-        for start in columns.due_starts(time):  # type: ignore[union-attr]
-            out.extend(columns.fire(start))  # type: ignore[union-attr]
-        columns.maybe_compact()  # type: ignore[union-attr]
+        if columns is not None:
+            for start in columns.due_starts(time):
+                out.extend(columns.fire(start))
+            columns.maybe_compact()
+        else:
+            out = self._sessions.fire(time)  # type: ignore[union-attr]
         if not out:
             return
         collect_batch = getattr(self.output, "collect_batch", None) if self._fire_in_buffers else None
@@ -1169,6 +1227,11 @@ class WindowOperator(OneInputStreamOperator):
         if self._columns is not None:
             metadata["state_rows"][WINDOW_CONTENTS_STATE] = self._columns.num_entries()
             return _ColumnarSnapshot(metadata, self._columns.frozen())
+        if self._sessions is not None:
+            # built now (O(open sessions)): the session objects change in place as processing goes on
+            keyed, timers = self._sessions.snapshot_parts()
+            metadata["state_rows"] = {name: keyed.num_entries(name) for name in keyed.state_names}
+            return WindowOperatorSnapshot(metadata, keyed, timers)
         return WindowOperatorSnapshot(metadata, backend.snapshot(), self.timer_service.snapshot())
 
     def initialize_state(
@@ -1214,21 +1277,27 @@ class WindowOperator(OneInputStreamOperator):
             self.timer_service.restore_from_arrow(table)
         if watermarks:
             self.timer_service.set_current_watermark(min(watermarks))
-        if self._columns is not None:
+        if self._columns is not None or self._sessions is not None:
             self._adopt_restored()
 
     def _adopt_restored(self) -> None:
-        """Move restored state into the arrays when it has their shape; otherwise the general layout keeps it."""
+        """Move restored state into the specialized layout when it has its shape; otherwise the general layout
+        keeps it (and the operator stays general)."""
         backend, svc = self.keyed_state_backend, self.timer_service
         keyed = backend.snapshot()
         timers = svc.snapshot()
-        if set(keyed.state_names) - {WINDOW_CONTENTS_STATE} or svc.num_processing_time_timers():
-            self._columns = None
-            return
-        contents = {(key, ns): value for _kg, key, ns, value in keyed.entries(WINDOW_CONTENTS_STATE)}
         watermark = svc.current_watermark()
-        if not self._columns.adopt(contents, timers.event_time_groups(), watermark):  # type: ignore[union-attr]
-            self._columns = None
+        expected = {WINDOW_CONTENTS_STATE} if self._columns is not None else {WINDOW_CONTENTS_STATE, MERGING_WINDOW_SET_STATE.name}
+        adopted = False
+        if not (set(keyed.state_names) - expected) and not svc.num_processing_time_timers():
+            contents = {(key, ns): value for _kg, key, ns, value in keyed.entries(WINDOW_CONTENTS_STATE)}
+            if self._columns is not None:
+                adopted = self._columns.adopt(contents, timers.event_time_groups(), watermark)
+            else:
+                mapping = {key: rows for _kg, key, _ns, rows in keyed.entries(MERGING_WINDOW_SET_STATE.name)}
+                adopted = self._sessions.adopt(contents, mapping, timers.event_time_groups(), watermark)  # type: ignore[union-attr]
+        if not adopted:
+            self._columns = self._sessions = None
             return
         self._new_heap(self.context.key_group_range)  # type: ignore[arg-type]
         self.timer_service.set_current_watermark(watermark)

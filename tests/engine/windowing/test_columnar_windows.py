@@ -1,7 +1,7 @@
 """Columnar window contents (engine/windowing/columnar.py) behave exactly like the general layout.
 
 The same random runs (out-of-order and late timestamps, negative ones, random batches, a
-watermark after each) go through a WindowOperator with ``columnar=True`` and one without, fed
+watermark after each) go through a WindowOperator with ``specialized=True`` and one without, fed
 element by element.  Output order, side outputs, metrics, dead letters and every snapshot must be
 identical: the timers table row for row (it fixes the firing order of ties after a restore), the
 keyed-state table as a set of rows (its row order is dict order, not observable).  Snapshots
@@ -38,25 +38,25 @@ def _first(v: Any) -> Any:
 CONFIGS: dict[str, tuple[Callable[..., WindowOperator], str]] = {
     "tumbling int sum": (lambda c: WindowOperator(
         TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
-        key_selector=_first, columnar=c), "tuple-int"),
+        key_selector=_first, specialized=c), "tuple-int"),
     "tumbling float sum, offset, late tag": (lambda c: WindowOperator(
         TumblingEventTimeWindows.of(10, 3), incremental_aggregate=builtin_aggregation("sum", 1),
-        late_data_output_tag=LATE, key_selector=_first, columnar=c), "tuple-float"),
+        late_data_output_tag=LATE, key_selector=_first, specialized=c), "tuple-float"),
     "sliding float sum": (lambda c: WindowOperator(
         SlidingEventTimeWindows.of(15, 5), incremental_aggregate=builtin_aggregation("sum", 1),
-        key_selector=_first, columnar=c), "tuple-float"),
+        key_selector=_first, specialized=c), "tuple-float"),
     "sliding size not a multiple of the slide, offset, late tag": (lambda c: WindowOperator(
         SlidingEventTimeWindows.of(14, 4, 3), incremental_aggregate=builtin_aggregation("sum", 1),
-        late_data_output_tag=LATE, key_selector=_first, columnar=c), "tuple-mixed"),
+        late_data_output_tag=LATE, key_selector=_first, specialized=c), "tuple-mixed"),
     "sliding with gaps (size < slide), late tag": (lambda c: WindowOperator(
         SlidingEventTimeWindows.of(3, 7), incremental_aggregate=builtin_aggregation("sum", 1),
-        late_data_output_tag=LATE, key_selector=_first, columnar=c), "tuple-int"),
+        late_data_output_tag=LATE, key_selector=_first, specialized=c), "tuple-int"),
     "sliding sum of a dict field": (lambda c: WindowOperator(
         SlidingEventTimeWindows.of(20, 5), incremental_aggregate=builtin_aggregation("sum", "amount"),
-        key_selector=_first, columnar=c), "dict"),
+        key_selector=_first, specialized=c), "dict"),
     "tumbling sum of a list field": (lambda c: WindowOperator(
         TumblingEventTimeWindows.of(7), incremental_aggregate=builtin_aggregation("sum", 2),
-        key_selector=_first, columnar=c), "list"),
+        key_selector=_first, specialized=c), "list"),
 }
 
 
@@ -231,9 +231,9 @@ def test_a_spill_keeps_pending_windows_and_their_firing_order():
     odd = StreamRecord({0: "k1", 1: 2.5}, run[at][1] + 2)  # key "k1", field 1 = 2.5: a dict with int keys
     odd_run = run[:at] + [(run[at][0] + [odd], run[at][1])] + run[at + 1:]
     general = harness(WindowOperator(SlidingEventTimeWindows.of(15, 5), incremental_aggregate=builtin_aggregation("sum", 1),
-                                     key_selector=lambda v: v[0], columnar=False))
+                                     key_selector=lambda v: v[0], specialized=False))
     columnar = harness(WindowOperator(SlidingEventTimeWindows.of(15, 5), incremental_aggregate=builtin_aggregation("sum", 1),
-                                      key_selector=lambda v: v[0], columnar=True))
+                                      key_selector=lambda v: v[0], specialized=True))
     feed(general, odd_run, batched=False)
     feed(columnar, odd_run[:at], batched=True)
     assert columnar.operator._columns is not None
@@ -247,7 +247,7 @@ def test_keys_that_come_and_go_are_compacted_away_without_changing_results():
     rnd = random.Random(9)
     factory = lambda c: WindowOperator(  # noqa: E731
         TumblingEventTimeWindows.of(100), incremental_aggregate=builtin_aggregation("sum", 1),
-        key_selector=lambda v: v[0], columnar=c)
+        key_selector=lambda v: v[0], specialized=c)
     general, columnar = harness(factory(False)), harness(factory(True))
     for window in range(12):
         batch = [StreamRecord((f"user-{window}-{rnd.randint(0, 999)}", rnd.randint(1, 9)), window * 100 + rnd.randint(0, 99))
@@ -267,16 +267,16 @@ def test_the_runtimes_ask_for_columnar_contents_and_other_windows_keep_the_gener
     from engine.windowing.assigners import EventTimeSessionWindows
 
     assert WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
-                          key_selector=_first, columnar=True)._columnar_spec == (10, 10, 0, 1)
+                          key_selector=_first, specialized=True)._columnar_spec == (10, 10, 0, 1)
     for op in (
         WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("min", 1),
-                       key_selector=_first, columnar=True),
+                       key_selector=_first, specialized=True),
         WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
-                       allowed_lateness_ms=5, key_selector=_first, columnar=True),
+                       allowed_lateness_ms=5, key_selector=_first, specialized=True),
         WindowOperator(EventTimeSessionWindows.with_gap(10), incremental_aggregate=builtin_aggregation("sum", 1),
-                       key_selector=_first, columnar=True),
+                       key_selector=_first, specialized=True),
         WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
-                       window_function=lambda key, window, inputs: inputs, key_selector=_first, columnar=True),
+                       window_function=lambda key, window, inputs: inputs, key_selector=_first, specialized=True),
     ):
         assert op._columnar_spec is None
 
@@ -285,7 +285,7 @@ def test_a_restore_with_more_open_windows_than_the_first_grid_keeps_every_window
     """Adopting restored state widens the grid while placing entries (found by the failure-injection job)."""
     factory = lambda c: WindowOperator(  # noqa: E731
         TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
-        key_selector=lambda v: v[0], columnar=c)
+        key_selector=lambda v: v[0], specialized=c)
     # 60 windows open (watermark held back), each key's windows hit again after the restore
     records = [StreamRecord((f"k{i % 5}", i), (i * 3) % 600) for i in range(400)]
     expected = harness(factory(False))
