@@ -52,7 +52,7 @@ from engine.watermarks.generators import (
     WatermarkOutput,
 )
 from engine.watermarks.multi_input import CombinedWatermarkStatus, PartialWatermark
-from engine.watermarks.strategy import TimestampAssigner, WatermarkStrategy
+from engine.watermarks.strategy import TimestampAssigner, WatermarkStrategy, _CallableTimestampAssigner
 
 FORMAT_VERSION = 1
 #: the timestamp a generator sees for a record that has none (Flink's TimestampAssigner.NO_TIMESTAMP)
@@ -202,7 +202,10 @@ class SourceTimestampsAndWatermarks:
             for value in values:
                 out.extend(self.on_record(split_id, value))
             return out
-        extract = split.assigner.extract_timestamp
+        assigner = split.assigner
+        extract = assigner.extract_timestamp
+        if type(assigner) is _CallableTimestampAssigner and assigner.takes_record_timestamp:
+            extract = assigner.fn  # called as (value, None) below: the adapter's own call, one level less
         uses_source_timestamp = self._uses_source_timestamp
         records: list[StreamElement] = []
         append = records.append

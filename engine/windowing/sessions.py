@@ -107,6 +107,8 @@ class SessionWindows:
         gap = self.gap
         entries = self.keys
         get = entries.get
+        heap = self.heap
+        heappush = heapq.heappush
         skipped: list[StreamRecord] = []
         seq = self.next_seq
         for record in records:
@@ -142,6 +144,20 @@ class SessionWindows:
                     only.seq = seq
                     seq += 1
                 only.pending.append(record.value)
+                continue
+            if not entry.sessions:
+                # no session yet: nothing to merge, the element's window is the new session (its own
+                # state window), unless it is already late
+                if end - 1 <= watermark:
+                    skipped.append(record)
+                    del entries[key]
+                    continue
+                session = _Session(ts, end, ts, end, None, seq)
+                session.pending.append(record.value)
+                entry.sessions[session] = None
+                entry.only = session
+                heappush(heap, (end - 1, seq, key, session))  # EventTimeTrigger.on_element
+                seq += 1
                 continue
             self.next_seq = seq
             if not self._add_general(key, entry, record.value, ts, end, watermark):
