@@ -123,8 +123,9 @@ class ColumnarWindows:
             self.start_of_col[col] = start
         return col
 
-    def _row_for_new_key(self, key: Any) -> int:
-        group = self._key_group_of(key)  # raises for unhashable keys and keys of other subtasks
+    def _row_for_new_key(self, key: Any, group: int | None = None) -> int:
+        if group is None:
+            group = self._key_group_of(key)  # raises for unhashable keys and keys of other subtasks
         row = len(self.keys)
         if row >= self.rows_cap:
             self._grow(self.rows_cap * 2, self.cols_cap)
@@ -361,7 +362,7 @@ class ColumnarWindows:
             return False
         size, slide, offset = self.size, self.slide, self.offset
         plan = []
-        for _seq, _kg, key, window, ts in rows:
+        for _seq, kg, key, window, ts in rows:
             if type(window) is not TimeWindow or window.end - window.start != size or ts != window.end - 1:
                 return False
             if (window.start - offset) % slide != 0 or ts <= watermark:
@@ -369,11 +370,12 @@ class ColumnarWindows:
             value = contents.get((key, window))
             if value is None or self.readable([value]) is None:
                 return False
-            plan.append((key, window.start, value))
-        for key, start, value in plan:
+            plan.append((key, kg, window.start, value))
+        for key, kg, start, value in plan:
             row = self.key_ids.get(key)
             if row is None:
-                row = self._row_for_new_key(key)
+                # the restore placed the key in this key group (keyed state checks it against the key's hash)
+                row = self._row_for_new_key(key, kg)
             col = self._col_for(start)  # may widen the grid: take cols_cap after it
             cell = row * self.cols_cap + col
             self.seq[cell] = self.next_seq

@@ -318,10 +318,12 @@ class SessionWindows:
         if len(rows) != sum(len(r) for r in mapping.values()):
             return False
         seq_of: dict[tuple, int] = {}
-        for seq, _kg, key, window, ts in rows:
+        group_of: dict[Any, int] = {}
+        for seq, kg, key, window, ts in rows:
             if type(window) is not TimeWindow or ts != window.end - 1 or ts <= watermark:
                 return False
             seq_of[(key, window.start, window.end)] = seq
+            group_of[key] = kg
         if len(contents) != len(rows):
             return False
         sessions_of: dict[Any, list[_Session]] = {}
@@ -337,7 +339,8 @@ class SessionWindows:
         order = sorted(((s.seq, key, s) for key, built in sessions_of.items() for s in built), key=lambda t: t[0])
         renumber = {id(s): i for i, (_seq, _key, s) in enumerate(order)}
         for key, built in sessions_of.items():
-            entry = self.keys[key] = _Key(self._key_group_of(key))
+            # the restore placed the key in its key group (keyed state checks it against the key's hash)
+            entry = self.keys[key] = _Key(group_of[key])
             for s in built:
                 s.seq = renumber[id(s)]
                 entry.sessions[s] = None

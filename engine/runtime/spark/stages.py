@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -219,23 +220,20 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
     context.dead_letter = router.dead_letter
     operator = build_window_operator(node)
     operator.open(context, _NodeOutput(router, node_id))
-    dests = table.column("_dest").to_pylist()
-    values = table.column("_value").to_pylist()
-    state_rows = [i for i, d in enumerate(dests) if d == DEST_STATE]
-    if state_rows:
-        blobs = table.column("_blob")
-        operator.initialize_state([snapshot_from_row_parts(values[i], blobs[i].as_py()) for i in state_rows])
+    dests = table.column("_dest").to_numpy()
+    state_rows = table.take(np.nonzero(dests == DEST_STATE)[0])
+    if state_rows.num_rows:
+        operator.initialize_state([snapshot_from_row_parts(header, blob) for header, blob in
+                                   zip(state_rows.column("_value").to_pylist(), state_rows.column("_blob").to_pylist())])
     if operator.current_watermark() < watermark_before:
         operator.process_watermark(Watermark(watermark_before))
     operator.advance_processing_time(now_ms)
-    stamps = table.column("_ts").to_pylist()
-    nums = table.column("_num").to_pylist()
+    mine = table.take(np.nonzero(dests == node_id)[0])
+    decoded = decode_values(mine.column("_value").to_pylist())
     pre = routes.preaggregations.get(node_id)
-    mine = [i for i, d in enumerate(dests) if d == node_id]
-    decoded = decode_values([values[i] for i in mine])
     if pre is not None:
-        decoded = pre.apply_all(decoded, [nums[i] for i in mine])
-    records = [StreamRecord(v, stamps[i]) for i, v in zip(mine, decoded)]
+        decoded = pre.apply_all(decoded, mine.column("_num").to_pylist())
+    records = list(map(StreamRecord, decoded, mine.column("_ts").to_pylist()))
     if records:
         operator.process_batch(records)
     if watermark_after > operator.current_watermark():
