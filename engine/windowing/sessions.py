@@ -1,4 +1,4 @@
-"""Event-time session windows kept per key in plain objects, with one timer heap, instead of keyed state.
+"""Event-time session windows kept per key in plain objects, with bucketed timers, instead of keyed state.
 
 The general merging path (engine/windowing/window_operator.py with MergingWindowSet) loads each
 key's window -> state-window mapping from list state, rebuilds it as TimeWindow dicts, asks the
@@ -16,11 +16,12 @@ and no allowed lateness, :class:`SessionWindows` does the same steps on per-key 
   sources merged in order with the aggregate's ``merge``);
 * each session has one live end-of-window timer, identified by its registration number ``seq``:
   a new session registers at its first element (trigger ``on_element``); a merge or growth
-  registers the new window (``on_merge``) and deletes the old windows' timers.  The heap holds
-  one entry per live session, never later than its timer: a session that changed keeps its old
-  entry and is re-queued at its timer when that entry comes up (see :meth:`SessionWindows.fire`),
-  so sessions fire in the general path's (timestamp, registration) order with one heap push per
-  pass of the watermark instead of one per element;
+  registers the new window (``on_merge``) and deletes the old windows' timers.  Timer entries sit
+  in buckets of ``gap // 8`` ms; there is one entry per live session, never later than its
+  timer.  A session that changed keeps its old entry and is re-queued at its timer when that
+  entry's bucket comes up (see :meth:`SessionWindows.fire`).  So sessions fire in the general
+  path's (timestamp, registration) order, with one list append per pass of the watermark instead
+  of one heap push per element;
 * elements are folded lazily: a session collects its elements and folds them (the operator's
   batch fold, identical to folding one by one) when it is merged, fired or snapshotted.
 
@@ -91,7 +92,11 @@ class SessionWindows:
         self.key_group_range = key_group_range
         self._key_group_of = key_group_of
         self.keys: dict[Any, _Key] = {}
-        self.heap: list[tuple[int, int, Any, _Session]] = []
+        #: timer entries ``(max_timestamp, seq, key, session)`` in buckets of ``bucket_width`` ms by timestamp,
+        #: with a heap of the bucket numbers (see fire): a list append per entry instead of a heap push
+        self.bucket_width = max(1, gap // 8)
+        self.buckets: dict[int, list[tuple[int, int, Any, _Session]]] = {}
+        self.bucket_ids: list[int] = []
         self.next_seq = 0
 
     # ---- elements ---------------------------------------------------------------------------------------
@@ -107,8 +112,8 @@ class SessionWindows:
         gap = self.gap
         entries = self.keys
         get = entries.get
-        heap = self.heap
-        heappush = heapq.heappush
+        buckets = self.buckets
+        width = self.bucket_width
         skipped: list[StreamRecord] = []
         seq = self.next_seq
         for record in records:
@@ -133,7 +138,7 @@ class SessionWindows:
             if only is not None and ts <= only.end and end >= only.start:
                 if end > only.end:
                     # merged into a bigger window: on_merge registers its timer, the old window's is deleted
-                    # (the heap entry stays behind; see fire)
+                    # (its timer entry stays behind; see fire)
                     only.end = end
                     if ts < only.start:
                         only.start = ts
@@ -156,7 +161,11 @@ class SessionWindows:
                 session.pending.append(record.value)
                 entry.sessions[session] = None
                 entry.only = session
-                heappush(heap, (end - 1, seq, key, session))  # EventTimeTrigger.on_element
+                bucket = buckets.get((end - 1) // width)  # EventTimeTrigger.on_element registers its timer
+                if bucket is None:
+                    self._new_bucket((end - 1, seq, key, session))
+                else:
+                    bucket.append((end - 1, seq, key, session))
                 seq += 1
                 continue
             self.next_seq = seq
@@ -204,7 +213,7 @@ class SessionWindows:
                 )
             for s in popped:  # the merged windows' timers are deleted (trigger clear, cleanup timer)
                 s.seq = _DEAD
-            target.seq = self.next_seq  # on_merge registers the merge result's timer (target's heap entry stays)
+            target.seq = self.next_seq  # on_merge registers the merge result's timer (target keeps its timer entry)
             self.next_seq += 1
             # merge_namespaces(state window, sources): sources merged in order, then into the target
             merged = None
@@ -224,7 +233,7 @@ class SessionWindows:
                 return False
             sessions[session] = None
             self.next_seq = seq + 1  # EventTimeTrigger.on_element registers the new window's timer
-            heapq.heappush(self.heap, (end - 1, seq, key, session))
+            self._queue((end - 1, seq, key, session))
             session.pending.append(value)
         else:
             by_window[result_window].pending.append(value)
@@ -239,23 +248,52 @@ class SessionWindows:
         return session.acc
 
     # ---- firing -----------------------------------------------------------------------------------------
+    def _new_bucket(self, entry: tuple[int, int, Any, _Session]) -> None:
+        number = entry[0] // self.bucket_width
+        self.buckets[number] = [entry]
+        heapq.heappush(self.bucket_ids, number)
+
+    def _queue(self, entry: tuple[int, int, Any, _Session]) -> None:
+        bucket = self.buckets.get(entry[0] // self.bucket_width)
+        if bucket is None:
+            self._new_bucket(entry)
+        else:
+            bucket.append(entry)
+
     def fire(self, watermark: int) -> list[StreamRecord]:
-        """Results of every session whose end the watermark passed, in (timestamp, registration) order."""
-        heap = self.heap
+        """Results of every session whose end the watermark passed, in (timestamp, registration) order.
+
+        Each live session has exactly one timer entry, never later than its timer (timestamp,
+        registration): a session that grew or merged since keeps its old entry, and is re-queued at
+        its timer when that entry's bucket comes up; entries of sessions merged away or fired are
+        dropped.  Every bucket that can hold a due timer is emptied (re-queued entries may land in
+        such a bucket again and are taken in the same call), so the due sessions are exactly those
+        the timer service would fire; firing one changes no other, so they fire sorted by
+        (timestamp, registration), the timer service's order.
+        """
+        limit = watermark // self.bucket_width
+        ids, buckets = self.bucket_ids, self.buckets
+        due: list[tuple[int, int, Any, _Session]] = []
+        later: list[tuple[int, int, Any, _Session]] = []
+        while ids and ids[0] <= limit:
+            for entry in buckets.pop(heapq.heappop(ids)):
+                session = entry[3]
+                if session.seq != entry[1]:
+                    if session.seq != _DEAD:
+                        self._queue((session.end - 1, session.seq, entry[2], session))
+                elif entry[0] <= watermark:
+                    due.append(entry)
+                else:
+                    later.append(entry)  # in the watermark's own bucket, not due yet
+        for entry in later:
+            self._queue(entry)
         out: list[StreamRecord] = []
+        if not due:
+            return out
+        due.sort()  # (timestamp, seq): seq is unique, so keys and sessions are never compared
         entries = self.keys
         get_result = self._get_result
-        pop, push = heapq.heappop, heapq.heappush
-        while heap and heap[0][0] <= watermark:
-            max_ts, seq, key, session = pop(heap)
-            if session.seq != seq:
-                # Each live session has exactly one heap entry, never later than its timer (timestamp,
-                # registration): a session that grew or merged since keeps its old entry and is re-queued
-                # at its timer when that entry comes up, so timers still come out in (timestamp,
-                # registration) order; entries of sessions merged away or fired are dropped.
-                if session.seq != _DEAD:
-                    push(heap, (session.end - 1, session.seq, key, session))
-                continue
+        for max_ts, _seq, key, session in due:
             acc = self._folded(session)
             if acc is not None:
                 out.append(StreamRecord(get_result(acc), max_ts))
@@ -344,8 +382,7 @@ class SessionWindows:
             for s in built:
                 s.seq = renumber[id(s)]
                 entry.sessions[s] = None
-                self.heap.append((s.end - 1, s.seq, key, s))
+                self._queue((s.end - 1, s.seq, key, s))
             entry.refresh()
-        heapq.heapify(self.heap)
         self.next_seq = len(order)
         return True

@@ -38,7 +38,7 @@ EventTimeTrigger's decisions inlined.  With ``specialized=True`` (the runtimes p
 shapes keep their state in a layout made for them, with the same results and the same snapshots
 and far fewer Python steps per element: the built-in ``sum`` on event-time tumbling/sliding windows
 keeps its contents in arrays (engine/windowing/columnar.py), and event-time sessions with a fixed
-gap and an incremental aggregate keep per-key session objects and one timer heap
+gap and an incremental aggregate keep per-key session objects and bucketed timers
 (engine/windowing/sessions.py); both only without allowed lateness, evictor or window function.
 """
 
