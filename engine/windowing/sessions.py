@@ -121,8 +121,9 @@ class SessionWindows:
             if ts is None:
                 dead_letter(record, None)  # an event-time window cannot place it
                 continue
+            value = record.value
             try:
-                key = key_selector(record.value)
+                key = key_selector(value)
             except Exception as exc:  # noqa: BLE001 - a failing key selector is a data problem: dead letter
                 dead_letter(record, exc)
                 continue
@@ -135,21 +136,23 @@ class SessionWindows:
                 entry = entries[key] = _Key(self._key_group_of(key))
             end = ts + gap
             only = entry.only
-            if only is not None and ts <= only.end and end >= only.start:
-                if end > only.end:
-                    # merged into a bigger window: on_merge registers its timer, the old window's is deleted
-                    # (its timer entry stays behind; see fire)
-                    only.end = end
-                    if ts < only.start:
+            if only is not None:
+                start0, end0 = only.start, only.end
+                if ts <= end0 and end >= start0:
+                    if end > end0:
+                        # merged into a bigger window: on_merge registers its timer, the old window's is
+                        # deleted (its timer entry stays behind; see fire)
+                        only.end = end
+                        if ts < start0:
+                            only.start = ts
+                        only.seq = seq
+                        seq += 1
+                    elif ts < start0:
                         only.start = ts
-                    only.seq = seq
-                    seq += 1
-                elif ts < only.start:
-                    only.start = ts
-                    only.seq = seq
-                    seq += 1
-                only.pending.append(record.value)
-                continue
+                        only.seq = seq
+                        seq += 1
+                    only.pending.append(value)
+                    continue
             if not entry.sessions:
                 # no session yet: nothing to merge, the element's window is the new session (its own
                 # state window), unless it is already late
@@ -158,7 +161,7 @@ class SessionWindows:
                     del entries[key]
                     continue
                 session = _Session(ts, end, ts, end, None, seq)
-                session.pending.append(record.value)
+                session.pending.append(value)
                 entry.sessions[session] = None
                 entry.only = session
                 bucket = buckets.get((end - 1) // width)  # EventTimeTrigger.on_element registers its timer
@@ -169,7 +172,7 @@ class SessionWindows:
                 seq += 1
                 continue
             self.next_seq = seq
-            if not self._add_general(key, entry, record.value, ts, end, watermark):
+            if not self._add_general(key, entry, value, ts, end, watermark):
                 skipped.append(record)
             seq = self.next_seq
             if not entry.sessions:
@@ -275,13 +278,20 @@ class SessionWindows:
         ids, buckets = self.bucket_ids, self.buckets
         due: list[tuple[int, int, Any, _Session]] = []
         later: list[tuple[int, int, Any, _Session]] = []
+        width = self.bucket_width
         while ids and ids[0] <= limit:
             for entry in buckets.pop(heapq.heappop(ids)):
-                session = entry[3]
-                if session.seq != entry[1]:
-                    if session.seq != _DEAD:
-                        self._queue((session.end - 1, session.seq, entry[2], session))
-                elif entry[0] <= watermark:
+                ts, seq, key, session = entry
+                current = session.seq
+                if current != seq:
+                    if current != _DEAD:
+                        requeued = (session.end - 1, current, key, session)
+                        bucket = buckets.get(requeued[0] // width)
+                        if bucket is None:
+                            self._new_bucket(requeued)
+                        else:
+                            bucket.append(requeued)
+                elif ts <= watermark:
                     due.append(entry)
                 else:
                     later.append(entry)  # in the watermark's own bucket, not due yet
