@@ -22,8 +22,12 @@ and no allowed lateness, :class:`SessionWindows` does the same steps on per-key 
   entry's bucket comes up (see :meth:`SessionWindows.fire`).  So sessions fire in the general
   path's (timestamp, registration) order, with one list append per pass of the watermark instead
   of one heap push per element;
-* elements are folded lazily: a session collects its elements and folds them (the operator's
-  batch fold, identical to folding one by one) when it is merged, fired or snapshotted.
+* a built-in ``sum`` over a tuple position is folded as elements arrive, into a running sum next to
+  the session's first element (the same additions in the same order as the fold; an element that
+  does not fit, say a list, hands over to the general fold, in order).  Other aggregates collect a
+  session's elements and fold them (the operator's batch fold, identical to folding one by one)
+  when it is merged, fired or snapshotted.  Folding on arrival matters: by firing time the
+  elements have left the CPU cache, and the late fold paid a miss per element.
 
 Snapshots are written in the general layout (window contents by state window, the merging-window
 set as list state, timers in registration order), so they restore into the general operator and
@@ -49,7 +53,7 @@ _DEAD = -1
 class _Session:
     """One in-flight session of one key: its window, its state window, accumulator and unfolded elements."""
 
-    __slots__ = ("start", "end", "state_start", "state_end", "acc", "pending", "seq")
+    __slots__ = ("start", "end", "state_start", "state_end", "acc", "pending", "seq", "carrier", "running", "count")
 
     def __init__(self, start: int, end: int, state_start: int, state_end: int, acc: Any, seq: int) -> None:
         self.start, self.end = start, end
@@ -57,6 +61,12 @@ class _Session:
         self.acc = acc
         self.pending: list = []
         self.seq = seq
+        #: a built-in tuple-field sum folded as elements arrive (SessionWindows.add): the elements so far
+        #: fold to ``carrier`` if ``count`` is 1, else ``carrier`` with the field set to ``running``;
+        #: ``count`` 0 means not in use (``acc`` and ``pending`` hold everything)
+        self.carrier: Any = None
+        self.running: Any = None
+        self.count = 0
 
 
 class _Key:
@@ -81,8 +91,12 @@ class SessionWindows:
 
     def __init__(self, *, gap: int, fold: Callable[[Any, list], Any], merge: Callable[[Any, Any], Any],
                  get_result: Callable[[Any], Any], contents_state: tuple[str, str], merging_state: tuple[str, str],
-                 max_parallelism: int, key_group_range: KeyGroupRange, key_group_of: Callable[[Any], int]) -> None:
+                 max_parallelism: int, key_group_range: KeyGroupRange, key_group_of: Callable[[Any], int],
+                 sum_position: int | None = None) -> None:
         self.gap = gap
+        #: the tuple position a built-in ``sum`` adds up, when that is the aggregate: such elements are folded
+        #: as they arrive, while they are in cache (a lazy fold at firing time paid a cache miss per element)
+        self.sum_position = sum_position
         self._fold = fold
         self._merge = merge
         self._get_result = get_result
@@ -114,6 +128,8 @@ class SessionWindows:
         get = entries.get
         buckets = self.buckets
         width = self.bucket_width
+        # only sessions with count > 0 read it, and only _add sets a count, when sum_position is set
+        position = 0 if self.sum_position is None else self.sum_position
         skipped: list[StreamRecord] = []
         seq = self.next_seq
         for record in records:
@@ -151,7 +167,16 @@ class SessionWindows:
                         only.start = ts
                         only.seq = seq
                         seq += 1
-                    only.pending.append(value)
+                    if only.count and not only.pending and type(value) is tuple:
+                        try:
+                            x = value[position]  # type: ignore[index]
+                        except (IndexError, TypeError):
+                            x = None
+                        if type(x) is int or type(x) is float:
+                            only.running += x
+                            only.count += 1
+                            continue
+                    self._add(only, value)
                     continue
             if not entry.sessions:
                 # no session yet: nothing to merge, the element's window is the new session (its own
@@ -161,7 +186,7 @@ class SessionWindows:
                     del entries[key]
                     continue
                 session = _Session(ts, end, ts, end, None, seq)
-                session.pending.append(value)
+                self._add(session, value)
                 entry.sessions[session] = None
                 entry.only = session
                 bucket = buckets.get((end - 1) // width)  # EventTimeTrigger.on_element registers its timer
@@ -237,13 +262,51 @@ class SessionWindows:
             sessions[session] = None
             self.next_seq = seq + 1  # EventTimeTrigger.on_element registers the new window's timer
             self._queue((end - 1, seq, key, session))
-            session.pending.append(value)
+            self._add(session, value)
         else:
-            by_window[result_window].pending.append(value)
+            self._add(by_window[result_window], value)
         entry.refresh()
         return True
 
+    def _add(self, session: _Session, value: Any) -> None:
+        """Add one element: into the running sum when the session keeps one and the element fits it
+        (a tuple whose summed field is an int or float, nothing unfolded before it), else to the
+        elements folded later."""
+        position = self.sum_position
+        if position is not None and not session.pending and type(value) is tuple and len(value) > position:
+            x = value[position]
+            if type(x) is int or type(x) is float:
+                if session.count:
+                    session.running += x
+                    session.count += 1
+                    return
+                acc = session.acc
+                if acc is None:
+                    session.carrier, session.running, session.count = value, x, 1
+                    return
+                if type(acc) is tuple and len(acc) > position and type(acc[position]) in (int, float):
+                    # what the fold does from an accumulator: its field plus the element's, the rest of it kept
+                    session.carrier, session.running, session.count = acc, acc[position] + x, 2
+                    session.acc = None
+                    return
+        if session.count:
+            self._materialize(session)
+        session.pending.append(value)
+
+    def _materialize(self, session: _Session) -> None:
+        """Turn the running sum back into the accumulator the fold would have built."""
+        carrier = session.carrier
+        if session.count == 1:
+            session.acc = carrier
+        else:
+            position = self.sum_position
+            session.acc = carrier[:position] + (session.running,) + carrier[position + 1:]  # type: ignore[index, operator]
+        session.carrier = session.running = None
+        session.count = 0
+
     def _folded(self, session: _Session) -> Any:
+        if session.count:
+            self._materialize(session)
         pending = session.pending
         if pending:
             session.acc = self._fold(session.acc, pending)

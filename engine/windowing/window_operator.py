@@ -374,6 +374,7 @@ class WindowOperator(OneInputStreamOperator):
                 contents_state=(WINDOW_CONTENTS_STATE, kinds[WINDOW_CONTENTS_STATE]),
                 merging_state=(MERGING_WINDOW_SET_STATE.name, kinds[MERGING_WINDOW_SET_STATE.name]),
                 max_parallelism=ctx.max_parallelism, key_group_range=key_group_range, key_group_of=self._key_group,
+                sum_position=self._session_sum_position(),
             )
         if spec is not None:
             size, slide, offset, field = spec
@@ -402,6 +403,13 @@ class WindowOperator(OneInputStreamOperator):
         self._merging_state = (
             self.keyed_state_backend.get_partitioned_state(MERGING_WINDOW_SET_STATE) if self.merging else None
         )
+
+    def _session_sum_position(self) -> int | None:
+        """The tuple position of a built-in ``sum(position)``, which the session layout folds on arrival."""
+        fn = self.incremental.user_function if self.incremental is not None else None
+        if type(fn) is SumAggregate and type(fn.field) is int:
+            return fn.field
+        return None
 
     def _key_group(self, key: Any) -> int:
         """The key's key group, checked against this subtask's range (raises as set_current_key does)."""

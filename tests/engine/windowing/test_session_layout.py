@@ -69,6 +69,10 @@ CONFIGS: dict[str, tuple[Callable[[bool], WindowOperator], str]] = {
     "int sum, gap 40, late tag": (lambda s: WindowOperator(
         EventTimeSessionWindows.with_gap(40), incremental_aggregate=builtin_aggregation("sum", 1),
         late_data_output_tag=LATE, key_selector=_key, specialized=s), "int"),
+    # lists among the tuples: the running sum hands over to the element list and back (sessions.py _add)
+    "float sum, tuples and lists, gap 4": (lambda s: WindowOperator(
+        EventTimeSessionWindows.with_gap(4), incremental_aggregate=builtin_aggregation("sum", 1),
+        key_selector=_key, specialized=s), "mixed"),
     "max_by, gap 2": (lambda s: WindowOperator(
         EventTimeSessionWindows.with_gap(2), incremental_aggregate=builtin_aggregation("max_by", 1),
         key_selector=_key, specialized=s), "int"),
@@ -85,8 +89,11 @@ def random_run(seed: int, kind: str, dead: bool = True) -> list[tuple[list[Strea
         for _ in range(rnd.randint(0, 40)):
             ts = watermark + rnd.randint(-8, 25)
             key = rnd.choice(keys)
-            number = {"int": rnd.randint(-50, 50), "float": rnd.uniform(-100, 100), "str": rnd.choice("abcdef")}[kind]
+            number = {"int": rnd.randint(-50, 50), "float": rnd.uniform(-100, 100), "str": rnd.choice("abcdef"),
+                      "mixed": rnd.choice([rnd.randint(-50, 50), rnd.uniform(-1, 1)])}[kind]
             record = StreamRecord((key, number), ts)
+            if kind == "mixed" and rnd.random() < 0.2:
+                record = StreamRecord([key, number], ts)
             if dead and rnd.random() < 0.03:
                 record = rnd.choice([StreamRecord(("boom", number), ts), StreamRecord((key, number), None)])
             batch.append(record)
