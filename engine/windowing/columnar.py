@@ -274,10 +274,6 @@ class ColumnarWindows:
                     columns = [accs if j == field else list(map(itemgetter(j), carriers)) for j in range(width)]
                     return list(zip(*columns))
         counts = self.count[cells].tolist()
-        if type(field) is int:
-            f1 = field + 1
-            return [c if n == 1 else (c[:field] + (a,) + c[f1:] if type(c) is tuple else set_field(c, field, a))
-                    for c, a, n in zip(carriers, accs, counts)]
         return [c if n == 1 else set_field(c, field, a) for c, a, n in zip(carriers, accs, counts)]
 
     def maybe_compact(self) -> None:

@@ -44,6 +44,7 @@ from engine.errors import IllegalStateError
 from engine.state.key_groups import KeyGroupRange
 from engine.state.snapshot import VOID_NAMESPACE, KeyedStateSnapshot, StateTableSnapshot
 from engine.timers import TimerServiceSnapshot, _rows_in_registration_order
+from engine.windowing.aggregations import set_field
 from engine.windowing.assigners import merge_time_windows
 from engine.windowing.windows import TimeWindow
 
@@ -126,8 +127,6 @@ class SessionWindows:
         gap = self.gap
         entries = self.keys
         get = entries.get
-        buckets = self.buckets
-        width = self.bucket_width
         # only sessions with count > 0 read it, and only _add sets a count, when sum_position is set
         position = 0 if self.sum_position is None else self.sum_position
         skipped: list[StreamRecord] = []
@@ -189,11 +188,7 @@ class SessionWindows:
                 self._add(session, value)
                 entry.sessions[session] = None
                 entry.only = session
-                bucket = buckets.get((end - 1) // width)  # EventTimeTrigger.on_element registers its timer
-                if bucket is None:
-                    self._new_bucket((end - 1, seq, key, session))
-                else:
-                    bucket.append((end - 1, seq, key, session))
+                self._queue((end - 1, seq, key, session))  # EventTimeTrigger.on_element registers its timer
                 seq += 1
                 continue
             self.next_seq = seq
@@ -296,11 +291,7 @@ class SessionWindows:
     def _materialize(self, session: _Session) -> None:
         """Turn the running sum back into the accumulator the fold would have built."""
         carrier = session.carrier
-        if session.count == 1:
-            session.acc = carrier
-        else:
-            position = self.sum_position
-            session.acc = carrier[:position] + (session.running,) + carrier[position + 1:]  # type: ignore[index, operator]
+        session.acc = carrier if session.count == 1 else set_field(carrier, self.sum_position, session.running)  # type: ignore[arg-type]
         session.carrier = session.running = None
         session.count = 0
 
@@ -341,19 +332,13 @@ class SessionWindows:
         ids, buckets = self.bucket_ids, self.buckets
         due: list[tuple[int, int, Any, _Session]] = []
         later: list[tuple[int, int, Any, _Session]] = []
-        width = self.bucket_width
         while ids and ids[0] <= limit:
             for entry in buckets.pop(heapq.heappop(ids)):
                 ts, seq, key, session = entry
                 current = session.seq
                 if current != seq:
                     if current != _DEAD:
-                        requeued = (session.end - 1, current, key, session)
-                        bucket = buckets.get(requeued[0] // width)
-                        if bucket is None:
-                            self._new_bucket(requeued)
-                        else:
-                            bucket.append(requeued)
+                        self._queue((session.end - 1, current, key, session))
                 elif ts <= watermark:
                     due.append(entry)
                 else:

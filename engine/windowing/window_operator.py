@@ -1148,12 +1148,15 @@ class WindowOperator(OneInputStreamOperator):
         columns = self._columns
         values = [r.value for r in records]
         timestamps = [r.timestamp for r in records]
-        try:
-            if None in timestamps:
-                raise LookupError  # some record goes to the dead-letter output: take the record-by-record loop
-            keys = list(map(self.key_selector, values))  # type: ignore[arg-type]
-            live: Sequence[StreamRecord] = records
-        except Exception:  # noqa: BLE001 - a failing selector: _key_of dead-letters it, calling it once per record
+        live: Sequence[StreamRecord] = records
+        keys: list[Any] | None = None
+        if None not in timestamps:
+            try:
+                keys = list(map(self.key_selector, values))  # type: ignore[arg-type]
+            except Exception:  # noqa: BLE001 - a failing selector: the loop below dead-letters it
+                pass
+        if keys is None:
+            # some record goes to the dead-letter output: _key_of takes them one by one
             key_of = self._key_of
             live, keys = [], []
             for record in records:
