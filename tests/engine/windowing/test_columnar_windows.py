@@ -163,17 +163,24 @@ def test_the_random_runs_exercise_ties_late_elements_and_dead_letters():
 @pytest.mark.parametrize("first_columnar, second_columnar", [(True, False), (False, True), (True, True)])
 def test_a_snapshot_restores_across_layouts_and_continues_identically(config, seed, first_columnar, second_columnar):
     factory, kind = CONFIGS[config]
-    run = random_run(seed, kind)
+    check_restore_across_layouts(factory, random_run(seed, kind), first_columnar, second_columnar, "_columns")
+
+
+def check_restore_across_layouts(factory: Callable[[bool], WindowOperator], run, first_special: bool,
+                                 second_special: bool, layout: str) -> None:
+    """Half the run on ``factory(first_special)``, its snapshot restored into ``factory(second_special)``
+    for the rest: the outputs together equal the general layout's uninterrupted run.  ``layout`` names
+    the operator attribute that holds the specialized layout when it took the restored state over."""
     expected = harness(factory(False))
     feed(expected, run, batched=False)
     half = len(run) // 2
-    first = harness(factory(first_columnar))
+    first = harness(factory(first_special))
     feed(first, run[:half], batched=True)
-    second = harness(factory(second_columnar))
+    second = harness(factory(second_special))
     second.initialize_state(first.snapshot())
     second.open()
-    if second_columnar:
-        assert second.operator._columns is not None  # restored state taken over by the arrays
+    if second_special:
+        assert getattr(second.operator, layout) is not None  # restored state taken over by the layout
         assert second.num_keyed_state_entries() == 0 and second.num_event_time_timers() == 0
     feed(second, run[half:], batched=True)
     assert first.get_output() + second.get_output() == expected.get_output()
@@ -183,28 +190,34 @@ def test_a_snapshot_restores_across_layouts_and_continues_identically(config, se
 @pytest.mark.parametrize("seed", range(4))
 def test_rescaling_a_columnar_snapshot_splits_keys_by_key_group(seed: int):
     factory, kind = CONFIGS["sliding float sum"]
-    run = random_run(seed, kind, dead=False)
+    check_rescaled_restore(factory, random_run(seed, kind, dead=False), _first, "_columns")
+
+
+def check_rescaled_restore(factory: Callable[[bool], WindowOperator], run, key_of: Callable[[Any], Any],
+                           layout: str) -> None:
+    """Half the run on one specialized subtask, its snapshot restored into two (each keeping its key
+    groups) for the rest: together they emit what the general layout's uninterrupted run emits then."""
+    from engine.state.key_groups import assign_to_key_group
+
     expected = harness(factory(False))
     feed(expected, run, batched=False)
     half = len(run) // 2
     first = harness(factory(True))
     feed(first, run[:half], batched=True)
     snapshot = first.snapshot()
-    parts = []
+    got = []
     for subtask in range(2):
         part = harness(factory(True), parallelism=2, subtask=subtask)
         part.initialize_state(snapshot)
         part.open()
         mine = part.context.key_group_range
-        from engine.state.key_groups import assign_to_key_group
         for batch, watermark in run[half:]:
-            part.process_elements([r for r in batch if mine.contains(assign_to_key_group(_first(r.value), 8))])
+            part.process_elements([r for r in batch if mine.contains(assign_to_key_group(key_of(r.value), 8))])
             part.process_watermark(watermark)
-        parts.append(part)
-    later = [r for r in expected.get_output_records()][len(first.get_output_records()):]
-    got = [r for p in parts for r in p.get_output_records()]
+        assert getattr(part.operator, layout) is not None
+        got.extend(part.get_output_records())
+    later = expected.get_output_records()[len(first.get_output_records()):]
     assert sorted(got, key=repr) == sorted(later, key=repr)
-    assert all(p.operator._columns is not None for p in parts)
 
 
 def test_a_value_the_arrays_cannot_hold_spills_to_the_general_layout_with_the_same_results():

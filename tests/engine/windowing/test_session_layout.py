@@ -14,36 +14,22 @@ from typing import Any, Callable
 
 import pytest
 
-from engine.api.functions import AggregateFunction, OutputTag
+from engine.api.functions import OutputTag
 from engine.elements import MAX_WATERMARK, StreamRecord
-from engine.testing.operator_harness import KeyedOneInputStreamOperatorTestHarness
 from engine.windowing.aggregations import builtin_aggregation
 from engine.windowing.assigners import EventTimeSessionWindows
 from engine.windowing.window_operator import WindowOperator
-from tests.engine.windowing.test_columnar_windows import comparable, feed, harness, observable
+from tests.engine.windowing.test_columnar_windows import (
+    check_rescaled_restore,
+    check_restore_across_layouts,
+    comparable,
+    feed,
+    harness,
+    observable,
+)
+from tests.engine.windowing.test_window_operator_batch import MeanAndCount, concat
 
 LATE = OutputTag("late")
-
-
-class MeanAndCount(AggregateFunction):
-    """Float rounding depends on the fold and merge order."""
-
-    def create_accumulator(self):
-        return (0.0, 0)
-
-    def add(self, value, accumulator):
-        return (accumulator[0] + value[1], accumulator[1] + 1)
-
-    def get_result(self, accumulator):
-        return (accumulator[0] / accumulator[1], accumulator[1])
-
-    def merge(self, acc_a, acc_b):
-        return (acc_a[0] + acc_b[0], acc_a[1] + acc_b[1])
-
-
-def concat(a, b):
-    """A reduce whose result shows the order of every fold and merge."""
-    return (a[0], f"{a[1]}|{b[1]}")
 
 
 def _key(v: Any) -> Any:
@@ -150,48 +136,13 @@ def test_the_random_runs_merge_bridge_tie_and_drop_late_elements(monkeypatch):
 def test_a_session_snapshot_restores_across_layouts_and_continues_identically(config, seed, first_special,
                                                                              second_special):
     factory, kind = CONFIGS[config]
-    run = random_run(seed, kind)
-    expected = harness(factory(False))
-    feed(expected, run, batched=False)
-    half = len(run) // 2
-    first = harness(factory(first_special))
-    feed(first, run[:half], batched=True)
-    second = harness(factory(second_special))
-    second.initialize_state(first.snapshot())
-    second.open()
-    if second_special:
-        assert second.operator._sessions is not None
-        assert second.num_keyed_state_entries() == 0 and second.num_event_time_timers() == 0
-    feed(second, run[half:], batched=True)
-    assert first.get_output() + second.get_output() == expected.get_output()
-    assert first.side_output(LATE) + second.side_output(LATE) == expected.side_output(LATE)
+    check_restore_across_layouts(factory, random_run(seed, kind), first_special, second_special, "_sessions")
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_rescaling_a_session_snapshot_splits_keys_by_key_group(seed: int):
-    from engine.state.key_groups import assign_to_key_group
-
     factory, kind = CONFIGS["int sum, gap 5"]
-    run = random_run(seed, kind, dead=False)
-    expected = harness(factory(False))
-    feed(expected, run, batched=False)
-    half = len(run) // 2
-    first = harness(factory(True))
-    feed(first, run[:half], batched=True)
-    snapshot = first.snapshot()
-    got = []
-    for subtask in range(2):
-        part = harness(factory(True), parallelism=2, subtask=subtask)
-        part.initialize_state(snapshot)
-        part.open()
-        mine = part.context.key_group_range
-        for batch, watermark in run[half:]:
-            part.process_elements([r for r in batch if mine.contains(assign_to_key_group(r.value[0], 8))])
-            part.process_watermark(watermark)
-        assert part.operator._sessions is not None
-        got.extend(part.get_output_records())
-    later = expected.get_output_records()[len(first.get_output_records()):]
-    assert sorted(got, key=repr) == sorted(later, key=repr)
+    check_rescaled_restore(factory, random_run(seed, kind, dead=False), lambda v: v[0], "_sessions")
 
 
 def test_other_session_windows_keep_the_general_layout():
