@@ -272,3 +272,5 @@ class Router:
                 key = self.staging[node_id].write(self.channel, values)
                 self.rows.add(DEST_STAGED, value=json.dumps({"key": key, "records": len(values)}), tag=str(node_id))
         self._staged_values = {}
+        # the router and its context refer to each other: drop the per-task caches now, not at a later collection
+        self._seen, self._behind, self._str_keys, self._ops = {}, {}, {}, {}

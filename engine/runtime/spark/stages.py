@@ -34,6 +34,7 @@ from engine.clock import ManualClock
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, StreamRecord, Watermark
 from engine.operators.base import Metrics, OperatorContext
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
+from engine.runtime.gc_pause import paused_iteration
 from engine.runtime.operator_factory import build_window_operator
 from engine.runtime.spark.chains import Router, Routes, _NodeOutput
 from engine.runtime.spark.rows import (
@@ -79,7 +80,7 @@ def source_stage(source: Any, strategy: Any, routes: Routes, head_node_id: int, 
                 yield from _read_slice(source, strategy, routes, head_node_id, split, piece, epoch_records,
                                        now_ms, max_parallelism, watermark_before, staging)
 
-    return run
+    return lambda batches: paused_iteration(run(batches))
 
 
 def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, split: Any, piece: dict,
@@ -182,7 +183,7 @@ def window_stage(nodes: dict[int, Any], routes: Routes, *, epoch: int, paralleli
         if out is not None:
             yield out
 
-    return run
+    return lambda batches: paused_iteration(run(batches))
 
 
 def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
@@ -242,6 +243,7 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
         operator.finish()
     snapshot = operator.snapshot_state(epoch).materialize()
     operator.close()
+    operator.release()  # its state is garbage now: free it before the next subtask, not at the task's end
     router.close()
     if not is_empty_snapshot(snapshot):
         header, blob = snapshot_to_row_parts(snapshot)
