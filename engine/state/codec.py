@@ -33,6 +33,12 @@ from engine.windowing.windows import Window
 _TAGS = ("$t", "$b", "$m", "$f")
 
 
+# Built once: ``json.dumps`` with options builds a new encoder on every call, which costs more than
+# encoding a short key.  Same settings, same text.
+_VALUE_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_KEY_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False)
+
+
 def _to_jsonable(value: Any, path: str) -> Any:
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -97,7 +103,7 @@ def _freeze(value: Any) -> Any:
 
 def encode(value: Any) -> str:
     """Encode a state value to JSON text (raises StateSerializationError for unsupported types)."""
-    return json.dumps(_to_jsonable(value, "value"), separators=(",", ":"), allow_nan=False)
+    return _VALUE_ENCODER.encode(_to_jsonable(value, "value"))
 
 
 def decode(text: str) -> Any:
@@ -111,4 +117,4 @@ def decode(text: str) -> Any:
 
 def encode_key(key: Any) -> str:
     """Canonical encoding of a key: equal keys give equal text in every process."""
-    return json.dumps(_to_jsonable(key, "key"), separators=(",", ":"), sort_keys=True, allow_nan=False)
+    return _KEY_ENCODER.encode(_to_jsonable(key, "key"))

@@ -26,8 +26,10 @@ snapshot taken here restores into the general operator and vice versa; :meth:`ad
 restored state when it has exactly this shape.
 
 Values the arrays cannot hold exactly (a field that is not an ``int``/``float``, an element that is
-not a tuple, list or dict) make the operator hand everything to the general layout for good
-(:meth:`spill`) before it processes that batch; the results are the same, only slower.
+not a tuple, list or dict), and a batch that would make the grid large and mostly empty
+(:class:`GridTooSparse`: a backfill spanning days of event time, say), make the operator hand
+everything to the general layout for good before it processes that batch; the results are the
+same, only slower.
 """
 
 from __future__ import annotations
@@ -49,8 +51,15 @@ _EMPTY = -1
 _TS_LIMIT = 2**62
 #: a batch whose window starts span more slides than this maps them through np.unique instead of a table
 _START_TABLE_LIMIT = 1 << 16
+#: a grid up to this many cells is always fine; a bigger one must be at least 1/8 full (GridTooSparse)
+_DENSE_CELLS = 1 << 22
 _FIELD_TYPES = frozenset((int, float))
 _CONTAINER_TYPES = frozenset((tuple, list, dict))
+
+
+class GridTooSparse(Exception):
+    """A batch would make the key x window grid mostly empty and large (say a backfill spanning days of
+    event time in one batch): the operator moves to the general layout instead of allocating it."""
 
 
 def _object_array(values: Sequence[Any]) -> np.ndarray:
@@ -85,7 +94,6 @@ class ColumnarWindows:
         self.count = np.empty(0, np.int64)
         self.acc = np.empty(0, object)
         self.carrier = np.empty(0, object)
-        self._scratch = np.empty(0, np.int64)
         self.next_seq = 0
         self._compact_at = 4096
         self._grow(64, 8)
@@ -108,10 +116,25 @@ class ColumnarWindows:
         self.count = regrid(self.count, 0)
         self.acc = regrid(self.acc, None)
         self.carrier = regrid(self.carrier, None)
-        self._scratch = np.zeros(rows * cols, np.int64)
         self._free_cols.extend(range(cols - 1, old[1] - 1, -1))
         self.start_of_col.extend([None] * (cols - old[1]))
         self.rows_cap, self.cols_cap = rows, cols
+
+    def _reserve(self, rows: int, cols: int, expected_entries: int = 0) -> None:
+        """Room for ``rows`` keys and ``cols`` open windows, grown once to powers of two.
+
+        A batch knows how many new keys and windows it brings before placing them; growing once
+        instead of doubling step by step matters because every regrid allocates and fills the
+        whole grid (a Spark window task starts each epoch from restored state and may open a
+        hundred windows at once).  Raises :class:`GridTooSparse`, before anything is placed, when
+        the grid would be large and less than 1/8 full with ``expected_entries`` more entries.
+        """
+        if rows > self.rows_cap or cols > self.cols_cap:
+            rows = 1 << max(0, rows - 1).bit_length() if rows > self.rows_cap else self.rows_cap
+            cols = 1 << max(0, cols - 1).bit_length() if cols > self.cols_cap else self.cols_cap
+            if rows * cols > _DENSE_CELLS and rows * cols > 8 * (self.num_entries() + expected_entries):
+                raise GridTooSparse(f"{rows} keys x {cols} windows for {expected_entries} new entries")
+            self._grow(rows, cols)
 
     def _col_for(self, start: int) -> int:
         col = self.col_of_start.get(start)
@@ -122,6 +145,12 @@ class ColumnarWindows:
             self.col_of_start[start] = col
             self.start_of_col[col] = start
         return col
+
+    def _reserve_starts(self, starts: Any, expected_entries: int) -> None:
+        col_of_start = self.col_of_start
+        new = sum(1 for s in starts if s not in col_of_start)
+        if new:
+            self._reserve(self.rows_cap, len(col_of_start) + new, expected_entries)
 
     def _row_for_new_key(self, key: Any, group: int | None = None) -> int:
         if group is None:
@@ -179,6 +208,8 @@ class ColumnarWindows:
                 self._key_group_of(key)
             raise
         if None in rows_of:
+            fresh = len({key for key, row in zip(keys, rows_of) if row is None})
+            self._reserve(len(self.keys) + fresh, self.cols_cap, n * self._per_element)
             new_row = self._row_for_new_key
             for i, row in enumerate(rows_of):
                 if row is None:
@@ -202,12 +233,14 @@ class ColumnarWindows:
         if span <= _START_TABLE_LIMIT:
             slot = (e_start - lo) // slide
             present = np.nonzero(np.bincount(slot, minlength=span))[0]
+            self._reserve_starts((lo + s * slide for s in present.tolist()), m)
             table = np.empty(span, np.int64)
             for s in present.tolist():
                 table[s] = self._col_for(lo + s * slide)
             cols = table[slot]
         else:
             uniq, inverse = np.unique(e_start, return_inverse=True)
+            self._reserve_starts(uniq.tolist(), m)
             cols = np.fromiter((self._col_for(int(s)) for s in uniq.tolist()), dtype=np.int64,
                                count=uniq.size)[inverse]
         rows = np.fromiter(rows_of, dtype=np.int64, count=n)[e_rec]
@@ -216,11 +249,8 @@ class ColumnarWindows:
         new = np.nonzero(seq[cells] < 0)[0]  # entry positions whose (key, window) has no entry yet
         firsts = new
         if new.size:
-            new_cells = cells[new]
-            scratch = self._scratch
-            scratch[new_cells] = m
-            np.minimum.at(scratch, new_cells, new)
-            firsts = new[scratch[new_cells] == new]  # the first entry of each new (key, window), in entry order
+            # the first entry of each new (key, window), in entry order (np.unique gives first occurrences)
+            firsts = new[np.sort(np.unique(cells[new], return_index=True)[1])]
             first_cells = cells[firsts]
             seq[first_cells] = np.arange(self.next_seq, self.next_seq + firsts.size, dtype=np.int64)
             self.next_seq += int(firsts.size)
@@ -367,6 +397,10 @@ class ColumnarWindows:
             if value is None or self.readable([value]) is None:
                 return False
             plan.append((key, kg, window.start, value))
+        try:
+            self._reserve(len({p[0] for p in plan}), len({p[2] for p in plan}), len(plan))
+        except GridTooSparse:
+            return False
         for key, kg, start, value in plan:
             row = self.key_ids.get(key)
             if row is None:

@@ -71,7 +71,7 @@ from engine.windowing.evictors import Evictor, EvictorContext, TimestampedValue
 from engine.windowing.internal_window_function import IncrementalAggregation, InternalWindowFunction
 from engine.windowing.merging_window_set import MERGING_WINDOW_SET_STATE, MergingWindowSet
 from engine.windowing.aggregations import SumAggregate, set_field
-from engine.windowing.columnar import ColumnarWindows
+from engine.windowing.columnar import ColumnarWindows, GridTooSparse
 from engine.windowing.sessions import SessionWindows
 from engine.windowing.assigners import (
     EventTimeSessionWindows,
@@ -1169,14 +1169,19 @@ class WindowOperator(OneInputStreamOperator):
             values = [r.value for r in live]
             timestamps = [r.timestamp for r in live]
         xs = columns.readable(values)  # type: ignore[union-attr]
-        if xs is None or not columns.timestamps_fit(timestamps):  # type: ignore[union-attr]
+        skipped = None
+        if xs is not None and columns.timestamps_fit(timestamps):  # type: ignore[union-attr]
+            try:
+                skipped = columns.add_batch(keys, values, xs, timestamps, self.timer_service.current_watermark())  # type: ignore[union-attr]
+            except GridTooSparse:
+                pass  # raised before any window was touched
+        if skipped is None:
             self._spill_columns()
             set_key = self.keyed_state_backend.set_current_key
             for key, record in zip(keys, live):  # the per-element steps, keys already taken
                 set_key(key)
                 self._process_keyed(key, record)
             return
-        skipped = columns.add_batch(keys, values, xs, timestamps, self.timer_service.current_watermark())  # type: ignore[union-attr]
         for i in skipped.tolist():
             self._on_skipped_element(live[i])
 

@@ -256,6 +256,44 @@ def test_a_spill_keeps_pending_windows_and_their_firing_order():
     assert observable(columnar) == observable(general)
 
 
+def test_a_batch_that_would_make_a_huge_sparse_grid_takes_the_general_layout_with_the_same_results():
+    """A backfill spanning thousands of windows in one batch, each key in a few of them: the arrays would be
+    millions of mostly empty cells, so the operator moves to the general layout before placing anything."""
+    rnd = random.Random(12)
+    first = [StreamRecord((f"k{i % 40}", rnd.randint(1, 9)), rnd.randrange(0, 50)) for i in range(200)]
+    # 3000 keys over 4000 tumbling windows of 10 ms: a 4096 x 4096 grid for about 6000 entries
+    backfill = [StreamRecord((f"b{i}", rnd.randint(1, 9)), 100 + rnd.randrange(0, 40_000)) for i in range(3000)]
+    backfill += [StreamRecord((f"b{i}", 1), 100 + rnd.randrange(0, 40_000)) for i in range(3000)]
+    run = [(first, 40), (backfill, 20_000), ([StreamRecord(("k1", 5), 30_000)], 30_005)]
+    factory, _kind = CONFIGS["tumbling int sum"]
+    general = harness(factory(False))
+    columnar = harness(factory(True))
+    feed(general, run[:1], batched=False)
+    feed(columnar, run[:1], batched=True)
+    assert columnar.operator._columns is not None
+    feed(general, run[1:], batched=False)
+    feed(columnar, run[1:], batched=True)
+    assert columnar.operator._columns is None  # moved to the general layout at the backfill
+    general.process_watermark(MAX_WATERMARK)
+    columnar.process_watermark(MAX_WATERMARK)
+    assert observable(columnar) == observable(general)
+    assert len(columnar.output.records()) > 5000
+
+
+def test_the_grid_guard_lets_dense_grids_grow(monkeypatch):
+    """The guard is about sparseness, not size: a grid beyond the dense limit, every cell used, still grows."""
+    from engine.windowing import columnar as module
+
+    monkeypatch.setattr(module, "_DENSE_CELLS", 1024)  # the real limit, 4M cells, is too big for a unit test
+    factory, _kind = CONFIGS["tumbling int sum"]
+    columnar = harness(factory(True))
+    batch = [StreamRecord((f"k{k}", 1), w * 10) for w in range(64) for k in range(64)]
+    columnar.process_elements(batch)
+    grid = columnar.operator._columns
+    assert grid is not None
+    assert grid.rows_cap * grid.cols_cap == 4096
+
+
 def test_keys_that_come_and_go_are_compacted_away_without_changing_results():
     rnd = random.Random(9)
     factory = lambda c: WindowOperator(  # noqa: E731
