@@ -98,6 +98,7 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, split
         "system": "sluice-on-spark", "window": window, "events": dataset.events, "epochs": job.epoch,
         "wall_s": round(wall_s, 3), "events_per_s": round(dataset.events / wall_s, 1), "output_rows": output_rows,
         "checkpoints": len(history), "last_epoch_ms": job.last_epoch_ms, "last_epoch_phases_ms": job.last_epoch_phases_ms,
+        "phases_total_ms": dict(job.phases_total_ms),
         "checkpoint_ms_per_epoch": round(sum(h.completed_ms - h.triggered_ms for h in history) / max(1, len(history)), 1),
         "checkpoint_upload_ms_per_epoch": round(sum(h.get("upload_ms") or 0 for h in job.checkpointing.history)
                                                 / max(1, len(history)), 1),

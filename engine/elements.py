@@ -66,6 +66,32 @@ class StreamRecord(StreamElement):
         return StreamRecord(value, self.timestamp)
 
 
+class TupleColumns:
+    """Window results that are tuples of one width with one timestamp, kept as columns, not tuples.
+
+    The columnar window layout (engine/windowing/columnar.py) computes a fired window's results
+    column by column; an output that can take columns (a Spark task staging a Parquet part) writes
+    them without building a tuple and a StreamRecord per result.  ``values()`` and ``records()``
+    give exactly what the row-wise path would have emitted.
+    """
+
+    __slots__ = ("columns", "timestamp")
+
+    def __init__(self, columns: list[list[Any]], timestamp: int) -> None:
+        self.columns = columns
+        self.timestamp = timestamp
+
+    def __len__(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
+
+    def values(self) -> list[tuple]:
+        return list(zip(*self.columns))
+
+    def records(self) -> list[StreamRecord]:
+        ts = self.timestamp
+        return [StreamRecord(v, ts) for v in zip(*self.columns)]
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class Watermark(StreamElement):
     """Event time has reached ``timestamp`` ms: no record with a smaller or equal timestamp should follow."""

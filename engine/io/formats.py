@@ -309,6 +309,63 @@ def _tuples_table(values: Sequence[Any]) -> Any:
     return pa.Table.from_arrays([pa.array(list(c)) for c in columns], names=[f"f{i}" for i in range(width)])
 
 
+def _chunk_columns(chunks: Sequence[Any]) -> list[list] | None:
+    """The columns ``_tuples_table`` would build from the chunks' values, or None where it would give up."""
+    from engine.elements import TupleColumns
+
+    width: int | None = None
+    parts: list[list] = []
+    for chunk in chunks:
+        if type(chunk) is TupleColumns:
+            if not len(chunk):
+                continue
+            columns = chunk.columns
+        else:
+            if not chunk:
+                continue
+            first = chunk[0]
+            if type(first) is not tuple:
+                return None
+            w = len(first)
+            for v in chunk:
+                if type(v) is not tuple or len(v) != w:
+                    return None
+            columns = [list(c) for c in zip(*chunk)] if w else []
+        if width is None:
+            width = len(columns)
+        elif len(columns) != width:
+            return None
+        parts.append(columns)
+    if width is None or width == 0:
+        return None
+    return [[v for part in parts for v in part[j]] for j in range(width)]
+
+
+def encode_chunks(fmt: str, chunks: Sequence[Any]) -> bytes:
+    """``encode(fmt, values)`` of the values of ``chunks`` in order, the same bytes.
+
+    A chunk is a list of values or an engine/elements.py ``TupleColumns``; Parquet is written from
+    the columns directly when every value is a tuple of one width (what ``encode`` would do with
+    the tuples), without building the tuples first.
+    """
+    if fmt == "parquet":
+        columns = _chunk_columns(chunks)
+        if columns is not None:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pa.Table.from_arrays([pa.array(c) for c in columns], names=[f"f{i}" for i in range(len(columns))])
+            sink = io.BytesIO()
+            pq.write_table(table, sink)
+            return sink.getvalue()
+    from engine.elements import TupleColumns
+
+    values: list[Any] = []
+    for chunk in chunks:
+        values.extend(chunk.values() if type(chunk) is TupleColumns else chunk)
+    return encode(fmt, values)
+
+
 def encode(fmt: str, values: Sequence[Any]) -> bytes:
     """Bytes of one output file holding ``values`` in order."""
     if fmt == "jsonl":

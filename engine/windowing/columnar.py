@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from engine.elements import StreamRecord
+from engine.elements import StreamRecord, TupleColumns
 from engine.state.key_groups import KeyGroupRange
 from engine.state.snapshot import KeyedStateSnapshot, StateTableSnapshot
 from engine.timers import TimerServiceSnapshot, _rows_in_registration_order
@@ -271,8 +271,12 @@ class ColumnarWindows:
         last = self.size - 1
         return sorted(s for s in self.col_of_start if s + last <= watermark)
 
-    def fire(self, start: int) -> list[StreamRecord]:
-        """Results of window ``start`` for every key that has it (registration order), and drop its column."""
+    def fire(self, start: int, as_columns: bool = False) -> list[StreamRecord] | TupleColumns:
+        """Results of window ``start`` for every key that has it (registration order), and drop its column.
+
+        ``as_columns``: results that are tuples of one width come back as :class:`TupleColumns`
+        (the same values, not built row by row); other results are records either way.
+        """
         col = self.col_of_start.pop(start)
         self.start_of_col[col] = None
         self._free_cols.append(col)
@@ -283,27 +287,48 @@ class ColumnarWindows:
             return []
         cells = cells[live[np.argsort(seqs[live], kind="stable")]]
         max_ts = start + self.size - 1
-        out = [StreamRecord(v, max_ts) for v in self._results(cells)]
+        columns = self._result_columns(cells) if as_columns else None
+        out: list[StreamRecord] | TupleColumns = (
+            TupleColumns(columns, max_ts) if columns is not None
+            else [StreamRecord(v, max_ts) for v in self._results(cells)])
         self.seq[cells] = _EMPTY
         self.count[cells] = 0
         self.acc[cells] = None
         self.carrier[cells] = None
         return out
 
-    def _results(self, cells: np.ndarray) -> list:
+    def _result_columns(self, cells: np.ndarray, carriers: list | None = None,
+                        accs: list | None = None) -> list[list] | None:
+        """The results as columns when they are all tuples of one width holding the field, else None.
+
+        Built column-wise, in C.  A window of one element gets a tuple equal to the element (its acc
+        is the element's field), as add() keeps it.
+        """
         field = self.field
+        if type(field) is not int:
+            return None
+        if carriers is None:
+            carriers = self.carrier[cells].tolist()
+        if set(map(type, carriers)) != {tuple}:
+            return None
+        widths = set(map(len, carriers))
+        if len(widths) != 1:
+            return None
+        width = widths.pop()
+        if field >= width:
+            return None
+        if accs is None:
+            accs = self.acc[cells].tolist()
+        return [accs if j == field else list(map(itemgetter(j), carriers)) for j in range(width)]
+
+    def _results(self, cells: np.ndarray) -> list:
         carriers = self.carrier[cells].tolist()
         accs = self.acc[cells].tolist()
-        if type(field) is int and set(map(type, carriers)) == {tuple}:
-            widths = set(map(len, carriers))
-            if len(widths) == 1:
-                # all tuples of one width: build the results column-wise, in C.  A window of one element
-                # gets a tuple equal to the element (its acc is the element's field), as add() keeps it.
-                width = widths.pop()
-                if field < width:
-                    columns = [accs if j == field else list(map(itemgetter(j), carriers)) for j in range(width)]
-                    return list(zip(*columns))
+        columns = self._result_columns(cells, carriers, accs)
+        if columns is not None:
+            return list(zip(*columns))
         counts = self.count[cells].tolist()
+        field = self.field
         return [c if n == 1 else set_field(c, field, a) for c, a, n in zip(carriers, accs, counts)]
 
     def maybe_compact(self) -> None:

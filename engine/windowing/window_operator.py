@@ -1202,8 +1202,18 @@ class WindowOperator(OneInputStreamOperator):
         columns = self._columns
         out: list[StreamRecord] = []
         if columns is not None:
+            collect_columns = getattr(self.output, "collect_columns", None) if self._fire_in_buffers else None
+            if collect_columns is not None:
+                # an output that takes columns (a Spark task's router) gets each window's results as they
+                # come out of the arrays, in the same order
+                for start in columns.due_starts(time):
+                    fired = columns.fire(start, as_columns=True)
+                    if len(fired):
+                        collect_columns(fired)
+                columns.maybe_compact()
+                return
             for start in columns.due_starts(time):
-                out.extend(columns.fire(start))
+                out.extend(columns.fire(start))  # type: ignore[arg-type]
             columns.maybe_compact()
         else:
             out = self._sessions.fire(time)  # type: ignore[union-attr]

@@ -105,3 +105,14 @@ def test_a_released_operator_frees_its_state_without_the_collector():
     gc.collect()
     assert kept() is None
     assert held_by_a_cycle, "the operator without release() is expected to be held by a reference cycle"
+
+
+def test_the_worker_allocator_keeps_freed_memory_once_per_process():
+    import sys
+
+    from engine.runtime.spark import worker_memory
+
+    first = worker_memory.keep_freed_memory()
+    if sys.platform.startswith("linux"):
+        assert first is True  # glibc took the thresholds
+    assert worker_memory.keep_freed_memory() is True  # the second call does nothing

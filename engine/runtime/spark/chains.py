@@ -25,7 +25,7 @@ from engine.api.graph import (
     Transformation,
     WindowTransformation,
 )
-from engine.elements import MIN_WATERMARK, StreamRecord
+from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns
 from engine.errors import JobDefinitionError
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output
 from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
@@ -122,6 +122,13 @@ class _NodeOutput(Output):
     def collect_batch(self, records: list[StreamRecord]) -> None:
         self.router.emit(self.node_id, None, records)
 
+    def collect_columns(self, batch: TupleColumns | list[StreamRecord]) -> None:
+        """A fired window's results: columns (engine/elements.py TupleColumns) or records."""
+        if type(batch) is TupleColumns:
+            self.router.emit_columns(self.node_id, batch)
+        else:
+            self.router.emit(self.node_id, None, batch)
+
     def collect_side(self, tag: Any, record: StreamRecord) -> None:
         self.router.emit(self.node_id, tag.tag_id, (record,))
 
@@ -141,7 +148,8 @@ class Router:
         self.routes = routes
         #: sink node id -> StagingTarget of this epoch, and the values this task produced for it
         self.staging = staging or {}
-        self._staged_values: dict[int, list] = {}
+        #: sink node id -> what this task produced for it, in order: lists of values and TupleColumns
+        self._staged_chunks: dict[int, list] = {}
         #: W(n-1): panes with a window at or behind it take the element path (preaggregation.py)
         self.watermark_before = watermark_before
         #: per pre-aggregated window node: the (key, pane) pairs whose first record this task has written
@@ -186,12 +194,22 @@ class Router:
             elif c.kind == WINDOW:
                 self._to_window(c.node_id, records)
             elif c.kind == STAGED:
-                self._staged_values.setdefault(c.node_id, []).extend(r.value for r in records)
+                self._staged_chunks.setdefault(c.node_id, []).append([r.value for r in records])
             else:
                 tag = str(c.node_id)
                 add = self.rows.add
                 for r in records:
                     add(DEST_DRIVER, ts=r.timestamp, value=encode_value(r.value), tag=tag)
+
+    def emit_columns(self, node_id: int, batch: TupleColumns) -> None:
+        """Results in column form (engine/elements.py TupleColumns): kept as columns when every consumer is
+        a staged file sink (the part is written from them), else emitted as records."""
+        consumers = self.routes.of(node_id, None)
+        if consumers and all(c.kind == STAGED for c in consumers):
+            for c in consumers:
+                self._staged_chunks.setdefault(c.node_id, []).append(batch)
+        else:
+            self.emit(node_id, None, batch.records())
 
     def _to_window(self, node_id: int, records: Any) -> None:
         """One record row per record: the key (the selector called per record, as its contract says),
@@ -267,10 +285,11 @@ class Router:
     def close(self) -> None:
         for op in self._ops.values():
             op.close()
-        for node_id, values in self._staged_values.items():
-            if values:
-                key = self.staging[node_id].write(self.channel, values)
-                self.rows.add(DEST_STAGED, value=json.dumps({"key": key, "records": len(values)}), tag=str(node_id))
-        self._staged_values = {}
+        for node_id, chunks in self._staged_chunks.items():
+            count = sum(map(len, chunks))
+            if count:
+                key = self.staging[node_id].write(self.channel, chunks)
+                self.rows.add(DEST_STAGED, value=json.dumps({"key": key, "records": count}), tag=str(node_id))
+        self._staged_chunks = {}
         # the router and its context refer to each other: drop the per-task caches now, not at a later collection
         self._seen, self._behind, self._str_keys, self._ops = {}, {}, {}, {}

@@ -239,6 +239,8 @@ class SparkJob:
         self.last_epoch_ms = 0
         #: wall time of the last epoch's two Spark jobs: reading splits, and shuffles + window stages
         self.last_epoch_phases_ms: dict[str, int] = {}
+        #: the same phases summed over every epoch so far
+        self.phases_total_ms: dict[str, int] = {"read": 0, "windows": 0}
         from engine.runtime.spark.checkpointing import SparkCheckpointing
 
         self.checkpointing = SparkCheckpointing(self)
@@ -416,6 +418,8 @@ class SparkJob:
                 self._deliver(self._driver_rows(window_outputs))  # the second job: shuffles and window stages
             self.last_epoch_phases_ms = {"read": int((read_done - started) * 1000),
                                          "windows": int((time.monotonic() - read_done) * 1000)}
+            for phase, ms in self.last_epoch_phases_ms.items():
+                self.phases_total_ms[phase] += ms
             if self.bounded and all(s["finished"] for s in self.splits.values()) and after == MAX_WATERMARK:
                 self.finished = True
         self.last_epoch_ms = int((time.monotonic() - started) * 1000)

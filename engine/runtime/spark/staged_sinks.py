@@ -45,13 +45,14 @@ class StagingTarget:
         digest = hashlib.sha256(channel.encode("utf-8")).hexdigest()[:20]
         return f"_staging/{self.txn_id}/{STAGED_PART_PREFIX}{self.epoch:010d}-{digest}.{self.extension}"
 
-    def write(self, channel: str, values: list[Any]) -> str:
-        """Runs in the task: one staged part with ``values``; its key."""
-        from engine.io.formats import encode
+    def write(self, channel: str, chunks: list[Any]) -> str:
+        """Runs in the task: one staged part with the values of ``chunks`` (lists of values and
+        TupleColumns, in order, engine/io/formats.py ``encode_chunks``); its key."""
+        from engine.io.formats import encode_chunks
         from engine.io.storage import open_folder
 
         key = self.part_key(channel)
-        open_folder(self.path, self.storage_options).put_bytes(key, encode(self.format, values))
+        open_folder(self.path, self.storage_options).put_bytes(key, encode_chunks(self.format, chunks))
         return key
 
 

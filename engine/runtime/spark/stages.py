@@ -152,12 +152,19 @@ def window_stage(nodes: dict[int, Any], routes: Routes, *, epoch: int, paralleli
     A partition holds one subtask's key groups; each window vertex runs as one WindowOperator over
     the subtask's whole key-group range (restored from its key groups' state rows), so the
     framework's fixed cost per epoch — building the operator, restoring and snapshotting it — is
-    paid once per subtask, and the per-record work is the operator's own batch path.
+    paid once per subtask, and the per-record work is the operator's own batch path.  The task
+    runs with Python's cycle collector paused (engine/runtime/gc_pause.py) and its worker keeps
+    freed memory for the next epoch's operator (engine/runtime/spark/worker_memory.py).  Fired
+    windows that the columnar layout hands over as columns go to a staged file sink without
+    becoming records (engine/elements.py TupleColumns).
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from engine.errors import IllegalStateError
+        from engine.runtime.spark.worker_memory import keep_freed_memory
         from engine.state.key_groups import key_group_range_for_operator, operator_index_for_key_group
+
+        keep_freed_memory()
 
         # The subtask comes from the data, not TaskContext.partitionId(): the stage may be computed
         # inside a union with other stages (its local checkpoint materializes lazily), which renumbers
