@@ -249,8 +249,12 @@ class ColumnarWindows:
         new = np.nonzero(seq[cells] < 0)[0]  # entry positions whose (key, window) has no entry yet
         firsts = new
         if new.size:
-            # the first entry of each new (key, window), in entry order (np.unique gives first occurrences)
-            firsts = new[np.sort(np.unique(cells[new], return_index=True)[1])]
+            # the first entry of each new (key, window), in entry order: the new cells' seq (-1 until now)
+            # serves as scratch, every one of them gets its real number just below
+            new_cells = cells[new]
+            seq[new_cells] = m
+            np.minimum.at(seq, new_cells, new)
+            firsts = new[seq[new_cells] == new]
             first_cells = cells[firsts]
             seq[first_cells] = np.arange(self.next_seq, self.next_seq + firsts.size, dtype=np.int64)
             self.next_seq += int(firsts.size)
