@@ -350,6 +350,11 @@ class WindowOperator(OneInputStreamOperator):
         ):
             self._columnar_spec = (*self._batch_geometry, self.incremental.user_function.field)
 
+    @property
+    def folds_in_arrays(self) -> bool:
+        """Whether this operator keeps its windows in the columnar layout (engine/windowing/columnar.py)."""
+        return self._columnar_spec is not None
+
     # ---- lifecycle ----------------------------------------------------------------------------------
     def open(self, context: OperatorContext, output: Output) -> None:
         super().open(context, output)

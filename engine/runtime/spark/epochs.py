@@ -45,8 +45,8 @@ Where the rest lives (all built):
   shuffle and locally checkpointed so lineage never grows.
 * **Checkpoints** — engine/runtime/spark/checkpointing.py: tasks write their key groups' state
   through ``checkpoints`` and acknowledge with the handles.
-* **Pre-aggregation** — engine/runtime/spark/preaggregation.py: built-in sum/min/max grouped per
-  (key, pane) in Spark SQL before the window stage.
+* **Pre-aggregation** — engine/runtime/spark/preaggregation.py: built-in min/max (and a sum the
+  columnar layout does not take) grouped per (key, pane) in Spark SQL before the window stage.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ Epoch n, driven by :meth:`SparkJob.step`:
    split (seed 004; a finished split counts as MAX_WATERMARK): its output is W(n).  End of bounded
    input (every split finished) makes W(n) = MAX_WATERMARK.
 3. **Windows.**  Each window vertex, in plan order (so a window after a window sees its input in
-   the same epoch), gets the records routed to it — built-in sum/min/max first folded per (key,
-   pane) in Spark SQL (engine/runtime/spark/preaggregation.py) — plus its keyed state rows from
+   the same epoch), gets the records routed to it — built-in min/max, and a sum the columnar
+   layout does not take, first folded per (key, pane) in Spark SQL
+   (engine/runtime/spark/preaggregation.py) — plus its keyed state rows from
    epoch n-1, ``_kg`` computed in Spark SQL, shuffled so Spark partition i holds subtask i's key
    groups (engine/runtime/spark/epochs.py), and runs the shared WindowOperator once per (vertex,
    subtask) over its key groups: records judged against W(n-1), then W(n) fires timers.  The new
@@ -107,7 +108,8 @@ class SparkRuntime:
     ``from_savepoint`` (alias ``restore_from``: a checkpoint or savepoint URI), ``storage_options`` (dict for
     ``checkpoints.open_store``, e.g. ``{"endpoint_url": ...}``), ``async_snapshots`` (default True: a checkpoint's
     state upload overlaps the next epoch, engine/runtime/spark/checkpointing.py), ``preaggregation`` (default True: built-in
-    sum/min/max folded in Spark SQL first, engine/runtime/spark/preaggregation.py), ``max_epochs`` (stop after that
+    min/max, and a sum the window's columnar layout does not take, folded in Spark SQL first,
+    engine/runtime/spark/preaggregation.py), ``max_epochs`` (stop after that
     many epochs: for unbounded sources in tests and benchmarks), ``epoch_interval_ms`` (default 0: the
     next epoch starts as soon as one ends; N > 0 works like Structured Streaming's processing-time
     trigger: an epoch starts no sooner than N ms after the previous one started, at once if that one
