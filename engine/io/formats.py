@@ -297,20 +297,30 @@ def _tuples_table(values: Sequence[Any]) -> Any:
     length (the usual window result), else None.  ``from_pylist`` takes the names of the first row
     and one ``pa.array`` per name, which is what this does without a dict per row.
     """
+    columns = _chunk_columns([values])
+    return None if columns is None else _columns_table(columns)
+
+
+def _columns_table(columns: list[list]) -> Any:
     import pyarrow as pa
 
-    if not values or type(values[0]) is not tuple:
-        return None
-    width = len(values[0])
-    for v in values:
-        if type(v) is not tuple or len(v) != width:
-            return None
-    columns = list(zip(*values)) if width else []
-    return pa.Table.from_arrays([pa.array(list(c)) for c in columns], names=[f"f{i}" for i in range(width)])
+    return pa.Table.from_arrays([pa.array(c) for c in columns], names=[f"f{i}" for i in range(len(columns))])
+
+
+def _parquet_bytes(table: Any) -> bytes:
+    import pyarrow.parquet as pq
+
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
 
 
 def _chunk_columns(chunks: Sequence[Any]) -> list[list] | None:
-    """The columns ``_tuples_table`` would build from the chunks' values, or None where it would give up."""
+    """The columns of the chunks' values when every value is a tuple of one width, else None.
+
+    A chunk is a list of values or an engine/elements.py ``TupleColumns``.  No values at all is
+    None; tuples of width 0 give no columns (an empty-column table, as before).
+    """
     from engine.elements import TupleColumns
 
     width: int | None = None
@@ -336,8 +346,10 @@ def _chunk_columns(chunks: Sequence[Any]) -> list[list] | None:
         elif len(columns) != width:
             return None
         parts.append(columns)
-    if width is None or width == 0:
+    if width is None:
         return None
+    if len(parts) == 1:
+        return parts[0]
     return [[v for part in parts for v in part[j]] for j in range(width)]
 
 
@@ -351,13 +363,7 @@ def encode_chunks(fmt: str, chunks: Sequence[Any]) -> bytes:
     if fmt == "parquet":
         columns = _chunk_columns(chunks)
         if columns is not None:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
-            table = pa.Table.from_arrays([pa.array(c) for c in columns], names=[f"f{i}" for i in range(len(columns))])
-            sink = io.BytesIO()
-            pq.write_table(table, sink)
-            return sink.getvalue()
+            return _parquet_bytes(_columns_table(columns))
     from engine.elements import TupleColumns
 
     values: list[Any] = []
@@ -373,12 +379,9 @@ def encode(fmt: str, values: Sequence[Any]) -> bytes:
                        for v in values).encode("utf-8")
     if fmt == "parquet":
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         table = _tuples_table(values)
         if table is None:
             table = pa.Table.from_pylist([_as_row(v) for v in values])
-        sink = io.BytesIO()
-        pq.write_table(table, sink)
-        return sink.getvalue()
+        return _parquet_bytes(table)
     raise JobDefinitionError("format", fmt, "must be 'parquet' or 'jsonl' for a file sink")

@@ -1207,18 +1207,15 @@ class WindowOperator(OneInputStreamOperator):
         columns = self._columns
         out: list[StreamRecord] = []
         if columns is not None:
+            # an output that takes columns (a Spark task's router) gets each window's results as they come
+            # out of the arrays, window by window in the same order; any other output gets one buffer
             collect_columns = getattr(self.output, "collect_columns", None) if self._fire_in_buffers else None
-            if collect_columns is not None:
-                # an output that takes columns (a Spark task's router) gets each window's results as they
-                # come out of the arrays, in the same order
-                for start in columns.due_starts(time):
-                    fired = columns.fire(start, as_columns=True)
-                    if len(fired):
-                        collect_columns(fired)
-                columns.maybe_compact()
-                return
             for start in columns.due_starts(time):
-                out.extend(columns.fire(start))  # type: ignore[arg-type]
+                fired = columns.fire(start, as_columns=collect_columns is not None)
+                if collect_columns is None:
+                    out.extend(fired)  # type: ignore[arg-type]
+                elif len(fired):
+                    collect_columns(fired)
             columns.maybe_compact()
         else:
             out = self._sessions.fire(time)  # type: ignore[union-attr]
