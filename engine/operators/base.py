@@ -240,6 +240,11 @@ class OneInputStreamOperator(ABC):
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         return _EmptySnapshot(self._snapshot_metadata(checkpoint_id))
 
+    def snapshot_now(self, checkpoint_id: int) -> MaterializedOperatorSnapshot:
+        """``snapshot_state(checkpoint_id).materialize()`` for a caller that processes nothing in between;
+        an operator may then skip the copy that keeps an asynchronous snapshot unchanged."""
+        return self.snapshot_state(checkpoint_id).materialize()
+
     def initialize_state(
         self,
         snapshots: Iterable[OperatorSnapshot | MaterializedOperatorSnapshot],

@@ -101,8 +101,52 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+def _flat_tuple_encoder() -> Any:
+    """The JSON array text of a flat tuple of plain scalars, without building a C encoder per call.
+
+    ``JSONEncoder.encode`` makes a new C encoder for every container it writes; this one is made
+    once with ``_VALUE_ENCODER``'s settings (no circular-reference markers: a flat tuple of scalars
+    holds no container).  Without the C accelerator it is ``_VALUE_ENCODER.encode`` itself.
+    """
+    from json.encoder import c_make_encoder, encode_basestring_ascii
+
+    if c_make_encoder is None:
+        return _VALUE_ENCODER.encode
+    make = c_make_encoder(None, _VALUE_ENCODER.default, encode_basestring_ascii, None, ":", ",", False, False, False)
+    return lambda value: "".join(make(value, 0))
+
+
+_encode_flat_tuple = _flat_tuple_encoder()
+
+
+def _plain(x: Any) -> bool:
+    """A scalar written as itself (exact types: subclasses and numpy scalars take the generic walk)."""
+    t = type(x)
+    return t is str or t is int or t is bool or x is None or (t is float and x - x == 0.0)
+
+
 def encode(value: Any) -> str:
-    """Encode a state value to JSON text (raises StateSerializationError for unsupported types)."""
+    """Encode a state value to JSON text (raises StateSerializationError for unsupported types).
+
+    Flat tuples and dicts of plain scalars — most records and window contents — are written with
+    one encoder call, the very text the generic walk gives (tests/engine/state/test_codec_fast_path.py);
+    anything else (nested values, non-finite floats, bytes, tagged dict keys, subclasses) takes the walk.
+    """
+    t = type(value)
+    if t is tuple:
+        for x in value:
+            if not _plain(x):
+                break
+        else:
+            return '{"$t":' + _encode_flat_tuple(value) + "}"
+    elif t is dict:
+        for k, x in value.items():
+            if type(k) is not str or k.startswith("$") or not _plain(x):
+                break
+        else:
+            return _VALUE_ENCODER.encode(value)
+    elif _plain(value):
+        return _VALUE_ENCODER.encode(value)
     return _VALUE_ENCODER.encode(_to_jsonable(value, "value"))
 
 
@@ -112,6 +156,23 @@ def decode(text: str) -> Any:
         raw = json.loads(text)
     except (TypeError, ValueError) as exc:
         raise CorruptSnapshotError(f"state value is not valid JSON ({exc}): {text[:80]!r}") from exc
+    return from_jsonable(raw)
+
+
+def from_jsonable(raw: Any) -> Any:
+    """The value of already parsed JSON written by :func:`encode`; a flat tuple is rebuilt without the walk."""
+    t = type(raw)
+    if t is dict:
+        if len(raw) == 1:
+            inner = raw.get("$t")
+            if type(inner) is list:
+                for v in inner:
+                    if type(v) is dict or type(v) is list:
+                        break
+                else:
+                    return tuple(inner)
+    elif t is not list:
+        return raw
     return _from_jsonable(raw)
 
 

@@ -1245,6 +1245,14 @@ class WindowOperator(OneInputStreamOperator):
 
     # ---- snapshots --------------------------------------------------------------------------------------
     def snapshot_state(self, checkpoint_id: int) -> WindowOperatorSnapshot:
+        return self._snapshot(checkpoint_id, frozen=True)
+
+    def snapshot_now(self, checkpoint_id: int) -> MaterializedOperatorSnapshot:
+        """The snapshot materialized at once: nothing runs before it is built, so the array layout is read in
+        place instead of frozen into a copy first (a Spark task ends its epoch this way)."""
+        return self._snapshot(checkpoint_id, frozen=False).materialize()
+
+    def _snapshot(self, checkpoint_id: int, frozen: bool) -> WindowOperatorSnapshot:
         metadata = self._snapshot_metadata(checkpoint_id)
         metadata["current_watermark"] = self.timer_service.current_watermark()
         backend = self.keyed_state_backend
@@ -1254,7 +1262,7 @@ class WindowOperator(OneInputStreamOperator):
         metadata["state_kinds"] = backend.state_kinds()
         if self._columns is not None:
             metadata["state_rows"][WINDOW_CONTENTS_STATE] = self._columns.num_entries()
-            return _ColumnarSnapshot(metadata, self._columns.frozen())
+            return _ColumnarSnapshot(metadata, self._columns.frozen() if frozen else self._columns)
         if self._sessions is not None:
             # built now (O(open sessions)): the session objects change in place as processing goes on
             keyed, timers = self._sessions.snapshot_parts()

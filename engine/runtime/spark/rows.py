@@ -150,58 +150,6 @@ def is_empty_snapshot(snapshot: MaterializedOperatorSnapshot) -> bool:
 
 # ---- record values, many at a time ---------------------------------------------------------------------
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
-_dumps = _ENCODER.encode
-
-
-def _flat_encoder() -> Any:
-    """``_dumps`` for a flat tuple of plain scalars, without building a C encoder per call.
-
-    ``JSONEncoder.encode`` makes a new C encoder for every container it writes; this one is made
-    once with the same settings (no circular-reference markers: a flat tuple of scalars holds no
-    container).  Without the C accelerator it is ``_dumps`` itself.
-    """
-    from json.encoder import c_make_encoder, encode_basestring_ascii
-
-    if c_make_encoder is None:
-        return _dumps
-    make = c_make_encoder(None, _ENCODER.default, encode_basestring_ascii, None, ":", ",", False, False, False)
-    return lambda value: "".join(make(value, 0))
-
-
-_dumps_flat = _flat_encoder()
-
-
-def _plain(x: Any) -> bool:
-    """A scalar the codec writes as itself (exact types: subclasses and numpy go through the codec)."""
-    t = type(x)
-    return t is str or t is int or t is bool or x is None or (t is float and x - x == 0.0)
-
-
-def encode_value(value: Any) -> str:
-    """``codec.encode(value)``, the same text, without the codec's generic walk for flat records.
-
-    Records crossing a Spark stage are mostly flat tuples or dicts of scalars; for those the codec's
-    output is known (``{"$t": [...]}`` or the object itself), so one JSON encoder call writes it.
-    Anything else — nested values, non-finite floats, bytes, tagged dict keys — goes through
-    :func:`engine.state.codec.encode`.  tests/runtime/spark/test_spark_rows.py checks both agree.
-    """
-    t = type(value)
-    if t is tuple:
-        for x in value:
-            if not _plain(x):
-                return codec.encode(value)
-        return '{"$t":' + _dumps_flat(value) + "}"  # the text of _dumps({"$t": list(value)})
-    if t is dict:
-        for k, x in value.items():
-            if type(k) is not str or k.startswith("$") or not _plain(x):
-                return codec.encode(value)
-        return _dumps(value)
-    if _plain(value):
-        return _dumps(value)
-    return codec.encode(value)
-
-
 def decode_values(texts: list[str | None]) -> list[Any]:
     """``[codec.decode(t) for t in texts]`` (None stays None) with one JSON parse for the whole list.
 

@@ -248,7 +248,7 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
         operator.process_watermark(Watermark(watermark_after))
     if watermark_after == MAX_WATERMARK:
         operator.finish()
-    snapshot = operator.snapshot_state(epoch).materialize()
+    snapshot = operator.snapshot_now(epoch)  # built before anything else runs: no frozen copy
     operator.close()
     operator.release()  # its state is garbage now: free it before the next subtask, not at the task's end
     router.close()

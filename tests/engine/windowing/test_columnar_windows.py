@@ -390,3 +390,29 @@ def test_a_restore_with_more_open_windows_than_the_first_grid_keeps_every_window
     second.process_elements(records[200:])
     second.process_watermark(MAX_WATERMARK)
     assert second.get_output() == expected.get_output()
+
+
+@pytest.mark.parametrize("config", ["tumbling int sum", "sliding float sum", "sliding sum of a dict field"])
+def test_snapshot_now_builds_the_same_snapshot_without_a_frozen_copy(config: str, monkeypatch):
+    """snapshot_now (what a Spark task ends its epoch with) reads the arrays in place: the same tables as
+    snapshot_state(...).materialize(), no copy taken, and processing goes on unchanged afterwards."""
+    from engine.windowing.columnar import ColumnarWindows
+
+    factory, kind = CONFIGS[config]
+    run = random_run(3, kind)
+    reference, now = harness(factory(True)), harness(factory(True))
+    expected: list = []
+    feed(reference, run, batched=True, snapshots=expected)
+
+    def no_copy(self):
+        raise AssertionError("snapshot_now must not freeze a copy")
+
+    monkeypatch.setattr(ColumnarWindows, "frozen", no_copy)
+    taken = []
+    for checkpoint_id, (batch, watermark) in enumerate(run, start=1):  # the harness numbers from 1
+        now.process_elements(batch)
+        now.process_watermark(watermark)
+        taken.append(now.operator.snapshot_now(checkpoint_id))
+    assert now.operator._columns is not None
+    assert [comparable(s) for s in taken] == [comparable(s) for s in expected]
+    assert observable(now) == observable(reference)
