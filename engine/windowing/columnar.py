@@ -416,30 +416,42 @@ class ColumnarWindows:
         if len(rows) != len(contents) or not self.is_empty():
             return False
         size, slide, offset = self.size, self.slide, self.offset
-        plan = []
+        keys, groups, starts, values = [], [], [], []
+        get = contents.get
         for _seq, kg, key, window, ts in rows:
             if type(window) is not TimeWindow or window.end - window.start != size or ts != window.end - 1:
                 return False
             if (window.start - offset) % slide != 0 or ts <= watermark:
                 return False
-            value = contents.get((key, window))
-            if value is None or self.readable([value]) is None:
+            value = get((key, window))
+            if value is None:
                 return False
-            plan.append((key, kg, window.start, value))
+            keys.append(key)
+            groups.append(kg)
+            starts.append(window.start)
+            values.append(value)
+        xs = self.readable(values)
+        if xs is None:
+            return False
+        known = self.key_ids
+        # the restore placed each key in its key group (keyed state checks it against the key's hash); new keys
+        # get rows in first-appearance order, as placing the entries one by one would give them
+        group_of = {key: kg for key, kg in zip(keys, groups) if key not in known}
+        new_starts = list(dict.fromkeys(starts))
+        rows_needed = len(self.keys) + len(group_of)
         try:
-            self._reserve(len({p[0] for p in plan}), len({p[2] for p in plan}), len(plan))
+            self._reserve(rows_needed, len(new_starts), len(values))
         except GridTooSparse:
             return False
-        for key, kg, start, value in plan:
-            row = self.key_ids.get(key)
-            if row is None:
-                # the restore placed the key in this key group (keyed state checks it against the key's hash)
-                row = self._row_for_new_key(key, kg)
-            col = self._col_for(start)  # may widen the grid: take cols_cap after it
-            cell = row * self.cols_cap + col
-            self.seq[cell] = self.next_seq
-            self.next_seq += 1
-            self.carrier[cell] = value
-            self.acc[cell] = self._getter(value)
-            self.count[cell] = 1
+        for key, kg in group_of.items():
+            self._row_for_new_key(key, kg)
+        col_of = {start: self._col_for(start) for start in new_starts}
+        n = len(values)
+        cells = (np.fromiter(map(known.__getitem__, keys), np.int64, n) * self.cols_cap
+                 + np.fromiter(map(col_of.__getitem__, starts), np.int64, n))
+        self.seq[cells] = np.arange(self.next_seq, self.next_seq + n, dtype=np.int64)
+        self.next_seq += n
+        self.carrier[cells] = _object_array(values)
+        self.acc[cells] = _object_array(xs)
+        self.count[cells] = 1
         return True
