@@ -31,7 +31,7 @@ from engine.operators.base import Metrics, OneInputStreamOperator, OperatorConte
 from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
 from engine.runtime.plan import PhysicalPlan, Vertex
 from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation, preaggregation_for
-from engine.runtime.spark.rows import DEST_DEAD_LETTER, DEST_DRIVER, DEST_STAGED, RowBuffer
+from engine.runtime.spark.rows import DEST_DEAD_LETTER, DEST_DRIVER, DEST_STAGED, RowBuffer, encode_record
 from engine.state import codec
 
 OP = "op"  # a stateless operator node run in the task
@@ -199,7 +199,7 @@ class Router:
                 tag = str(c.node_id)
                 add = self.rows.add
                 for r in records:
-                    add(DEST_DRIVER, ts=r.timestamp, value=codec.encode(r.value), tag=tag)
+                    add(DEST_DRIVER, ts=r.timestamp, value=encode_record(r.value), tag=tag)
 
     def emit_columns(self, node_id: int, batch: TupleColumns) -> None:
         """Results in column form (engine/elements.py TupleColumns): kept as columns when every consumer is
@@ -222,7 +222,7 @@ class Router:
         """
         selector = self.routes.nodes[node_id].key_selector
         pre = self.routes.preaggregations.get(node_id)
-        encode, encode_key = codec.encode, codec.encode_key
+        encode, encode_key = encode_record, codec.encode_key
         key_cache = self._str_keys
         stamps: list[Any] = []
         keys: list[str] = []

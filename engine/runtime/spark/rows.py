@@ -19,14 +19,19 @@ also carries ``_num``, the aggregated field as a long; ``_value`` is then only s
 of its (key, pane) in its task, the only one whose other fields can reach a result.
 
 Values travel as codec JSON (engine/state/codec.py), never pickle: a spilled shuffle or a
-state row holds data only (ARCHITECTURE section 5).  State tables travel as Arrow IPC.
+state row holds data only (ARCHITECTURE section 5).  State tables travel as Arrow IPC.  Records,
+which cross a stage once and are never persisted, are written by :func:`encode_record`: the
+codec's text for any value, written and read by msgspec (C) when it is a flat tuple of plain
+scalars — the usual record, and the shape Python's own JSON module handles slowest.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Any, Union
 
+import msgspec
 import pyarrow as pa
 
 from engine.errors import CorruptSnapshotError
@@ -150,17 +155,58 @@ def is_empty_snapshot(snapshot: MaterializedOperatorSnapshot) -> bool:
 
 # ---- record values, many at a time ---------------------------------------------------------------------
 
+_Scalar = Union[str, int, float, bool, None]
+
+
+class _FlatTuple(msgspec.Struct, forbid_unknown_fields=True):
+    """The codec's form of a flat tuple, ``{"$t": [scalars]}``: anything else fails to decode as one."""
+
+    items: tuple[_Scalar, ...] = msgspec.field(name="$t")
+
+
+_FLAT_TUPLES = msgspec.json.Decoder(list[_FlatTuple])
+_RECORD_ENCODER = msgspec.json.Encoder()
+_PLAIN = frozenset((str, int, bool, type(None)))
+_PLAIN_OR_FLOAT = _PLAIN | {float}
+
+
+def encode_record(value: Any) -> str:
+    """Text of a record crossing a Spark stage: ``codec.encode(value)``'s value, not always its bytes.
+
+    A flat tuple of exact ``str``/``int``/``bool``/``None``/finite ``float`` is written by msgspec as
+    ``{"$t": [...]}``; it differs from the codec's text only where JSON allows (non-ASCII characters
+    unescaped, float spelling), so :func:`engine.state.codec.decode` and :func:`decode_values` give
+    the same tuple.  Anything else is the codec's text.  Only for records in flight: state and
+    anything persisted keep the codec's canonical text.
+    """
+    if type(value) is tuple:
+        types = set(map(type, value))
+        if types <= _PLAIN or (types <= _PLAIN_OR_FLOAT
+                               and all(math.isfinite(x) for x in value if type(x) is float)):
+            try:
+                return _RECORD_ENCODER.encode({"$t": value}).decode()
+            except (msgspec.EncodeError, UnicodeError, ValueError, OverflowError):
+                pass  # e.g. a lone surrogate in a string: the codec escapes it
+    return codec.encode(value)
+
+
 def decode_values(texts: list[str | None]) -> list[Any]:
     """``[codec.decode(t) for t in texts]`` (None stays None) with one JSON parse for the whole list.
 
-    Flat tuples and dicts of scalars are rebuilt directly; anything tagged or nested is decoded by
+    A list of flat tuples is read by msgspec in one call; otherwise flat tuples and dicts of
+    scalars are rebuilt from one ``json.loads``, and anything tagged or nested is decoded by
     :func:`engine.state.codec.decode` from its own text, so the result is always the codec's.
     """
     if not texts:
         return []
     if any(t is None for t in texts):
         return [None if t is None else decode_values([t])[0] for t in texts]
-    raw = json.loads("[" + ",".join(texts) + "]")
+    joined = "[" + ",".join(texts) + "]"
+    try:
+        return [t.items for t in _FLAT_TUPLES.decode(joined)]
+    except msgspec.MsgspecError:
+        pass  # not all flat tuples (or text msgspec refuses, e.g. an escaped lone surrogate)
+    raw = json.loads(joined)
     out: list[Any] = []
     append = out.append
     for i, x in enumerate(raw):
