@@ -21,6 +21,7 @@ other value becomes ``{"value": v}`` for Parquet.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import re
@@ -239,7 +240,25 @@ def table_to_pylist(table: Any) -> list[dict]:
     if not converted:
         return table.to_pylist()
     columns = [c if type(c) is list else c.to_pylist() for c in columns]
-    return [dict(zip(names, row)) for row in zip(*columns)]
+    return _dict_rows(len(names))(names, columns)
+
+
+@functools.lru_cache(maxsize=64)
+def _dict_rows(width: int) -> Any:
+    """``lambda names, columns: [dict(zip(names, row)) for row in zip(*columns)]`` for ``width`` columns,
+    written as a dict display (about twice as fast as ``dict(zip(...))`` per row).
+
+    Only the arity is generated code: the names arrive as arguments, so no file content is ever
+    compiled.
+    """
+    names = ", ".join(f"n{i}" for i in range(width))
+    values = ", ".join(f"v{i}" for i in range(width))
+    pairs = ", ".join(f"n{i}: v{i}" for i in range(width))
+    source = (f"def rows(names, columns):\n    {names}, = names\n"
+              f"    return [{{{pairs}}} for {values}, in zip(*columns)]\n")
+    scope: dict[str, Any] = {}
+    exec(compile(source, f"<dict rows of {width}>", "exec"), scope)  # noqa: S102 - arity only, see above
+    return scope["rows"]
 
 
 class UnreadableFile(RowFile):
