@@ -70,7 +70,7 @@ from engine.runtime.spark.rows import (
     ROW_DDL,
     decode_values,
 )
-from engine.runtime.spark.stages import source_stage, window_stage
+from engine.runtime.spark.stages import WINDOW_STAGE_COLUMNS, source_stage, window_stage
 from engine.state import codec
 from engine.watermarks.strategy import WatermarkStrategy
 from engine.watermarks.valve import StatusWatermarkValve, ValveOutput
@@ -524,7 +524,10 @@ class SparkJob:
         parts += [place(self.state[i]) for i in ids if self.state[i] is not None]
         if not parts:
             parts.append(place(self.spark.createDataFrame([], ROW_DDL)))
-        placed = _union(parts).repartition(parallelism, "_pk").sortWithinPartitions("_node", "_kg", "_split", "_offset")
+        # the window stage reads only these (stages.py WINDOW_STAGE_COLUMNS): Spark prunes the others — the
+        # encoded key, the channel and sequence once sorted — from the shuffle and the Arrow batches
+        placed = _union(parts).repartition(parallelism, "_pk").sortWithinPartitions("_node", "_kg", "_split", "_offset") \
+            .select(*WINDOW_STAGE_COLUMNS)
         fn = window_stage({v.head.id: v.head for v in group}, self.routes, epoch=self.epoch, parallelism=parallelism,
                           max_parallelism=mp, watermark_before=before, watermark_after=after, now_ms=now_ms,
                           staging=self._staging())

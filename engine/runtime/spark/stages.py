@@ -53,6 +53,9 @@ from engine.state.key_groups import KeyGroupRange
 
 _FLUSH_ROWS = 8192
 
+#: the input columns :func:`window_stage` reads (the job master selects them, runtime.py ``_window_frame``)
+WINDOW_STAGE_COLUMNS = ("_dest", "_kg", "_node", "_ts", "_value", "_blob", "_num")
+
 
 def _metrics_row(rows: RowBuffer, metrics: Metrics) -> None:
     if metrics.counters:
