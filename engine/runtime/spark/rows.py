@@ -165,6 +165,7 @@ class _FlatTuple(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _FLAT_TUPLES = msgspec.json.Decoder(list[_FlatTuple])
+_ANY_JSON = msgspec.json.Decoder()
 _RECORD_ENCODER = msgspec.json.Encoder()
 _PLAIN = frozenset((str, int, bool, type(None)))
 _PLAIN_OR_FLOAT = _PLAIN | {float}
@@ -206,7 +207,10 @@ def decode_values(texts: list[str | None]) -> list[Any]:
         return [t.items for t in _FLAT_TUPLES.decode(joined)]
     except msgspec.MsgspecError:
         pass  # not all flat tuples (or text msgspec refuses, e.g. an escaped lone surrogate)
-    raw = json.loads(joined)
+    try:
+        raw = _ANY_JSON.decode(joined)
+    except msgspec.MsgspecError:
+        raw = json.loads(joined)  # what msgspec refuses (NaN literals, lone surrogates), the module reads
     out: list[Any] = []
     append = out.append
     for i, x in enumerate(raw):

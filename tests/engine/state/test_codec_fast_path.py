@@ -74,3 +74,48 @@ def test_a_flat_tuple_decodes_as_a_tuple_and_nested_tags_still_decode():
     assert codec.decode('{"$t":["a",1,2.5,null,false]}') == ("a", 1, 2.5, None, False)
     assert codec.decode('{"$t":[{"$b":"AQ=="}]}') == (b"\x01",)
     assert math.isinf(codec.decode('{"$t":[{"$f":"inf"}]}')[0])
+
+
+def _reference_decode(text):
+    """decode as it was before msgspec parsed it: json.loads, then the walk."""
+    import json
+
+    from engine.errors import CorruptSnapshotError
+
+    try:
+        raw = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise CorruptSnapshotError(str(exc)) from exc
+    return codec._from_jsonable(raw)
+
+
+def _outcome(fn, text):
+    from engine.errors import CorruptSnapshotError
+
+    try:
+        value = fn(text)
+    except CorruptSnapshotError:
+        return "corrupt"
+    return (type(value).__name__, _walked(value) if not isinstance(value, float) or value == value else "nan")
+
+
+json_like = st.one_of(
+    values.map(lambda v: codec.encode(v)),
+    st.text(alphabet='[]{}",:.-+0123456789eEtrufalsnNIy\\ \n\t$', max_size=12),
+    st.sampled_from(["NaN", "-Infinity", "1e400", '"\\ud800"', '{"$t":[1e400]}', "", "1 2", "01", "[1,]",
+                     '{"a":1,"a":2}', '{"$x":1}', '{"$t":[1],"$b":2}', "-0", "5e-324", '"\\u00e9"']),
+)
+
+
+@settings(max_examples=800, deadline=None)
+@given(json_like)
+def test_decode_gives_what_json_loads_gave_for_any_text(text):
+    assert _outcome(codec.decode, text) == _outcome(_reference_decode, text)
+
+
+def test_decode_refuses_what_is_not_text():
+    from engine.errors import CorruptSnapshotError
+
+    for bad in [None, 3, b"\xff"]:
+        with pytest.raises(CorruptSnapshotError):
+            codec.decode(bad)
