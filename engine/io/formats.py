@@ -323,37 +323,7 @@ def _tuples_table(values: Sequence[Any]) -> Any:
 def _columns_table(columns: list[list]) -> Any:
     import pyarrow as pa
 
-    return pa.Table.from_arrays([_column_array(c) for c in columns], names=[f"f{i}" for i in range(len(columns))])
-
-
-def _column_array(values: list) -> Any:
-    """``pa.array(values)``, the same array, with the type given when one Python type (and None) fills it.
-
-    pyarrow's inference costs several times the conversion itself (about 250 ns against 23 ns a
-    value for epoch-millisecond ints); for a column of only ``int``/``str``/``float``/``bool``
-    values (None allowed) it infers int64/string/double/bool, which is what is given here.  A
-    value the given type cannot hold (an int beyond 64 bits, a string column past 2 GB) makes
-    pyarrow raise, and inference decides as before.
-    """
-    import pyarrow as pa
-
-    kinds = set(map(type, values))
-    kinds.discard(type(None))
-    if len(kinds) == 1:
-        arrow_type = _arrow_types().get(kinds.pop())
-        if arrow_type is not None:
-            try:
-                return pa.array(values, arrow_type)
-            except (pa.ArrowException, OverflowError, TypeError, ValueError):
-                pass
-    return pa.array(values)
-
-
-@functools.lru_cache(maxsize=1)
-def _arrow_types() -> dict:
-    import pyarrow as pa
-
-    return {int: pa.int64(), str: pa.string(), float: pa.float64(), bool: pa.bool_()}
+    return pa.Table.from_arrays([pa.array(c) for c in columns], names=[f"f{i}" for i in range(len(columns))])
 
 
 def _parquet_bytes(table: Any) -> bytes:

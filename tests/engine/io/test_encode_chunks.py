@@ -7,7 +7,6 @@ import random
 
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from engine.elements import StreamRecord, TupleColumns
 from engine.io.formats import encode, encode_chunks
@@ -69,29 +68,3 @@ def test_tuple_columns_give_the_records_of_the_row_wise_path():
     assert len(batch) == 2
     assert batch.values() == [("a", 1), ("b", 2)]
     assert batch.records() == [StreamRecord(("a", 1), 59_999), StreamRecord(("b", 2), 59_999)]
-
-
-_cells = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
-                   st.text(max_size=4), st.binary(max_size=2))
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.one_of(st.lists(_cells, min_size=1, max_size=8), st.lists(st.integers(-2**64, 2**64), min_size=1),
-                 st.lists(st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)), min_size=1),
-                 st.lists(st.one_of(st.none(), st.text(max_size=3)), min_size=1),
-                 st.lists(st.one_of(st.none(), st.floats()), min_size=1)))
-def test_a_column_gets_exactly_the_array_pyarrow_infers(values):
-    """_column_array gives pyarrow the type when one Python type fills the column: same type, same values."""
-    import pyarrow as pa
-
-    from engine.io.formats import _column_array
-
-    try:
-        want = pa.array(values)
-    except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
-        with pytest.raises(type(exc)):
-            _column_array(values)
-        return
-    got = _column_array(values)
-    assert got.type == want.type
-    assert got.equals(want) or got.to_string() == want.to_string()  # NaN != NaN
