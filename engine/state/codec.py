@@ -128,6 +128,15 @@ def _plain(x: Any) -> bool:
     return t is str or t is int or t is bool or x is None or (t is float and x - x == 0.0)
 
 
+def all_plain(xs: Any) -> bool:
+    """Whether every item is a scalar written as itself: an exact ``str``/``int``/``bool``/``None`` or a
+    finite ``float`` (subclasses, numpy scalars and NaN/infinity take the generic walk)."""
+    for x in xs:
+        if not _plain(x):
+            return False
+    return True
+
+
 def encode(value: Any) -> str:
     """Encode a state value to JSON text (raises StateSerializationError for unsupported types).
 
@@ -137,10 +146,7 @@ def encode(value: Any) -> str:
     """
     t = type(value)
     if t is tuple:
-        for x in value:
-            if not _plain(x):
-                break
-        else:
+        if all_plain(value):
             return '{"$t":' + _encode_flat_tuple(value) + "}"
     elif t is dict:
         for k, x in value.items():
@@ -161,29 +167,42 @@ def decode(text: str) -> Any:
     values and errors are the module's (tests/engine/state/test_codec_fast_path.py).
     """
     try:
-        raw = _JSON_DECODER.decode(text)
-    except (msgspec.MsgspecError, TypeError, UnicodeError):
-        # msgspec refuses what Python's JSON module also refuses, and NaN/Infinity literals, numbers
-        # beyond a double and escaped lone surrogates, which it accepts: the module decides
-        try:
-            raw = json.loads(text)
-        except (TypeError, ValueError) as exc:
-            raise CorruptSnapshotError(f"state value is not valid JSON ({exc}): {str(text)[:80]!r}") from exc
+        raw = parse_json(text)
+    except (TypeError, ValueError) as exc:
+        raise CorruptSnapshotError(f"state value is not valid JSON ({exc}): {str(text)[:80]!r}") from exc
     return from_jsonable(raw)
 
 
+def parse_json(text: str) -> Any:
+    """JSON text as plain data, parsed by msgspec; what msgspec refuses, ``json.loads`` decides (with its errors).
+
+    msgspec refuses what Python's JSON module refuses, and also NaN/Infinity literals, numbers
+    beyond a double and escaped lone surrogates, which the module accepts.
+    """
+    try:
+        return _JSON_DECODER.decode(text)
+    except (msgspec.MsgspecError, TypeError, UnicodeError):
+        return json.loads(text)
+
+
+def _flat(items: Any) -> bool:
+    for v in items:
+        if type(v) is dict or type(v) is list:
+            return False
+    return True
+
+
 def from_jsonable(raw: Any) -> Any:
-    """The value of already parsed JSON written by :func:`encode`; a flat tuple is rebuilt without the walk."""
+    """The value of already parsed JSON written by :func:`encode`; a flat tuple or flat untagged dict is
+    taken without the walk."""
     t = type(raw)
     if t is dict:
-        if len(raw) == 1:
-            inner = raw.get("$t")
-            if type(inner) is list:
-                for v in inner:
-                    if type(v) is dict or type(v) is list:
-                        break
-                else:
-                    return tuple(inner)
+        if len(raw) == 1 and "$t" in raw:
+            inner = raw["$t"]
+            if type(inner) is list and _flat(inner):
+                return tuple(inner)
+        elif _flat(raw.values()) and not any(k.startswith("$") for k in raw):
+            return raw
     elif t is not list:
         return raw
     return _from_jsonable(raw)

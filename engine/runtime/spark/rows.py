@@ -28,7 +28,6 @@ scalars — the usual record, and the shape Python's own JSON module handles slo
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Union
 
 import msgspec
@@ -165,10 +164,7 @@ class _FlatTuple(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _FLAT_TUPLES = msgspec.json.Decoder(list[_FlatTuple])
-_ANY_JSON = msgspec.json.Decoder()
 _RECORD_ENCODER = msgspec.json.Encoder()
-_PLAIN = frozenset((str, int, bool, type(None)))
-_PLAIN_OR_FLOAT = _PLAIN | {float}
 
 
 def encode_record(value: Any) -> str:
@@ -180,23 +176,20 @@ def encode_record(value: Any) -> str:
     the same tuple.  Anything else is the codec's text.  Only for records in flight: state and
     anything persisted keep the codec's canonical text.
     """
-    if type(value) is tuple:
-        types = set(map(type, value))
-        if types <= _PLAIN or (types <= _PLAIN_OR_FLOAT
-                               and all(math.isfinite(x) for x in value if type(x) is float)):
-            try:
-                return _RECORD_ENCODER.encode({"$t": value}).decode()
-            except (msgspec.EncodeError, UnicodeError, ValueError, OverflowError):
-                pass  # e.g. a lone surrogate in a string: the codec escapes it
+    if type(value) is tuple and codec.all_plain(value):
+        try:
+            return _RECORD_ENCODER.encode({"$t": value}).decode()
+        except (msgspec.EncodeError, UnicodeError, ValueError, OverflowError):
+            pass  # e.g. a lone surrogate in a string: the codec escapes it
     return codec.encode(value)
 
 
 def decode_values(texts: list[str | None]) -> list[Any]:
     """``[codec.decode(t) for t in texts]`` (None stays None) with one JSON parse for the whole list.
 
-    A list of flat tuples is read by msgspec in one call; otherwise flat tuples and dicts of
-    scalars are rebuilt from one ``json.loads``, and anything tagged or nested is decoded by
-    :func:`engine.state.codec.decode` from its own text, so the result is always the codec's.
+    A list of flat tuples is read by msgspec in one call; otherwise the joined list is parsed once
+    (:func:`engine.state.codec.parse_json`) and each item rebuilt by
+    :func:`engine.state.codec.from_jsonable`, so the result is always the codec's.
     """
     if not texts:
         return []
@@ -207,26 +200,4 @@ def decode_values(texts: list[str | None]) -> list[Any]:
         return [t.items for t in _FLAT_TUPLES.decode(joined)]
     except msgspec.MsgspecError:
         pass  # not all flat tuples (or text msgspec refuses, e.g. an escaped lone surrogate)
-    try:
-        raw = _ANY_JSON.decode(joined)
-    except msgspec.MsgspecError:
-        raw = json.loads(joined)  # what msgspec refuses (NaN literals, lone surrogates), the module reads
-    out: list[Any] = []
-    append = out.append
-    for i, x in enumerate(raw):
-        t = type(x)
-        if t is dict:
-            if len(x) == 1 and "$t" in x:
-                inner = x["$t"]
-                if type(inner) is list and all(type(v) is not dict and type(v) is not list for v in inner):
-                    append(tuple(inner))
-                    continue
-            elif all(not k.startswith("$") and type(v) is not dict and type(v) is not list for k, v in x.items()):
-                append(x)
-                continue
-            append(codec.decode(texts[i]))
-        elif t is list:
-            append(codec.decode(texts[i]))
-        else:
-            append(x)
-    return out
+    return [codec.from_jsonable(x) for x in codec.parse_json(joined)]
