@@ -222,8 +222,6 @@ class Router:
         """
         selector = self.routes.nodes[node_id].key_selector
         pre = self.routes.preaggregations.get(node_id)
-        if pre is None and self._to_window_columns(node_id, selector, records):
-            return
         encode, encode_key = encode_record, codec.encode_key
         key_cache = self._str_keys
         stamps: list[Any] = []
@@ -283,36 +281,6 @@ class Router:
             self.sequence += n
             self.rows.extend(n, node_id, split=self.channel, offset=range(first, first + n), ts=stamps, key=keys,
                              value=texts, num=nums)
-
-    def _to_window_columns(self, node_id: int, selector: Any, records: Any) -> bool:
-        """``_to_window`` without a pre-aggregation, column by column: the selector mapped over the values,
-        ``str`` keys encoded once per task, values encoded in one pass.  False, having emitted nothing,
-        when a key cannot be taken or encoded that way; the record-by-record loop then dead-letters
-        exactly the records it must."""
-        values = [r.value for r in records]
-        try:
-            ks = list(map(selector, values))
-            if set(map(type, ks)) <= {str}:
-                cache = self._str_keys
-                keys = list(map(cache.get, ks))
-                if None in keys:
-                    encode_key = codec.encode_key
-                    for i, key in enumerate(keys):
-                        if key is None:
-                            k = ks[i]
-                            key = cache.get(k)
-                            keys[i] = key if key is not None else cache.setdefault(k, encode_key(k))
-            else:
-                keys = list(map(codec.encode_key, ks))
-        except Exception:  # noqa: BLE001 - some record is a dead letter: the per-record loop sorts them out
-            return False
-        n = len(keys)
-        if n:
-            first = self.sequence + 1
-            self.sequence += n
-            self.rows.extend(n, node_id, split=self.channel, offset=range(first, first + n),
-                             ts=[r.timestamp for r in records], key=keys, value=list(map(encode_record, values)))
-        return True
 
     def close(self) -> None:
         for op in self._ops.values():
