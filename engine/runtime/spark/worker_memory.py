@@ -20,15 +20,18 @@ import sys
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
-_tuned = False
+_tuned: bool | None = None  # the first call's outcome
 
 
 def keep_freed_memory() -> bool:
     """Tune this process's allocator once (module docstring); True when glibc took the settings."""
     global _tuned
-    if _tuned:
-        return True
-    _tuned = True
+    if _tuned is None:
+        _tuned = _tune()
+    return _tuned
+
+
+def _tune() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
