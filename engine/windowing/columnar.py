@@ -40,6 +40,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from engine.elements import StreamRecord, TupleColumns
+from engine.errors import IllegalStateError
 from engine.state.key_groups import KeyGroupRange
 from engine.state.snapshot import KeyedStateSnapshot, StateTableSnapshot
 from engine.timers import TimerServiceSnapshot, _rows_in_registration_order
@@ -140,7 +141,7 @@ class ColumnarWindows:
         col = self.col_of_start.get(start)
         if col is None:
             if not self._free_cols:
-                self._grow(self.rows_cap, self.cols_cap * 2)
+                raise IllegalStateError(f"Bug: no free column for window {start}: _reserve_starts must run first")
             col = self._free_cols.pop()
             self.col_of_start[start] = col
             self.start_of_col[col] = start
@@ -157,7 +158,7 @@ class ColumnarWindows:
             group = self._key_group_of(key)  # raises for unhashable keys and keys of other subtasks
         row = len(self.keys)
         if row >= self.rows_cap:
-            self._grow(self.rows_cap * 2, self.cols_cap)
+            raise IllegalStateError(f"Bug: no free row for key {key!r}: _reserve must run first")
         self.keys.append(key)
         self.key_groups.append(group)
         self.key_ids[key] = row
