@@ -12,7 +12,8 @@ staged by the Spark tasks and committed per checkpoint).  Sluice also emits the 
 at end of input (MAX_WATERMARK); native append mode never does, so Sluice writes more rows.  The Sluice job is written as a
 user would write it: a timestamp assigner, a map to tuples and a key selector, all Python,
 called per record as their contract says.  Prints both throughputs, their ratio, checkpoint duration and size per
-epoch and the restore time; the last line is JSON.
+epoch, the restore time, and where each side's CPU goes (microseconds per event in the Spark JVM, in
+PySpark's Python workers and in the driver's Python, bench/common.py ``CpuMeter``); the last line is JSON.
 
 Each side runs ``--repeat`` times per window (default 3), native and Sluice taking turns, and the
 medians are compared: the first run of either side in a process pays the JVM's warm-up (and
@@ -34,7 +35,8 @@ import time
 from typing import Any
 
 from bench.bench_spark_native import bench_spark_conf, run_native_window_sum
-from bench.common import generate_purchase_events, interleave_into_splits, print_result_line
+from bench.common import (CpuMeter, generate_purchase_events, interleave_into_splits, per_event_us,
+                          print_result_line, spark_jvm_pid)
 
 
 def _ts_ms(e: dict, ts: Any) -> int:
@@ -83,9 +85,11 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, split
 
     env, stream = build()
     job = SparkRuntime(env).start(f"bench-{window}", list(env._sinks), [])
+    meter = CpuMeter(spark_jvm_pid()).start()
     started = time.monotonic()
     job.run()
     wall_s = time.monotonic() - started
+    cpu_s = meter.stop()
     output_rows = job.records_out
     history = job.checkpoint_history()
     restore_s = None
@@ -104,6 +108,7 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, split
                                                 / max(1, len(history)), 1),
         "checkpoint_bytes_per_epoch": round(sum(h.size_bytes or 0 for h in history) / max(1, len(history)), 1),
         "restore_s": restore_s,
+        "cpu_us_per_event": per_event_us(cpu_s, dataset.events),
     }
 
 
@@ -152,13 +157,20 @@ def main(argv: list[str] | None = None) -> None:
                            for key in ("checkpoint_ms_per_epoch", "checkpoint_upload_ms_per_epoch",
                                        "checkpoint_bytes_per_epoch", "restore_s")}
                 ratio = round(sluice_eps / native_eps, 3)
+                kinds = ("jvm", "python_workers", "driver_python", "total")
+                native_cpu = {k: _median([n.cpu_us_per_event[k] for n in natives]) for k in kinds}
+                sluice_cpu = {k: _median([r["cpu_us_per_event"][k] for r in sluices]) for k in kinds}
                 print(f"{window}: native median {native_eps:,.0f} ev/s in {natives[0].micro_batches} micro-batches; "
                       f"sluice median {sluice_eps:,.0f} ev/s in {sluices[0]['epochs']} epochs; ratio {ratio} "
                       f"(best {max(r['events_per_s'] for r in sluices) / max(n.events_per_s for n in natives):.3f}); "
                       f"checkpoint {summary['checkpoint_ms_per_epoch']} ms to completion "
                       f"({summary['checkpoint_upload_ms_per_epoch']} ms upload, overlapping the next epoch) / "
                       f"{summary['checkpoint_bytes_per_epoch']:.0f} B per epoch; restore {summary['restore_s']} s")
+                print(f"{window}: CPU us per event (medians; JVM / Python workers / driver Python / total): "
+                      + "; ".join(f"{side} " + " / ".join(f"{cpu[k]:.2f}" for k in kinds)
+                                  for side, cpu in (("native", native_cpu), ("sluice", sluice_cpu))), flush=True)
                 results[window] = {
+                    "native_cpu_us_per_event": native_cpu, "sluice_cpu_us_per_event": sluice_cpu,
                     "ratio": ratio, "native_events_per_s": native_eps, "sluice_events_per_s": sluice_eps,
                     "native_runs_events_per_s": [n.events_per_s for n in natives],
                     "sluice_runs_events_per_s": [r["events_per_s"] for r in sluices],

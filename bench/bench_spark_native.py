@@ -36,10 +36,12 @@ if __package__ in (None, ""):  # run as a script: make `bench` and `engine` impo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
+    CpuMeter,
     PurchaseDataset,
     Stopwatch,
     generate_purchase_events,
     peak_rss_mb,
+    per_event_us,
     percentile,
     print_result_line,
     process_peak_rss_mb,
@@ -67,6 +69,8 @@ class NativeResult:
     output_rows: int | None
     driver_python_peak_rss_mb: float
     spark_jvm_peak_rss_mb: float | None
+    #: CPU microseconds per event from start() to termination, by process kind (bench/common.py CpuMeter)
+    cpu_us_per_event: dict | None = None
 
 
 def run_native_window_sum(
@@ -112,10 +116,12 @@ def run_native_window_sum(
     else:
         writer = writer.format("noop")
 
+    meter = CpuMeter(spark_jvm_pid()).start()
     watch = Stopwatch()
     query = writer.start()
     query.awaitTermination()
     wall_s = watch.elapsed_s()
+    cpu_s = meter.stop()
     if query.exception() is not None:
         raise RuntimeError(f"native streaming query failed: {query.exception()}")
     progress = query.recentProgress
@@ -146,6 +152,7 @@ def run_native_window_sum(
         output_rows=output_rows,
         driver_python_peak_rss_mb=round(peak_rss_mb(), 1),
         spark_jvm_peak_rss_mb=round(process_peak_rss_mb(jvm_pid), 1) if jvm_pid else None,
+        cpu_us_per_event=per_event_us(cpu_s, dataset.events),
     )
 
 

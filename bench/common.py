@@ -141,6 +141,69 @@ def spark_jvm_pid() -> int | None:
     return proc.pid if proc is not None else None
 
 
+class CpuMeter:
+    """CPU seconds spent between :meth:`start` and :meth:`stop`, split by process kind (psutil).
+
+    * ``jvm``: the Spark JVM (local mode: driver and executors; all its threads, GC included);
+    * ``python_workers``: the Python processes the JVM started (PySpark's daemon and its workers),
+      with the workers that exited meanwhile (their time is their reaping parent's children time);
+    * ``driver_python``: this process (the job master or the streaming query's driver).
+
+    What it is for: a throughput ratio says who is faster, this says where each side's CPU goes
+    (bench/bench_spark.py prints it per event for both sides).
+    """
+
+    def __init__(self, jvm_pid: int | None) -> None:
+        self.jvm_pid = jvm_pid
+        self._start: dict[str, float] | None = None
+
+    @staticmethod
+    def _own(proc: Any) -> float:
+        t = proc.cpu_times()
+        return t.user + t.system
+
+    @staticmethod
+    def _with_reaped(proc: Any) -> float:
+        t = proc.cpu_times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def _sample(self) -> dict[str, float]:
+        import psutil
+
+        out = {"jvm": 0.0, "python_workers": 0.0, "driver_python": self._own(psutil.Process())}
+        if self.jvm_pid is None:
+            return out
+        try:
+            jvm = psutil.Process(self.jvm_pid)
+            out["jvm"] = self._own(jvm)
+            for child in jvm.children(recursive=True):
+                try:
+                    out["python_workers"] += self._with_reaped(child)
+                except psutil.NoSuchProcess:
+                    pass  # exited between the listing and the read: its parent's children time has it
+        except psutil.NoSuchProcess:
+            pass
+        return out
+
+    def start(self) -> "CpuMeter":
+        self._start = self._sample()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds per kind since :meth:`start` (and ``total``)."""
+        if self._start is None:
+            raise RuntimeError("CpuMeter.stop() before start()")
+        end = self._sample()
+        spent = {k: round(max(0.0, end[k] - self._start[k]), 3) for k in end}
+        spent["total"] = round(sum(spent.values()), 3)
+        return spent
+
+
+def per_event_us(cpu_s: dict[str, float], events: int) -> dict[str, float]:
+    """CPU seconds by kind -> microseconds per event."""
+    return {k: round(v * 1e6 / max(1, events), 2) for k, v in cpu_s.items()}
+
+
 class Stopwatch:
     """Wall-clock timing for benchmarks only (engine code never reads the clock; benchmarks may)."""
 
