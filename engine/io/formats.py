@@ -391,11 +391,30 @@ def encode_chunks(fmt: str, chunks: Sequence[Any]) -> bytes:
     return encode(fmt, values)
 
 
+def _json_default(value: Any) -> Any:
+    """What JSON lacks, written the way Spark's JSON writer does: dates and times as ISO 8601 text,
+    decimals as exact text (a float would round them), durations as seconds, bytes as base64."""
+    import base64
+    import datetime as dt
+    import decimal
+
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    raise TypeError(f"a JSON lines file cannot hold {type(value).__module__}.{type(value).__qualname__} "
+                    f"({value!r:.60}); map it to a str, number, list or dict before the sink")
+
+
 def encode(fmt: str, values: Sequence[Any]) -> bytes:
     """Bytes of one output file holding ``values`` in order."""
     if fmt == "jsonl":
-        return "".join(json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=True) + "\n"
-                       for v in values).encode("utf-8")
+        return "".join(json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=True, default=_json_default)
+                       + "\n" for v in values).encode("utf-8")
     if fmt == "parquet":
         import pyarrow as pa
 

@@ -10,29 +10,48 @@ bytes       ``{"$b": "<base64>"}``
 dict        plain object when every key is a ``str`` not starting with ``$``,
             otherwise ``{"$m": [[k, v], ...]}``
 float nan   ``{"$f": "nan"}`` / ``"inf"`` / ``"-inf"`` (JSON has no such numbers)
+datetime    ``{"$dt": "<ISO 8601>"}`` (naive, or with its UTC offset; ``["<ISO 8601>", 1]``
+            when ``fold=1``); a datetime in a named ``zoneinfo`` zone keeps the zone:
+            ``{"$dz": ["<naive ISO 8601>", fold, "<zone key>"]}``
+date        ``{"$d": "YYYY-MM-DD"}``
+time        ``{"$tm": "<ISO 8601>"}`` (fold as for datetime)
+timedelta   ``{"$td": [days, seconds, microseconds]}``
+Decimal     ``{"$dec": "<str(d)>"}`` (exact, trailing zeros kept)
 ==========  ===================================
+
+The date and time types and ``Decimal`` are what Parquet and CSV readers hand out for timestamp,
+date, time, duration and decimal columns, so records read by ``read_files`` can be window
+elements and accumulators as they are.  A datetime subclass (``pandas.Timestamp``) is stored as
+the datetime it is (microseconds; nanoseconds are dropped), as a numpy scalar is stored as its
+Python value.
 
 Anything else (objects, sets, functions) is refused with a
 :class:`StateSerializationError` that says how to make it storable; decoding
 builds only these types, so reading a snapshot never runs code.
 
 ``encode_key`` is canonical (sorted object keys, no spaces) because key groups
-are derived from its bytes and must agree across processes and runtimes.
+are derived from its bytes and must agree across processes and runtimes.  Keys that are equal
+but written differently get one text: an aware datetime key is written in UTC (12:00+01:00 and
+11:00Z are the same key; a wall time its zone repeats or skips has no single instant and is
+refused as a key), a ``Decimal`` key without trailing zeros (``1.50`` and ``1.5``).
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
+import decimal
 import json
 import math
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 
 from engine.errors import CorruptSnapshotError, StateSerializationError
 from engine.windowing.windows import Window
 
-_TAGS = ("$t", "$b", "$m", "$f")
+_TEMPORAL_TAGS = frozenset(("$dt", "$dz", "$d", "$tm", "$td", "$dec"))
 
 
 # Built once: ``json.dumps`` with options builds a new encoder on every call, which costs more than
@@ -42,7 +61,8 @@ _KEY_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan
 _JSON_DECODER = msgspec.json.Decoder()
 
 
-def _to_jsonable(value: Any, path: str) -> Any:
+def _to_jsonable(value: Any, path: str, key: bool = False) -> Any:
+    """``value`` as plain JSON data; ``key``: write equal keys alike (module docstring)."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -52,28 +72,104 @@ def _to_jsonable(value: Any, path: str) -> Any:
             return value
         return {"$f": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
     if isinstance(value, list):
-        return [_to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_to_jsonable(v, f"{path}[{i}]", key) for i, v in enumerate(value)]
     if isinstance(value, tuple):
         if isinstance(value, Window):  # a TimeWindow is a tuple underneath, but a window is no state value
             raise StateSerializationError(
                 f"cannot store the window {value!r} at {path} in state: store its start and end instead"
             )
-        return {"$t": [_to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(value)]}
+        return {"$t": [_to_jsonable(v, f"{path}[{i}]", key) for i, v in enumerate(value)]}
     if isinstance(value, (bytes, bytearray)):
         return {"$b": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, dict):
         if all(isinstance(k, str) and not k.startswith("$") for k in value):
-            return {k: _to_jsonable(v, f"{path}.{k}") for k, v in value.items()}
-        return {"$m": [[_to_jsonable(k, f"{path}<key>"), _to_jsonable(v, f"{path}[{k!r}]")] for k, v in value.items()]}
+            return {k: _to_jsonable(v, f"{path}.{k}", key) for k, v in value.items()}
+        return {"$m": [[_to_jsonable(k, f"{path}<key>", key), _to_jsonable(v, f"{path}[{k!r}]", key)]
+                       for k, v in value.items()]}
+    if isinstance(value, dt.date):
+        return _temporal_jsonable(value, key)
+    if isinstance(value, (dt.time, dt.timedelta)):
+        return _temporal_jsonable(value, key)
+    if isinstance(value, decimal.Decimal):
+        return {"$dec": _decimal_text(value, key)}
     # numpy scalars and similar expose .item(); accept them as their Python value
     item = getattr(value, "item", None)
     if callable(item) and type(value).__module__ == "numpy":
-        return _to_jsonable(item(), path)
+        return _to_jsonable(item(), path, key)
     raise StateSerializationError(
         f"cannot store {type(value).__module__}.{type(value).__qualname__} at {path} in state: Sluice persists "
-        "state without pickle and accepts None, bool, int, float, str, bytes, list, tuple and dict. "
+        "state without pickle and accepts None, bool, int, float, str, bytes, list, tuple, dict, datetime, date, "
+        "time, timedelta and Decimal. "
         "Convert the value (e.g. dataclasses.asdict(obj) or a tuple) before emitting it into a window."
     )
+
+
+def _temporal_jsonable(value: Any, key: bool) -> dict:
+    """datetime, date, time or timedelta as its tagged form (base-class methods: a subclass such as
+    ``pandas.Timestamp`` is written as the datetime it is)."""
+    if isinstance(value, dt.datetime):
+        tz = value.tzinfo
+        if tz is None or value.utcoffset() is None:
+            return {"$dt": _with_fold(dt.datetime.isoformat(value.replace(tzinfo=None)), value.fold, key)}
+        if key:  # one text per instant: equal aware datetimes are equal keys whatever their zone
+            if value.replace(fold=1 - value.fold).utcoffset() != value.utcoffset():
+                # Python (PEP 495) holds such a time unequal to every time in another zone, its UTC
+                # instant included, so a key read back in UTC would no longer find its state
+                raise StateSerializationError(
+                    f"cannot use the datetime {value!r} as a key: its wall time is repeated or skipped in "
+                    f"{tz!r}, so it has no single instant; key by a UTC datetime or an epoch timestamp")
+            return {"$dt": dt.datetime.isoformat(value.astimezone(dt.timezone.utc))}
+        if type(tz) is ZoneInfo and tz.key:
+            # the wall time, fold and zone: exactly the fields, also for a time the zone skips or repeats
+            return {"$dz": [dt.datetime.isoformat(value.replace(tzinfo=None)), value.fold, tz.key]}
+        return {"$dt": _with_fold(dt.datetime.isoformat(value), value.fold, key)}
+    if isinstance(value, dt.date):
+        return {"$d": dt.date.isoformat(value)}
+    if isinstance(value, dt.time):
+        return {"$tm": _with_fold(dt.time.isoformat(value), value.fold, key)}
+    return {"$td": [value.days, value.seconds, value.microseconds]}
+
+
+def _with_fold(iso: str, fold: int, key: bool) -> Any:
+    """The ISO text, or ``[text, 1]`` for ``fold=1`` (equality ignores the fold here, so a key drops it)."""
+    return [iso, 1] if fold and not key else iso
+
+
+def _decimal_text(value: decimal.Decimal, key: bool) -> str:
+    """``str(value)``; for a key, one text for equal values (no trailing zeros, one zero)."""
+    if not key or not value.is_finite():
+        return str(value)
+    if value.is_zero():
+        return "0"
+    # as many digits as the value has, so normalizing never rounds whatever the thread's context says
+    exact = decimal.Context(prec=max(1, len(value.as_tuple().digits)), Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+    return str(value.normalize(exact))
+
+
+def _tagged(tag: str, inner: Any) -> Any:
+    """Decode one date/time/decimal tag; anything malformed is a corrupt snapshot, never a guess."""
+    try:
+        if tag == "$dt" and type(inner) is str:
+            return dt.datetime.fromisoformat(inner)
+        if tag in ("$dt", "$tm") and type(inner) is list and len(inner) == 2 and type(inner[0]) is str \
+                and type(inner[1]) is int and inner[1] == 1:
+            return (dt.datetime if tag == "$dt" else dt.time).fromisoformat(inner[0]).replace(fold=1)
+        if tag == "$dz" and type(inner) is list and len(inner) == 3 and type(inner[0]) is str \
+                and inner[1] in (0, 1) and type(inner[1]) is int and type(inner[2]) is str:
+            wall = dt.datetime.fromisoformat(inner[0])
+            if wall.tzinfo is None:
+                return wall.replace(tzinfo=ZoneInfo(inner[2]), fold=inner[1])
+        if tag == "$d" and type(inner) is str:
+            return dt.date.fromisoformat(inner)
+        if tag == "$tm" and type(inner) is str:
+            return dt.time.fromisoformat(inner)
+        if tag == "$td" and type(inner) is list and len(inner) == 3 and all(type(x) is int for x in inner):
+            return dt.timedelta(days=inner[0], seconds=inner[1], microseconds=inner[2])
+        if tag == "$dec" and type(inner) is str:
+            return decimal.Decimal(inner)
+    except (ValueError, TypeError, OverflowError, ZoneInfoNotFoundError, decimal.InvalidOperation) as exc:
+        raise CorruptSnapshotError(f"malformed {tag} value {inner!r} in encoded state ({exc})") from exc
+    raise CorruptSnapshotError(f"malformed {tag} value {inner!r} in encoded state")
 
 
 def _from_jsonable(value: Any) -> Any:
@@ -90,6 +186,8 @@ def _from_jsonable(value: Any) -> Any:
                 return {_freeze(_from_jsonable(k)): _from_jsonable(v) for k, v in inner}
             if tag == "$f":
                 return float(inner)
+            if tag in _TEMPORAL_TAGS:
+                return _tagged(tag, inner)
         for k in value:
             if k.startswith("$"):
                 raise CorruptSnapshotError(f"unknown tag {k!r} in encoded state value {value!r}")
@@ -210,4 +308,4 @@ def from_jsonable(raw: Any) -> Any:
 
 def encode_key(key: Any) -> str:
     """Canonical encoding of a key: equal keys give equal text in every process."""
-    return _KEY_ENCODER.encode(_to_jsonable(key, "key"))
+    return _KEY_ENCODER.encode(_to_jsonable(key, "key", key=True))
