@@ -238,15 +238,16 @@ class Router:
             value = r.value
             try:
                 k = selector(value)
-                if type(k) is str:
-                    key = key_cache.get(k)
-                    if key is None:
-                        key = key_cache[k] = encode_key(k)
-                else:
-                    key = encode_key(k)
             except Exception as exc:  # noqa: BLE001 - a key the selector cannot give is a dead letter (local runtime too)
                 self.dead_letter(value, exc, "key_selector")
                 continue
+            # a key state cannot hold fails the job, as on the local runtime (StateSerializationError says why)
+            if type(k) is str:
+                key = key_cache.get(k)
+                if key is None:
+                    key = key_cache[k] = encode_key(k)
+            else:
+                key = encode_key(k)
             ts = r.timestamp
             keys.append(key)
             stamps.append(ts)

@@ -111,3 +111,31 @@ def test_raw_parquet_records_window_alike_on_both_runtimes(spark, tmp_path):
     assert _sorted(read_committed(f"file://{tmp_path}/out/dearest")) == _sorted(
         json.loads(json.dumps(r, default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v)))
         for r in golden_dearest)
+
+
+def _wall_key(e):
+    return e[0]
+
+
+def _third(e, _):
+    return e[2]
+
+
+def test_a_key_with_no_single_instant_fails_the_job_on_both_runtimes(spark):
+    """Not a dead letter: the job's choice of key is unsound for a whole hour a year, and the error says
+    what to key by instead (engine/state/codec.py)."""
+    import pytest
+    from zoneinfo import ZoneInfo
+
+    paris = ZoneInfo("Europe/Paris")
+    items = [(dt.datetime(2024, 10, 27, 4, 0, tzinfo=paris), 2, 1000),
+             (dt.datetime(2024, 10, 27, 2, 30, tzinfo=paris), 1, 2000)]  # 02:30 happened twice that night
+    for runtime in ("local", "spark"):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_runtime(runtime)
+        env.set_parallelism(2)
+        strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_third)
+        sums = env.from_collection(items).assign_timestamps_and_watermarks(strategy) \
+            .key_by(_wall_key).window(TumblingEventTimeWindows.of(Time.seconds(10))).sum(1)
+        with pytest.raises(Exception, match="repeated or skipped in zoneinfo.ZoneInfo.key='Europe/Paris'"):
+            sums.execute_and_collect()
