@@ -131,6 +131,14 @@ def get_or_create_spark(
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
+    if active is None:
+        from pyspark import SparkContext
+
+        if SparkContext._active_spark_context is not None:
+            # A session exists but is not this thread's active one (a job built on a job master's thread):
+            # a builder without options returns it as is.  With options it would write them into that
+            # shared session's SQL conf, e.g. resetting its shuffle partitions under everyone else.
+            active = SparkSession.builder.getOrCreate()
     if active is not None:
         active.sparkContext.setLogLevel(log_level)
         return active

@@ -52,3 +52,18 @@ def test_shuffle_partitions_must_be_positive():
     with pytest.raises(JobDefinitionError) as info:
         default_conf("local[2]", shuffle_partitions=0)
     assert info.value.parameter == "shuffle_partitions"
+
+
+def test_a_session_asked_for_on_another_thread_is_the_running_one_unchanged(spark):
+    """Spark's active session is per thread: a job built on a job master's thread must get the running
+    session, not push Sluice's defaults (4 shuffle partitions) into it."""
+    import threading
+
+    from engine.runtime.spark.session import get_or_create_spark
+
+    got = []
+    thread = threading.Thread(target=lambda: got.append(get_or_create_spark("local[2]", shuffle_partitions=4)))
+    thread.start()
+    thread.join()
+    assert got[0].sparkContext is spark.sparkContext
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
