@@ -3,8 +3,10 @@
 PyFlink spells them ``RestartStrategies.fixed_delay_restart(restart_attempts, delay_between_attempts)``
 and ``RestartStrategies.no_restart()``; Sluice keeps the spelling.  Seed 002
 "Recovery": on a failure the job restarts from the latest completed checkpoint k;
-this decides whether it restarts at all.  The local runtime reads the strategy
-from ``env.set_restart_strategy(...)`` (or the runtime option ``restart_strategy``).
+this decides whether it restarts at all.  Both runtimes read the strategy from
+``env.set_restart_strategy(...)`` (or the runtime option ``restart_strategy``) and restart
+in-process (engine/runtime/local/job_run.py, engine/runtime/spark/job_run.py); a job master that
+dies is restarted from outside by Airflow's ``sluice_supervise`` (docs/airflow.md).
 The default is ``no_restart()``: a failure surfaces at once unless a strategy is set.
 """
 

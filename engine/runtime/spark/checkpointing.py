@@ -152,7 +152,8 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
             "bytes": metadata.total_bytes(), "epoch": metadata.watermarks["epoch"],
             "triggered_ms": checkpoint.timestamp_ms, "completed_ms": checkpoint.completion_timestamp_ms,
             "upload_ms": self.owner.upload_ms.get(checkpoint.checkpoint_id),
-            "duration_ms": checkpoint.completion_timestamp_ms - checkpoint.timestamp_ms})
+            "duration_ms": checkpoint.completion_timestamp_ms - checkpoint.timestamp_ms,
+            "outputs": self.owner.output_marks.pop(checkpoint.checkpoint_id, None)})
         if checkpoint.is_savepoint():
             return []
         result = self.persistent.add_checkpoint(metadata)
@@ -216,6 +217,8 @@ class SparkCheckpointing:
         self.boundaries: dict[int, dict[str, Any]] = {}
         #: checkpoint id -> ms from its barrier until every state file was written (the asynchronous part)
         self.upload_ms: dict[int, int] = {}
+        #: checkpoint id -> SparkJob.output_marks() at its barrier (moved into its history entry on completion)
+        self.output_marks: dict[int, dict[str, Any]] = {}
         self._executor: Any = None
         self.async_uploads = bool(job.runtime.async_snapshots)
         self.stopped = False
@@ -405,6 +408,7 @@ class SparkCheckpointing:
             state = writer.snapshot_state(checkpoint_id) if hasattr(writer, "snapshot_state") else None
             acks[task_id] = TaskStateSnapshot({task_id: state})
         states = [(v, job.state[v.head.id]) for v in job.windows]
+        self.output_marks[checkpoint_id] = job.output_marks()  # driver memory only, for an in-process restart
         # the driver's part of barrier n, taken now: the checkpoint may complete epochs later
         self.boundaries[checkpoint_id] = {
             "epoch": job.epoch, "watermark": job.watermark, "valve": job.valve.snapshot(),

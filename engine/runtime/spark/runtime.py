@@ -28,6 +28,10 @@ Epoch n, driven by :meth:`SparkJob.step`:
 5. **Barrier.**  The epoch boundary is barrier n (engine/runtime/spark/checkpointing.py); the
    state upload of a checkpoint runs as a background Spark job overlapping epoch n+1.
 
+``execute`` and ``submit`` run the job through engine/runtime/spark/job_run.py, which restarts a
+failed attempt from the latest completed checkpoint as the restart strategy allows; ``start``
+builds one attempt (a SparkJob) to run or step directly.
+
 The local runtime's ``epoch_records`` option reads with the same cadence (records of epoch n
 under W(n-1), watermarks only at epoch ends), so both runtimes give the same results,
 late data included.
@@ -140,37 +144,45 @@ class SparkRuntime:
                                      "must be an int >= 0 (ms between epoch starts; 0 runs epochs back to back)")
 
     def start(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
-              from_savepoint: str | None = None) -> SparkJob:
-        """Build the job without running it: ``run()`` it, or ``step()`` it epoch by epoch."""
-        collected: dict[int, list[Any]] = {}
+              from_savepoint: str | None = None, *, collected: dict[int, list[Any]] | None = None,
+              dead_letters: list[dict[str, Any]] | None = None) -> SparkJob:
+        """Build one attempt of the job without running it: ``run()`` it, or ``step()`` it epoch by epoch.
+
+        ``collected`` (collect node id -> list) and ``dead_letters`` are the lists of an earlier attempt
+        to go on filling (engine/runtime/spark/job_run.py); by default they are new.
+        """
+        collected = {} if collected is None else collected
         roots: list[Transformation] = list(sinks)
         for node in collect:
-            target: list[Any] = []
-            collected[node.id] = target
+            target = collected.setdefault(node.id, [])
             roots.append(_CollectNode(name="Collect", inputs=[node], sink=target))
         plan = build_plan(roots, self.env.get_parallelism(), self.env.get_max_parallelism())
-        return SparkJob(self, plan, job_name, collected, from_savepoint or self.restore_from)
+        return SparkJob(self, plan, job_name, collected, from_savepoint or self.restore_from, dead_letters)
 
     def submit(self, job_name: str, sinks: list[Transformation], collect: list[Transformation] = (),  # type: ignore[assignment]
-               from_savepoint: str | None = None) -> SparkJob:
-        """Start the epoch loop on its own thread and return the job, which is its control handle."""
-        job = self.start(job_name, sinks, list(collect), from_savepoint)
-        job.run_in_background()
-        return job
+               from_savepoint: str | None = None) -> Any:
+        """Run the job on its own thread, restarting per the restart strategy; returns its control handle
+        (engine/runtime/spark/job_run.py SparkJobRun)."""
+        from engine.runtime.spark.job_run import SparkJobRun
+
+        run = SparkJobRun(self, job_name, list(sinks), list(collect), from_savepoint)
+        run.run_in_background()
+        return run
 
     def execute(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
                 from_savepoint: str | None = None) -> JobExecutionResult:
-        job = self.start(job_name, sinks, collect, from_savepoint)
-        started = time.monotonic()
-        job.run()
-        return job.result(int((time.monotonic() - started) * 1000))
+        """Run the job to its end, restarting from its latest completed checkpoint per the restart strategy."""
+        from engine.runtime.spark.job_run import SparkJobRun
+
+        return SparkJobRun(self, job_name, list(sinks), list(collect), from_savepoint).run()
 
 
 class SparkJob:
     """One execution of a plan on Spark; also the control handle (see engine/runtime/spark/control.py)."""
 
     def __init__(self, runtime: SparkRuntime, plan: PhysicalPlan, job_name: str,
-                 collected: dict[int, list[Any]], restore_from: str | None = None) -> None:
+                 collected: dict[int, list[Any]], restore_from: str | None = None,
+                 dead_letters: list[dict[str, Any]] | None = None) -> None:
         from engine.runtime.spark.session import get_or_create_spark
 
         self.runtime = runtime
@@ -183,7 +195,7 @@ class SparkJob:
         self.clock = self.env.get_clock()
         self.spark = get_or_create_spark(runtime.master)
         self.max_parallelism = plan.max_parallelism
-        self.dead_letters: list[dict[str, Any]] = []
+        self.dead_letters: list[dict[str, Any]] = [] if dead_letters is None else dead_letters
         self.counters: dict[str, int] = {}
         self.epoch = 0
         self.finished = False
@@ -272,6 +284,12 @@ class SparkJob:
             last_completed_checkpoint_id=(cp.completed_ids() or [None])[-1], watermark_ms=self.watermark,
             records_in=self.records_read, records_out=self.records_written(), epoch=self.epoch,
             failures=() if self.failure is None else (f"{type(self.failure).__name__}: {self.failure}",))
+
+    def output_marks(self) -> dict[str, Any]:
+        """How far the driver-side outputs reach now (collect lists, dead letters): what a restart from a
+        checkpoint taken now keeps of them (engine/runtime/spark/job_run.py)."""
+        return {"collected": {node: len(values) for node, values in self.collected.items()},
+                "dead_letters": len(self.dead_letters)}
 
     def records_written(self) -> int:
         """Records handed to sinks and collectors so far."""

@@ -1,0 +1,219 @@
+"""A Spark job across its attempts: restarts from the latest completed checkpoint (seed 002 "Recovery").
+
+The Spark runtime's counterpart of engine/runtime/local/job_run.py.  A :class:`SparkJobRun` runs
+one :class:`~engine.runtime.spark.runtime.SparkJob` per attempt.  When an attempt fails (a task's
+exception, a storage error, a declined checkpoint beyond the tolerable count) and the restart
+strategy (``env.set_restart_strategy``, engine/api/restart.py) allows another, it waits the
+strategy's delay and builds the next attempt from the newest completed checkpoint — the same
+restore a new job master does after a crash (sources rewound to S(k), keyed state and valve from
+k, exactly-once sinks re-committing k's pre-committed transactions) — or, without one, from the
+savepoint the run started from, or from scratch.  Checkpoint ids continue across attempts.
+
+What the driver itself holds is cut back to the restore point, so replayed epochs do not add it
+twice: the ``execute_and_collect`` lists and the dead letters keep what they held at k's barrier
+(:meth:`SparkJob.output_marks`), and everything when the attempt starts from a savepoint or from
+scratch.  Staged parts of exactly-once file sinks that no completed checkpoint covers are deleted
+(``FileSink.discard_orphaned_staging``), as on the local runtime.  Sinks written on the driver
+without transactions (console, at-least-once files) may repeat what the failed attempt wrote after
+k — AT_LEAST_ONCE's promise.
+
+The run is also the control handle ``submit`` returns (the shape of the local runtime's
+LocalJobClient): savepoint, stop and cancel requests go to the attempt that is running, and one
+that arrives while the run waits to restart is served by the next attempt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any
+
+from engine.api.environment import JobExecutionResult
+from engine.api.graph import SinkTransformation
+from engine.api.restart import restart_strategy_of
+from engine.errors import JobFailedError
+from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
+
+#: failures kept for status(), newest last
+_FAILURES_KEPT = 10
+
+
+class SparkJobRun:
+    def __init__(self, runtime: Any, job_name: str, sinks: list[Any], collect: list[Any],
+                 from_savepoint: str | None = None) -> None:
+        self.runtime = runtime
+        self.env = runtime.env
+        self.job_name = job_name
+        self.sinks = sinks
+        self.collect = collect
+        self.job_id = stable_job_id(job_name, self.env.get_runtime_options().get("job_id"))
+        self.strategy = restart_strategy_of(self.env)
+        self.clock = self.env.get_clock()
+        self.initial_restore = from_savepoint or runtime.restore_from
+        #: collect node id -> values, and the dead letters: one list each for the whole run
+        self.collected: dict[int, list[Any]] = {}
+        self.dead_letters: list[dict[str, Any]] = []
+        self.attempt = 0
+        self.restarts = 0
+        self.state = "created"
+        self.job: Any = None
+        self.failures: list[str] = []
+        #: checkpoint records of the attempts that ended, oldest first
+        self._history: list[CheckpointRecord] = []
+        #: the newest completed checkpoint so far: (pointer, output marks at its barrier)
+        self._latest: tuple[str, dict[str, Any] | None] | None = None
+        self._result: Future = Future()
+        self._changed = threading.Condition()
+
+    # ---- running -----------------------------------------------------------------------------------------------
+    def run(self) -> JobExecutionResult:
+        """Attempts until one ends (finished, stopped, cancelled) or the strategy allows no more restarts."""
+        started = time.monotonic()
+        restore, marks = self.initial_restore, None
+        while True:
+            job = self._next_attempt(restore, marks)
+            try:
+                job.run()
+                break
+            except Exception as exc:  # noqa: BLE001 - any failure fails the attempt (seed 002 "Recovery")
+                self._attempt_ended(job)
+                self.failures = (self.failures + [f"{type(exc).__name__}: {exc}"])[-_FAILURES_KEPT:]
+                if not self.strategy.can_restart(self.restarts):
+                    self._set_state("failed")
+                    raise JobFailedError(
+                        f"job {self.job_name!r} failed after {self.restarts} restart(s) "
+                        f"(restart strategy allows {self.strategy.max_restarts}): {type(exc).__name__}: {exc}"
+                    ) from exc
+                self.restarts += 1
+                self._set_state("restarting")
+            self._sleep(self.strategy.delay_ms)
+            if self._latest is not None:
+                restore, marks = self._latest
+            else:
+                restore, marks = self.initial_restore, None
+        self._set_state(job.status().state)
+        result = job.result(int((time.monotonic() - started) * 1000))
+        return dataclasses.replace(result, restarts=self.restarts, dead_letters=self.dead_letters,
+                                   collected=self.collected,
+                                   completed_checkpoints=[r.checkpoint_id for r in self.checkpoint_history()
+                                                          if r.kind == "checkpoint"])
+
+    def _next_attempt(self, restore: str | None, marks: dict[str, Any] | None) -> Any:
+        """Build attempt n+1 from ``restore`` with the driver's outputs cut back to ``marks`` (None: to nothing)."""
+        kept = marks or {"collected": {}, "dead_letters": 0}
+        for node, values in self.collected.items():
+            del values[kept["collected"].get(node, 0):]
+        del self.dead_letters[kept["dead_letters"]:]
+        previous = self.job
+        job = self.runtime.start(self.job_name, self.sinks, self.collect, restore,
+                                 collected=self.collected, dead_letters=self.dead_letters)
+        if previous is not None:
+            old, new = previous.checkpointing.coordinator, job.checkpointing.coordinator
+            if old is not None and new is not None:  # ids continue: a pending id of the failed attempt is not reused
+                new._counter.set_count(max(new._counter.get(), old._counter.get()))
+            self._discard_orphaned_staging(job)
+        with self._changed:
+            self.attempt += 1
+            self.job = job
+            self.state = "running"
+            self._changed.notify_all()
+        return job
+
+    def _attempt_ended(self, job: Any) -> None:
+        for record, entry in zip(job.checkpoint_history(), job.checkpointing.history):
+            self._history.append(dataclasses.replace(record, attempt=self.attempt))
+            if record.kind == "checkpoint":
+                self._latest = (record.external_pointer, entry.get("outputs"))
+
+    def _discard_orphaned_staging(self, job: Any) -> None:
+        """Parts staged after the restore point belong to transactions no checkpoint completed: garbage."""
+        for v in job.plan.vertices:
+            for node in v.nodes:
+                sink = getattr(node, "sink", None) if isinstance(node, SinkTransformation) else None
+                if sink is not None and hasattr(sink, "discard_orphaned_staging"):
+                    sink.discard_orphaned_staging()
+
+    def _sleep(self, delay_ms: int) -> None:
+        if delay_ms <= 0:
+            return
+        advance = getattr(self.clock, "advance", None)
+        if advance is not None:
+            advance(delay_ms)  # a manual clock (tests): time passes at once
+        else:
+            time.sleep(delay_ms / 1000)
+
+    def _set_state(self, state: str) -> None:
+        with self._changed:
+            self.state = state
+            self._changed.notify_all()
+
+    def run_in_background(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run_quietly, name=f"sluice-spark-{self.job_id}", daemon=True)
+        thread.start()
+        return thread
+
+    def _run_quietly(self) -> None:
+        try:
+            self._result.set_result(self.run())
+        except BaseException as exc:  # noqa: BLE001 - reported through status() and wait()
+            self._result.set_exception(exc)
+
+    # ---- control handle ----------------------------------------------------------------------------------------
+    def _running_attempt(self) -> Any:
+        """The attempt to hand a request to: while the run waits to restart, the next one."""
+        with self._changed:
+            while self.state in ("created", "restarting") and not self._result.done():
+                self._changed.wait(0.1)
+            return self.job
+
+    def _ended_future(self) -> Future:
+        future: Future = Future()
+        future.set_exception(JobFailedError(f"job {self.job_name!r} has ended ({self.state})"))
+        return future
+
+    def trigger_savepoint(self, target_dir: str | None = None) -> Future:
+        job = self._running_attempt()
+        return self._ended_future() if job is None or self.state == "failed" else job.trigger_savepoint(target_dir)
+
+    def stop_with_savepoint(self, target_dir: str | None = None, drain: bool = False) -> Future:
+        job = self._running_attempt()
+        return self._ended_future() if job is None or self.state == "failed" else \
+            job.stop_with_savepoint(target_dir, drain)
+
+    def cancel(self) -> None:
+        job = self._running_attempt()
+        if job is not None and self.state != "failed":
+            job.cancel()
+
+    def status(self) -> JobStatusReport:
+        job = self.job
+        if job is None:
+            return JobStatusReport(job_id=self.job_id, job_name=self.job_name, state=self.state, attempt=0,
+                                   restarts=0, last_completed_checkpoint_id=None, watermark_ms=0, records_in=0,
+                                   records_out=0)
+        report = job.status()
+        state = self.state if self.state in ("restarting", "failed") else report.state
+        completed = [r.checkpoint_id for r in self.checkpoint_history() if r.kind == "checkpoint"]
+        return dataclasses.replace(report, state=state, attempt=self.attempt, restarts=self.restarts,
+                                   last_completed_checkpoint_id=completed[-1] if completed else None,
+                                   failures=tuple(self.failures))
+
+    def checkpoint_history(self) -> list[CheckpointRecord]:
+        """Completed checkpoints and savepoints of every attempt, oldest first."""
+        job = self.job
+        current: list[CheckpointRecord] = []
+        if job is not None and self.state not in ("restarting", "failed"):
+            current = [dataclasses.replace(r, attempt=self.attempt) for r in job.checkpoint_history()]
+        return self._history + current
+
+    def records_written(self) -> int:
+        return self.job.records_written() if self.job is not None else 0
+
+    def wait(self, timeout_s: float | None = None) -> JobExecutionResult:
+        """Block until a submitted run ends; its JobExecutionResult, or its failure raised."""
+        return self._result.result(timeout_s)
+
+    def done(self) -> bool:
+        return self._result.done()
