@@ -18,6 +18,7 @@ import pytest
 from engine.api.environment import StreamExecutionEnvironment
 from engine.api.restart import RestartStrategies
 from engine.api.time import Duration, Time
+from engine.checkpointing.config import ExternalizedCheckpointRetention
 from engine.errors import JobFailedError
 from engine.io.file_sink import read_committed
 from engine.io.sink import Sink
@@ -139,6 +140,9 @@ def test_outputs_the_driver_took_after_the_restore_point_are_taken_back(spark, t
 def test_without_a_restart_strategy_the_failure_surfaces_with_its_cause(spark, tmp_path):
     splits = generate_events(seed=5, n_splits=2, per_split=40)
     env = _spark_env(tmp_path, restarts=None)
+    # Flink's setting for checkpoints that must outlive a failed (or cancelled) job
+    env.get_checkpoint_config().set_externalized_checkpoint_retention(
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
     _build(env, splits, FailOnce(splits[1][29], str(tmp_path / "failed")), f"file://{tmp_path}/sums")
     with pytest.raises(JobFailedError, match=r"(?s)failed after 0 restart\(s\).*injected failure on"):
         env.execute("no-restart")
