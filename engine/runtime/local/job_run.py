@@ -28,6 +28,7 @@ from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.local.runtime import JobStopped, LocalJob
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id  # noqa: F401 - re-exported
 from engine.runtime.plan import build_plan
+from engine.runtime.recovery import discard_orphaned_staging, wait_restart_delay
 from engine.runtime.snapshot_metadata import window_configs
 
 #: writer threads for the asynchronous part of snapshots
@@ -80,12 +81,12 @@ class JobRun:
                 if restore is None:
                     for target in self.collected.values():
                         target.clear()  # from scratch: nothing of a failed attempt counts
-                    self._discard_orphaned_staging()
+                    discard_orphaned_staging(self.roots)
                 plan = build_plan(self.roots, self.env.get_parallelism(), self.env.get_max_parallelism())
                 self.adapter.operator_configs = window_configs(n for v in plan.vertices for n in v.nodes)
                 job = LocalJob(self, plan, restore)
                 if restore is not None:
-                    self._discard_orphaned_staging()  # sinks re-committed restore's handles in initialize_state
+                    discard_orphaned_staging(self.roots)  # sinks re-committed restore's handles in initialize_state
                 self.job = job
                 self.state = "running"
                 failed = True
@@ -112,7 +113,7 @@ class JobRun:
                     self.state = "restarting"
                 finally:
                     job.end(failed)
-                self._sleep(self.strategy.delay_ms)
+                wait_restart_delay(self.clock, self.strategy.delay_ms)
                 latest = self.store.get_latest_checkpoint()
                 restore = self.adapter.restore_point(latest) if latest is not None else self.initial_restore
         finally:
@@ -129,25 +130,6 @@ class JobRun:
             metrics=job.metrics() if job is not None else {}, dead_letters=self.dead_letters,
             collected=self.collected,
             completed_checkpoints=[r.checkpoint_id for r in self.history], restarts=self.restarts)
-
-    def _sleep(self, delay_ms: int) -> None:
-        if delay_ms <= 0:
-            return
-        advance = getattr(self.clock, "advance", None)
-        if advance is not None:
-            advance(delay_ms)
-        else:
-            time.sleep(delay_ms / 1000)
-
-    def _discard_orphaned_staging(self) -> None:
-        """Staged parts of transactions that never reached a completed checkpoint are garbage (FileSink)."""
-        from engine.api.graph import SinkTransformation
-        from engine.api.graph import topological_order
-
-        for node in topological_order(self.roots):
-            sink = getattr(node, "sink", None) if isinstance(node, SinkTransformation) else None
-            if sink is not None and hasattr(sink, "discard_orphaned_staging"):
-                sink.discard_orphaned_staging()
 
     # -- checkpoint events (scheduler thread) ------------------------------------------------------
     def record_task_metrics(self, checkpoint_id: int, metrics: Any) -> None:

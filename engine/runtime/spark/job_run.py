@@ -13,7 +13,7 @@ What the driver itself holds is cut back to the restore point, so replayed epoch
 twice: the ``execute_and_collect`` lists and the dead letters keep what they held at k's barrier
 (:meth:`SparkJob.output_marks`), and everything when the attempt starts from a savepoint or from
 scratch.  Staged parts of exactly-once file sinks that no completed checkpoint covers are deleted
-(``FileSink.discard_orphaned_staging``), as on the local runtime.  Sinks written on the driver
+(engine/runtime/recovery.py), as on the local runtime.  Sinks written on the driver
 without transactions (console, at-least-once files) may repeat what the failed attempt wrote after
 k — AT_LEAST_ONCE's promise.
 
@@ -31,10 +31,10 @@ from concurrent.futures import Future
 from typing import Any
 
 from engine.api.environment import JobExecutionResult
-from engine.api.graph import SinkTransformation
 from engine.api.restart import restart_strategy_of
 from engine.errors import JobFailedError
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
+from engine.runtime.recovery import discard_orphaned_staging, wait_restart_delay
 
 #: failures kept for status(), newest last
 _FAILURES_KEPT = 10
@@ -88,7 +88,7 @@ class SparkJobRun:
                     ) from exc
                 self.restarts += 1
                 self._set_state("restarting")
-            self._sleep(self.strategy.delay_ms)
+            wait_restart_delay(self.clock, self.strategy.delay_ms)
             if self._latest is not None:
                 restore, marks = self._latest
             else:
@@ -113,7 +113,7 @@ class SparkJobRun:
             old, new = previous.checkpointing.coordinator, job.checkpointing.coordinator
             if old is not None and new is not None:  # ids continue: a pending id of the failed attempt is not reused
                 new._counter.set_count(max(new._counter.get(), old._counter.get()))
-            self._discard_orphaned_staging(job)
+            discard_orphaned_staging(self.sinks)
         with self._changed:
             self.attempt += 1
             self.job = job
@@ -126,23 +126,6 @@ class SparkJobRun:
             self._history.append(dataclasses.replace(record, attempt=self.attempt))
             if record.kind == "checkpoint":
                 self._latest = (record.external_pointer, entry.get("outputs"))
-
-    def _discard_orphaned_staging(self, job: Any) -> None:
-        """Parts staged after the restore point belong to transactions no checkpoint completed: garbage."""
-        for v in job.plan.vertices:
-            for node in v.nodes:
-                sink = getattr(node, "sink", None) if isinstance(node, SinkTransformation) else None
-                if sink is not None and hasattr(sink, "discard_orphaned_staging"):
-                    sink.discard_orphaned_staging()
-
-    def _sleep(self, delay_ms: int) -> None:
-        if delay_ms <= 0:
-            return
-        advance = getattr(self.clock, "advance", None)
-        if advance is not None:
-            advance(delay_ms)  # a manual clock (tests): time passes at once
-        else:
-            time.sleep(delay_ms / 1000)
 
     def _set_state(self, state: str) -> None:
         with self._changed:
