@@ -86,9 +86,7 @@ def _to_jsonable(value: Any, path: str, key: bool = False) -> Any:
             return {k: _to_jsonable(v, f"{path}.{k}", key) for k, v in value.items()}
         return {"$m": [[_to_jsonable(k, f"{path}<key>", key), _to_jsonable(v, f"{path}[{k!r}]", key)]
                        for k, v in value.items()]}
-    if isinstance(value, dt.date):
-        return _temporal_jsonable(value, key)
-    if isinstance(value, (dt.time, dt.timedelta)):
+    if isinstance(value, (dt.date, dt.time, dt.timedelta)):  # datetime is a date
         return _temporal_jsonable(value, key)
     if isinstance(value, decimal.Decimal):
         return {"$dec": _decimal_text(value, key)}
