@@ -1,6 +1,7 @@
 """What a running job's handle reports, the same for every runtime (the job master and JobClient read it).
 
-Both runtimes' handles (``LocalJobClient``, the Spark runtime's ``SparkJob``) offer
+Both runtimes' handles (``LocalJobClient``, the Spark runtime's ``SparkJobRun``; a ``SparkJob``, one
+attempt built by ``SparkRuntime.start``, offers the same) offer
 ``job_id``, ``status() -> JobStatusReport``, ``checkpoint_history() -> list[CheckpointRecord]``,
 ``trigger_savepoint(target_dir) -> Future[str]``, ``stop_with_savepoint(target_dir, drain) -> Future[str]``,
 ``cancel()``, ``wait(timeout_s) -> JobExecutionResult`` and ``done()``.

@@ -178,7 +178,8 @@ class SparkRuntime:
 
 
 class SparkJob:
-    """One execution of a plan on Spark; also the control handle (see engine/runtime/spark/control.py)."""
+    """One attempt of a plan on Spark; also its control handle when run directly (``SparkRuntime.start``);
+    ``execute`` and ``submit`` run attempts through engine/runtime/spark/job_run.py."""
 
     def __init__(self, runtime: SparkRuntime, plan: PhysicalPlan, job_name: str,
                  collected: dict[int, list[Any]], restore_from: str | None = None,
