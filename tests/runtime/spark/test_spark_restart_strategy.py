@@ -24,7 +24,7 @@ from engine.io.file_sink import read_committed
 from engine.io.sink import Sink
 from engine.watermarks.strategy import WatermarkStrategy
 from engine.windowing.assigners import TumblingEventTimeWindows
-from window_jobs import SplitCollection, generate_events
+from window_jobs import SplitCollection, checkpointed_spark_env, generate_events
 
 
 class FailOnce:
@@ -82,12 +82,7 @@ def _build(env, splits, fail: FailOnce | None, output: str | None):
 
 
 def _spark_env(tmp_path, restarts: int | None):
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_runtime("spark")
-    env.set_parallelism(2)
-    env.set_runtime_option("epoch_records", 6)
-    env.enable_checkpointing(10)
-    env.get_checkpoint_config().set_checkpoint_storage_dir(f"file://{tmp_path}/chk")
+    env = checkpointed_spark_env(f"file://{tmp_path}/chk", epoch_records=6)
     if restarts is not None:
         env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, Duration.of_millis(10)))
     return env

@@ -21,6 +21,7 @@ from engine.api.time import Duration, Time
 from engine.io.file_sink import read_committed
 from engine.watermarks.strategy import WatermarkStrategy
 from engine.windowing.assigners import TumblingEventTimeWindows
+from window_jobs import checkpointed_spark_env
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -92,12 +93,7 @@ def test_raw_parquet_records_window_alike_on_both_runtimes(spark, tmp_path):
         assert {**got, "qty": None} in [{**r, "qty": None} for r in window]
     assert {type(v) for r in golden_sums for v in r.values()} == {str, dt.datetime, int, decimal.Decimal, dt.date}
 
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_runtime("spark")
-    env.set_parallelism(2)
-    env.set_runtime_option("epoch_records", 5)
-    env.enable_checkpointing(10)
-    env.get_checkpoint_config().set_checkpoint_storage_dir(f"file://{tmp_path}/chk")
+    env = checkpointed_spark_env(f"file://{tmp_path}/chk", epoch_records=5)
     _build(env, tmp_path / "in", f"file://{tmp_path}/out")
     job = SparkRuntime(env).start("temporal", list(env._sinks), [])
     job.run()

@@ -159,3 +159,15 @@ def run_job(runtime: str, splits: list[list[tuple]], *, out_of_order: bool, para
     streams = build_job(env, splits, out_of_order=out_of_order)
     collected, result = env.execute_and_collect_streams(streams)
     return {name: sorted(values, key=repr) for name, values in collected.items()}, result
+
+
+def checkpointed_spark_env(storage: str, epoch_records: int, parallelism: int = 2) -> StreamExecutionEnvironment:
+    """A Spark-runtime environment with epochs of ``epoch_records`` per split, checkpointing every epoch into
+    ``storage`` (a ``file://`` or ``s3://`` folder)."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime("spark")
+    env.set_parallelism(parallelism)
+    env.set_runtime_option("epoch_records", epoch_records)
+    env.enable_checkpointing(10)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(storage)
+    return env
