@@ -1,80 +1,216 @@
-"""A client for a job master's control API, found directly by URL or through the job's status document."""
+"""The one client of a job master's control API, sync and async, used by the CLI, the Airflow hook and triggers.
+
+The routes are declared once, here, and the server (:mod:`engine.master.api`)
+registers its handlers on the same templates, so a client and the server cannot
+drift apart.  Both clients build each request with the same functions and map
+answers to errors with the same :func:`_decode`:
+
+* :class:`ControlApiUnavailable` — nothing answered (no URL known, refused, timeout);
+* :class:`ControlApiError` — the master answered with an error status (``status_code`` set).
+
+A client talks to the URL it was given.  :func:`discover_control_url` reads the
+URL a master published in storage; callers that hold a token decide whether to
+trust such a URL (see its docstring).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import Any
+from typing import Any, Final, Literal
 
 import httpx
 
 from engine.errors import SluiceError
 
+OperationKind = Literal["savepoint", "stop"]
+
+
+class Routes:
+    """Path templates of the control API (ARCHITECTURE section 7); ``{job_id}``/``{trigger_id}`` are filled in."""
+
+    HEALTH: Final = "/healthz"
+    JOBS: Final = "/jobs"
+    JOB: Final = "/jobs/{job_id}"
+    CHECKPOINTS: Final = "/jobs/{job_id}/checkpoints"
+    SAVEPOINTS: Final = "/jobs/{job_id}/savepoints"
+    SAVEPOINT: Final = "/jobs/{job_id}/savepoints/{trigger_id}"
+    STOP: Final = "/jobs/{job_id}/stop"
+    STOP_STATUS: Final = "/jobs/{job_id}/stop/{trigger_id}"
+    METRICS: Final = "/metrics"
+
 
 class ControlApiError(SluiceError):
-    """The job master refused a request or could not be reached (is the job running? is the token right?)."""
+    """The job master refused a request (``status_code``) or could not be reached (is the job running? the token right?)."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ControlApiUnavailable(ControlApiError):
+    """No job master answered at the control URL (not running, not yet started, or another address)."""
 
 
 def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) -> str:
-    """The control URL the job's master last published in ``_status.json``."""
+    """The control URL the job's master last published in ``_status.json``.
+
+    Storage is not an authority on where to send a token: a client holding one
+    should only use such a URL when it points at an address it trusts."""
     from checkpoints.backends import open_store
     from checkpoints.status import read_status
 
     status = read_status(open_store(storage_uri, **store_options), job_id)
     if status is None:
-        raise ControlApiError(f"job {job_id!r} has published no status document under {storage_uri}: "
-                              "it never ran with this --storage, or its master has not started yet")
+        raise ControlApiUnavailable(f"job {job_id!r} has published no status document under {storage_uri}: "
+                                    "it never ran with this --storage, or its master has not started yet")
     url = status.extra.get("control_url")
     if not url:
-        raise ControlApiError(f"the status document of job {job_id!r} names no control URL (state {status.state})")
+        raise ControlApiUnavailable(f"the status document of job {job_id!r} names no control URL "
+                                    f"(state {status.state})")
     return str(url)
 
 
+# -- requests, shared by both clients ------------------------------------------------------------
+
+_Request = tuple[str, str, dict[str, Any]]
+
+
+def _operation_route(kind: OperationKind) -> str:
+    if kind == "savepoint":
+        return Routes.SAVEPOINT
+    if kind == "stop":
+        return Routes.STOP_STATUS
+    raise ValueError(f"operation kind must be 'savepoint' or 'stop', got {kind!r}")
+
+
+def _savepoint(job_id: str, target_dir: str | None, trigger_id: str | None) -> _Request:
+    return "POST", Routes.SAVEPOINTS.format(job_id=job_id), {
+        "json": {"target_directory": target_dir, "trigger_id": trigger_id}}
+
+
+def _stop(job_id: str, target_dir: str | None, drain: bool, trigger_id: str | None) -> _Request:
+    return "POST", Routes.STOP.format(job_id=job_id), {
+        "json": {"target_directory": target_dir, "drain": drain, "trigger_id": trigger_id}}
+
+
+def _operation(job_id: str, kind: OperationKind, trigger_id: str) -> _Request:
+    return "GET", _operation_route(kind).format(job_id=job_id, trigger_id=trigger_id), {}
+
+
+def _decode(method: str, url: str, response: httpx.Response) -> Any:
+    if response.status_code >= 400:
+        raise ControlApiError(f"{method} {url} answered {response.status_code}: {response.text[:500]}",
+                              response.status_code)
+    return response.json() if response.content else None
+
+
+def _unreachable(base_url: Any, exc: Exception) -> ControlApiUnavailable:
+    return ControlApiUnavailable(f"cannot reach the job master at {base_url} ({type(exc).__name__}: {exc}); "
+                                 "is the job running?")
+
+
+def _settled(kind: OperationKind, trigger_id: str, op: dict[str, Any], started: float, timeout_s: float) -> bool:
+    if op["status"]["id"] != "IN_PROGRESS":
+        return True
+    if time.monotonic() - started > timeout_s:
+        raise ControlApiError(f"{kind} {trigger_id} still in progress after {timeout_s}s")
+    return False
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 class ControlClient:
+    """Blocking client of one job's control API (the CLI and the Airflow hook)."""
+
     def __init__(self, url: str, job_id: str, token: str | None = None, timeout_s: float = 10.0) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.job_id = job_id
-        self._http = httpx.Client(base_url=url, headers=headers, timeout=timeout_s)
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, headers=_headers(token), timeout=timeout_s)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             response = self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise ControlApiError(f"cannot reach the job master at {self._http.base_url}: {exc}") from exc
-        if response.status_code >= 400:
-            raise ControlApiError(f"{method} {path} -> {response.status_code}: {response.text[:300]}")
-        return response.json()
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+        return _decode(method, self.url + path, response)
 
     def status(self) -> dict[str, Any]:
-        return self._call("GET", f"/jobs/{self.job_id}")
+        return self._call("GET", Routes.JOB.format(job_id=self.job_id))
 
     def checkpoints(self) -> list[dict[str, Any]]:
-        return self._call("GET", f"/jobs/{self.job_id}/checkpoints")["history"]
+        return self._call("GET", Routes.CHECKPOINTS.format(job_id=self.job_id))["history"]
 
     def trigger_savepoint(self, target_dir: str | None = None, trigger_id: str | None = None) -> str:
-        body = {"target_directory": target_dir, "trigger_id": trigger_id}
-        return self._call("POST", f"/jobs/{self.job_id}/savepoints", json=body)["request-id"]
+        method, path, kwargs = _savepoint(self.job_id, target_dir, trigger_id)
+        return str(self._call(method, path, **kwargs)["request-id"])
 
     def stop(self, target_dir: str | None = None, drain: bool = False, trigger_id: str | None = None) -> str:
-        body = {"target_directory": target_dir, "drain": drain, "trigger_id": trigger_id}
-        return self._call("POST", f"/jobs/{self.job_id}/stop", json=body)["request-id"]
+        method, path, kwargs = _stop(self.job_id, target_dir, drain, trigger_id)
+        return str(self._call(method, path, **kwargs)["request-id"])
 
     def cancel(self) -> None:
-        self._call("PATCH", f"/jobs/{self.job_id}", params={"mode": "cancel"})
+        self._call("PATCH", Routes.JOB.format(job_id=self.job_id), params={"mode": "cancel"})
 
-    def operation(self, kind: str, trigger_id: str) -> dict[str, Any]:
-        path = "savepoints" if kind == "savepoint" else "stop"
-        return self._call("GET", f"/jobs/{self.job_id}/{path}/{trigger_id}")
+    def operation(self, kind: OperationKind, trigger_id: str) -> dict[str, Any]:
+        method, path, kwargs = _operation(self.job_id, kind, trigger_id)
+        return self._call(method, path, **kwargs)
 
-    def wait(self, kind: str, trigger_id: str, timeout_s: float = 600.0, poll_s: float = 0.5) -> dict[str, Any]:
+    def wait(self, kind: OperationKind, trigger_id: str, timeout_s: float = 600.0,
+             poll_s: float = 0.5) -> dict[str, Any]:
         """Poll until the operation leaves IN_PROGRESS; returns its final document."""
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
         while True:
             op = self.operation(kind, trigger_id)
-            if op["status"]["id"] != "IN_PROGRESS":
+            if _settled(kind, trigger_id, op, started, timeout_s):
                 return op
-            if time.monotonic() > deadline:
-                raise ControlApiError(f"{kind} {trigger_id} still in progress after {timeout_s}s")
             time.sleep(poll_s)
 
     def close(self) -> None:
         self._http.close()
+
+    def __enter__(self) -> ControlClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncControlClient:
+    """The same client for an event loop (Airflow's triggerer): same routes, same errors."""
+
+    def __init__(self, url: str, job_id: str, token: str | None = None, timeout_s: float = 10.0) -> None:
+        self.job_id = job_id
+        self.url = url.rstrip("/")
+        self._http = httpx.AsyncClient(base_url=self.url, headers=_headers(token), timeout=timeout_s)
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+        return _decode(method, self.url + path, response)
+
+    async def operation(self, kind: OperationKind, trigger_id: str) -> dict[str, Any]:
+        method, path, kwargs = _operation(self.job_id, kind, trigger_id)
+        return await self._call(method, path, **kwargs)
+
+    async def wait(self, kind: OperationKind, trigger_id: str, timeout_s: float = 600.0,
+                   poll_s: float = 0.5) -> dict[str, Any]:
+        started = time.monotonic()
+        while True:
+            op = await self.operation(kind, trigger_id)
+            if _settled(kind, trigger_id, op, started, timeout_s):
+                return op
+            await asyncio.sleep(poll_s)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncControlClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -11,13 +11,13 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 
-from sluice.hook import ControlApiUnavailable, SluiceError
+from sluice.exceptions import ControlApiUnavailable, SluiceAirflowError
 from sluice.operators.base import SluiceBaseOperator, task_trigger_id
 from sluice.triggers.operation import SluiceOperationTrigger
 
 
 class _OperationOperator(SluiceBaseOperator):
-    kind = "savepoints"
+    kind = "savepoint"
 
     def __init__(self, *, target_directory: str | None = None, deferrable: bool = True,
                  poll_interval_s: float = 2.0, operation_timeout_s: float = 1800.0, **kwargs: Any) -> None:
@@ -27,26 +27,23 @@ class _OperationOperator(SluiceBaseOperator):
         self.poll_interval_s = poll_interval_s
         self.operation_timeout_s = operation_timeout_s
 
-    def _start(self, job_id: str, trigger_id: str) -> str:
-        raise NotImplementedError
-
-    def _wait(self, job_id: str, trigger_id: str) -> str:
+    def _wait(self, job_id: str, operation_id: str) -> str:
         if self.deferrable:
             url = self.hook.control_url(job_id)
             if url is None:
-                raise SluiceError(f"job {job_id!r}: no control URL to wait on")
+                raise SluiceAirflowError(f"job {job_id!r}: no control URL to wait on")
             self.defer(trigger=SluiceOperationTrigger(sluice_conn_id=self.conn_id, job_id=job_id, kind=self.kind,
-                                                      trigger_id=trigger_id, control_url=url,
+                                                      operation_id=operation_id, control_url=url,
                                                       poll_interval_s=self.poll_interval_s,
                                                       timeout_s=self.operation_timeout_s),
                        method_name="execute_complete")
-        return self.hook.wait_for_operation(self.kind, trigger_id, job_id=job_id, timeout_s=self.operation_timeout_s,
+        return self.hook.wait_for_operation(self.kind, operation_id, job_id=job_id, timeout_s=self.operation_timeout_s,
                                             poll_interval_s=self.poll_interval_s)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> str:
         if event.get("status") != "success":
             raise AirflowException(event.get("message", f"{self.kind} failed: {event}"))
-        self.log.info("%s %s completed: %s", self.kind, event.get("trigger_id"), event["location"])
+        self.log.info("%s %s completed: %s", self.kind, event.get("operation_id"), event["location"])
         return str(event["location"])
 
 
@@ -62,7 +59,7 @@ class SluiceTriggerSavepointOperator(_OperationOperator):
     """
 
     template_fields = (*SluiceBaseOperator.template_fields, "target_directory")
-    kind = "savepoints"
+    kind = "savepoint"
 
     def execute(self, context: Any) -> str:
         job_id = self.resolved_job_id
