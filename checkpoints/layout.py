@@ -7,6 +7,7 @@ Under the checkpoint root (a store)::
     <job_id>/shared/<sha256>.<ext>     incremental files, content-addressed, reference-counted
     <job_id>/_retained.json            the retained-handles index (seed 001: ZooKeeper's role)
     <job_id>/_status.json              the status document the job master publishes
+    <job_id>/_desired_state.json       what operators want: running or suspended (who, when, why)
 
 Under the savepoint root (a separate store or prefix)::
 
@@ -27,6 +28,7 @@ from engine.errors import JobDefinitionError
 METADATA_FILE = "_metadata"
 INDEX_FILE = "_retained.json"
 STATUS_FILE = "_status.json"
+DESIRED_STATE_FILE = "_desired_state.json"
 SHARED_DIR = "shared"
 SHARED_PREFIX = SHARED_DIR + "/"
 CHECKPOINT_DIR_PREFIX = "chk-"
@@ -75,6 +77,10 @@ def index_key(job_id: str) -> str:
 
 def status_key(job_id: str) -> str:
     return job_dir(job_id) + STATUS_FILE
+
+
+def desired_state_key(job_id: str) -> str:
+    return job_dir(job_id) + DESIRED_STATE_FILE
 
 
 def savepoint_dir(job_id: str, checkpoint_id: int, suffix: str) -> str:

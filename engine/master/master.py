@@ -20,6 +20,7 @@ import importlib
 import logging
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,8 @@ class MasterConfig:
     #: operation (or a final status) gets its answer instead of a refused connection
     linger_after_end_s: float = 3.0
     runtime_options: dict[str, Any] = field(default_factory=dict)
+    #: who started this master, recorded with the job's desired state (``airflow:<dag>/<run>/<task>``, ``cli``)
+    started_by: str = "cli"
 
 
 class JobMaster:
@@ -118,7 +121,9 @@ class JobMaster:
         env = self._environment()
         self.client = env.execute_async(self.config.job_name, from_savepoint=self.config.from_savepoint,
                                         savepoint_dir=self.config.savepoint_dir)
-        control = _ClientControl(self.client)
+        control = _ClientControl(self.client, self._record_intent)
+        self._record_intent("running", f"started by {self.config.started_by}"
+                            + (f" from {self.config.from_savepoint}" if self.config.from_savepoint else ""))
         app = create_app(control, self.operations, self.config.token,
                          metrics_renderer(control.job_id, control.status))
         self.server = ControlServer(app, self.config.host, self.config.port, self.config.token).start()
@@ -143,6 +148,27 @@ class JobMaster:
                 if self.server is not None:
                     time.sleep(self.config.linger_after_end_s)
                     self.server.stop()
+
+    def _record_intent(self, state: str, reason: str, savepoint: str | None = None) -> None:
+        """Record what the operators want (``checkpoints.desired_state``): supervision restarts only a running job.
+
+        Every on-purpose stop reaches the master through its control API (CLI, Airflow, the
+        plugin page, curl), so the master records it; a crash records nothing and the job
+        stays meant to run."""
+        if not self.config.storage_uri:
+            return
+        from checkpoints.backends import open_store
+        from checkpoints.desired_state import DesiredState, JobState, write_desired_state
+
+        desired = DesiredState(job_id=self.client.get_job_id(), state=JobState(state),
+                               changed_ms=int(time.time() * 1000), changed_by=self.config.started_by
+                               if state == "running" else "control-api", reason=reason, savepoint=savepoint)
+        try:
+            write_desired_state(open_store(self.config.storage_uri), desired)
+        except Exception:  # storage hiccup: supervision then sees the older intent; never fail the stop for it
+            log.exception("could not record the desired state %s of job %s", state, desired.job_id)
+        else:
+            log.info("job %s desired state: %s (%s)", desired.job_id, state, reason)
 
     def _publish_loop(self) -> None:
         interval = self.config.status_interval_ms / 1000
@@ -179,8 +205,9 @@ class JobMaster:
 class _ClientControl:
     """Adapts a JobClient (PyFlink's shape) to the control API's JobControl protocol."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, record_intent: Any) -> None:
         self._client = client
+        self._record_intent = record_intent
         self.job_id = client.get_job_id()
 
     def status(self) -> dict[str, Any]:
@@ -193,7 +220,22 @@ class _ClientControl:
         return self._client.trigger_savepoint(target_dir)
 
     def stop_with_savepoint(self, target_dir: str | None, drain: bool) -> Any:
-        return self._client.stop_with_savepoint(drain, target_dir)
+        """The stop's future completes only once the intent is recorded, so a client that sees the stop
+        COMPLETED and starts a new master cannot have its ``running`` overwritten by this ``suspended``."""
+        recorded: Future = Future()
+
+        def stopped(done: Future) -> None:
+            exc = done.exception()
+            if exc is not None:
+                recorded.set_exception(exc)
+                return
+            self._record_intent("suspended", "stopped with a savepoint" + (" (drained)" if drain else ""),
+                                str(done.result()))
+            recorded.set_result(done.result())
+
+        self._client.stop_with_savepoint(drain, target_dir).add_done_callback(stopped)
+        return recorded
 
     def cancel(self) -> None:
+        self._record_intent("suspended", "cancelled without a savepoint")
         self._client.cancel()
