@@ -36,8 +36,9 @@ JSON), ``index`` (retained-handles index, conditional writes), ``status``
 (status document), ``state_files`` (Parquet/Arrow + sha256), ``store``
 (CheckpointStorage, CompletedCheckpointStore), ``retention`` (pure decisions),
 ``savepoints`` (history policy, relocation, validation outcome), ``restore``
-(load and validate), ``orphans`` (clean-up), ``inspect`` / ``cli`` (plain data
-and click commands for ``sluice``), ``errors``.
+(load and validate), ``drained`` (snapshots taken after ``stop --drain``),
+``orphans`` (clean-up), ``inspect`` / ``cli`` (plain data and click commands
+for ``sluice``), ``errors``.
 
 Design decisions (deviations from the first sketch, and why):
 

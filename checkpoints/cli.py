@@ -15,6 +15,7 @@ import click
 
 from checkpoints.backends import open_store
 from checkpoints.inspect import inspect_snapshot, list_checkpoints
+from engine.elements import MAX_WATERMARK, MIN_WATERMARK
 
 
 def _store_options(endpoint_url: str | None, region: str | None) -> dict[str, Any]:
@@ -30,6 +31,30 @@ def _when(ms: int | None) -> str:
     if not ms:
         return "-"
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _watermark(ms: int) -> str:
+    if ms == MAX_WATERMARK:
+        return "MAX_WATERMARK (end of event time)"
+    if ms == MIN_WATERMARK:
+        return "MIN_WATERMARK (none yet)"
+    return f"{ms} ({_when(ms)})"
+
+
+def _echo_event_time(event_time: dict[str, Any]) -> None:
+    """The job's watermark, then each operator's (subtasks with equal watermarks on one line), then each split's."""
+    job = event_time["job_ms"]
+    none = not (job is not None or event_time["operators"] or event_time["splits"])
+    click.echo("  watermarks:" + (" none recorded" if none else "" if job is None else f" job at {_watermark(job)}"))
+    for uid, subtasks in event_time["operators"].items():
+        by_value: dict[int, list[str]] = {}
+        for subtask, ms in subtasks.items():
+            by_value.setdefault(ms, []).append(subtask)
+        parts = [f"subtask{'s' if len(subs) > 1 else ''} {', '.join(subs)} at {_watermark(ms)}"
+                 for ms, subs in by_value.items()]
+        click.echo(f"    operator {uid}: {'; '.join(parts)}")
+    for split, ms in event_time["splits"].items():
+        click.echo(f"    split {split}: {_watermark(ms)}")
 
 
 @click.group("checkpoints")
@@ -108,7 +133,7 @@ def clean_command(job_id: str, storage: str, savepoint_root: str | None, grace_s
 @click.option("--region", default=None)
 @click.option("--json", "as_json", is_flag=True)
 def inspect_command(snapshot: str, verify: bool, endpoint_url: str | None, region: str | None, as_json: bool) -> None:
-    """Show a checkpoint's or savepoint's metadata, sizes, key-group coverage and state counts."""
+    """Show a checkpoint's or savepoint's metadata, sizes, key-group coverage, state counts and watermarks."""
     options = _store_options(endpoint_url, region) if snapshot.startswith("s3") else {}
     data = inspect_snapshot(snapshot, verify_checksums=verify, **options)
     if as_json:
@@ -123,6 +148,9 @@ def inspect_command(snapshot: str, verify: bool, endpoint_url: str | None, regio
             )
             for state, counts in sorted(op["states"].items()):
                 click.echo(f"    {state}: {counts['rows']} rows in {counts['files']} files ({counts['shared_files']} shared)")
+        _echo_event_time(data["event_time"])
+        if data["drained"]:
+            click.echo(f"  drained: {data['drained']}; restoring it needs --allow-drained")
         if data["validation"]:
             click.echo(f"  validation: {data['validation'].get('status')}")
         for p in data["problems"]:

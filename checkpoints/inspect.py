@@ -10,6 +10,7 @@ from typing import Any
 
 from checkpoints import layout
 from checkpoints.backends import ObjectStore, open_store
+from checkpoints.drained import SnapshotWatermarks, drained_reason
 from checkpoints.index import read_index
 from checkpoints.restore import key_group_problems, open_snapshot, split_snapshot_uri
 from checkpoints.savepoints import list_savepoints
@@ -62,7 +63,10 @@ def list_checkpoints(store: ObjectStore, job_id: str, savepoint_store: ObjectSto
 
 
 def inspect_snapshot(uri: str, *, verify_checksums: bool = False, **store_options: Any) -> dict[str, Any]:
-    """Metadata summary, sizes, key-group coverage and per-operator state counts of one snapshot.
+    """Metadata summary, sizes, key-group coverage, per-operator state counts and watermarks of one snapshot.
+
+    ``event_time`` holds the watermarks (ms) of the job, each operator subtask and each split;
+    ``drained`` says why the snapshot is drained (:mod:`checkpoints.drained`), or is None.
 
     Problems (missing files, bad sizes, key-group gaps...) are listed under
     ``"problems"`` rather than raised, so a broken snapshot can be looked at."""
@@ -112,6 +116,8 @@ def inspect_snapshot(uri: str, *, verify_checksums: bool = False, **store_option
         "complete_timestamp_ms": m.complete_timestamp_ms,
         "source_positions": m.source_positions,
         "watermarks": m.watermarks,
+        "event_time": _event_time(SnapshotWatermarks.of(m)),
+        "drained": drained_reason(m),
         "ledger": m.ledger.to_dict(),
         "validation": m.validation,
         "total_bytes": m.total_bytes(),
@@ -120,3 +126,9 @@ def inspect_snapshot(uri: str, *, verify_checksums: bool = False, **store_option
         "problems": problems,
         "checksums_verified": verify_checksums,
     }
+
+
+def _event_time(marks: SnapshotWatermarks) -> dict[str, Any]:
+    return {"job_ms": marks.job_ms,
+            "operators": {uid: {str(sub): wm for sub, wm in subs.items()} for uid, subs in marks.operators.items()},
+            "splits": dict(marks.splits)}

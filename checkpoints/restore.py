@@ -193,13 +193,7 @@ def open_snapshot(
     snapshot_dir = folder.strip("/") + "/"
     metadata_key = snapshot_dir + layout.METADATA_FILE
     uri = store.key_uri(snapshot_dir.rstrip("/"))
-    try:
-        raw = store.get_bytes(metadata_key)
-    except ObjectNotFound:
-        raise SnapshotNotFound(
-            f"no snapshot at {uri}: it has no {layout.METADATA_FILE}, so it never completed (or the path is wrong)"
-        ) from None
-    metadata = CheckpointMetadata.from_json(raw, store.key_uri(metadata_key))
+    metadata = _read_metadata(store, snapshot_dir)
     problems: list[str] = []
     if expected_job_id is not None and metadata.job_id != expected_job_id:
         problems.append(f"{store.key_uri(metadata_key)} belongs to job {metadata.job_id!r}, not {expected_job_id!r}")
@@ -218,6 +212,24 @@ def open_snapshot(
     if not any("not self-contained" in p for p in problems):
         problems.extend(_file_problems(snapshot, verify_checksums))
     return snapshot, problems
+
+
+def read_snapshot_metadata(uri: str, **store_options: Any) -> CheckpointMetadata:
+    """Only the ``_metadata`` of the snapshot at ``uri``: no state file is read or checked."""
+    parent_uri, name = split_snapshot_uri(uri)
+    return _read_metadata(open_store(parent_uri, **store_options), name.strip("/") + "/")
+
+
+def _read_metadata(store: ObjectStore, snapshot_dir: str) -> CheckpointMetadata:
+    metadata_key = snapshot_dir + layout.METADATA_FILE
+    try:
+        raw = store.get_bytes(metadata_key)
+    except ObjectNotFound:
+        raise SnapshotNotFound(
+            f"no snapshot at {store.key_uri(snapshot_dir.rstrip('/'))}: it has no {layout.METADATA_FILE}, "
+            "so it never completed (or the path is wrong)"
+        ) from None
+    return CheckpointMetadata.from_json(raw, store.key_uri(metadata_key))
 
 
 def key_group_problems(metadata: CheckpointMetadata) -> list[str]:

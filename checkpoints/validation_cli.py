@@ -29,12 +29,14 @@ import click
 @click.option("--record/--no-record", default=False, show_default=True,
               help="write the outcome into the snapshot's _metadata (the validated tier of savepoints)")
 @click.option("--allow-non-restored-state", is_flag=True, help="with --job: state nobody restores is not an error")
+@click.option("--allow-drained", is_flag=True,
+              help="a drained snapshot (taken by stop --drain, watermark MAX_WATERMARK) is not a failure")
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 def validate_command(snapshot: str, job_spec: str | None, data_docs_dir: str | None, expectations_file: str | None,
                      engine: str, spark_threshold: int | None, record: bool, allow_non_restored_state: bool,
-                     endpoint_url: str | None, as_json: bool) -> None:
-    """Validate a checkpoint's or savepoint's state with Great Expectations."""
+                     allow_drained: bool, endpoint_url: str | None, as_json: bool) -> None:
+    """Validate a checkpoint's or savepoint's state with Great Expectations; a drained snapshot fails too."""
     from checkpoints.validation import DEFAULT_SPARK_ROW_THRESHOLD, validate_snapshot
     from checkpoints.validation.compatibility import check_compatibility
     from engine.errors import SluiceError
@@ -44,7 +46,7 @@ def validate_command(snapshot: str, job_spec: str | None, data_docs_dir: str | N
         report = validate_snapshot(
             snapshot, job_spec=job_spec, user_expectations=expectations_file, data_docs_dir=data_docs_dir,
             engine=engine, spark_row_threshold=spark_threshold or DEFAULT_SPARK_ROW_THRESHOLD, record=record,
-            **options)
+            allow_drained=allow_drained, **options)
         compat = (check_compatibility(snapshot, job_spec, allow_non_restored_state=allow_non_restored_state, **options)
                   if job_spec else None)
     except SluiceError as exc:
@@ -61,6 +63,7 @@ def validate_command(snapshot: str, job_spec: str | None, data_docs_dir: str | N
 
 def _print_summary(report: Any, compat: Any) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(soft_wrap=True)
@@ -71,6 +74,8 @@ def _print_summary(report: Any, compat: Any) -> None:
     for a in report.assets:
         table.add_row(a.asset, str(a.rows), str(a.evaluated), f"[red]{a.failed}[/red]" if a.failed else "0")
     console.print(table)
+    if report.reason:
+        console.print(f"[red]refused:[/red] {escape(report.reason)}")
     if report.failed:
         failures = Table("frame", "expectation", "columns", "unexpected", "rule", title="failed expectations")
         for f in report.failed:

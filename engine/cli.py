@@ -3,7 +3,8 @@
 Verbs: ``demo``, ``run``, ``restore``, ``status``, ``savepoint``, ``stop``, ``cancel``, and the
 storage verbs ``checkpoints list``, ``inspect`` and ``validate`` from the checkpoints package.
 ``run --from-savepoint`` and ``restore`` validate the snapshot with Great Expectations first and
-refuse a snapshot that fails, unless ``--skip-validation`` is given.  A running job is
+refuse a snapshot that fails, unless ``--skip-validation`` is given; they refuse a drained snapshot
+(``stop --drain``: its watermark is MAX_WATERMARK) unless ``--allow-drained`` is given.  A running job is
 found through the status document its master publishes in checkpoint storage
 (``--storage``), or directly with ``--url``.
 """
@@ -81,8 +82,14 @@ def _run_options(fn: Any) -> Any:
         click.option("--token", envvar="SLUICE_CONTROL_TOKEN", default=None, help="bearer token for the control API"),
         click.option("--param", "params", multiple=True, help="key=value passed to the job function (JSON values)"),
         click.option("--option", "options", multiple=True, help="runtime option key=value (e.g. bundle_size=64)"),
+        click.option("--started-by", default="cli", hidden=True,
+                     help="who starts this master, recorded with the job's desired state (the Airflow operators "
+                          "pass airflow:<dag>/<run>/<task>)"),
         click.option("--skip-validation", is_flag=True,
                      help="restore without validating the snapshot first (logged loudly; not recommended)"),
+        click.option("--allow-drained", is_flag=True,
+                     help="restore a drained snapshot (taken by stop --drain) too: the job starts at the end of "
+                          "event time, where every new record is late for event-time windows"),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -92,7 +99,7 @@ def _run_options(fn: Any) -> Any:
 def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime: str, parallelism: int | None,
              storage: str | None, savepoint_dir: str | None, retained: int, interval_ms: int, output: str | None,
              host: str, port: int, token: str | None, params: tuple[str, ...], options: tuple[str, ...],
-             skip_validation: bool) -> None:
+             skip_validation: bool, allow_drained: bool = False, started_by: str = "cli") -> None:
     from engine.master.master import JobMaster, MasterConfig
 
     if from_savepoint is not None:
@@ -100,13 +107,13 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
 
         if skip_validation:
             click.echo(f"WARNING: restoring {from_savepoint} WITHOUT validating it (--skip-validation)", err=True)
-        ensure_restorable(from_savepoint, job_spec=job, skip_validation=skip_validation)
+        ensure_restorable(from_savepoint, job_spec=job, skip_validation=skip_validation, allow_drained=allow_drained)
     name = job_name or job.partition(":")[0].rsplit(".", 1)[-1]
     config = MasterConfig(job_spec=job, job_name=name, params=_parse_params(params), runtime=runtime,
                           parallelism=parallelism, checkpoint_interval_ms=interval_ms or None, storage_uri=storage,
                           savepoint_dir=savepoint_dir, retained_checkpoints=retained, from_savepoint=from_savepoint,
                           output_dir=output, host=host, port=port, token=token,
-                          runtime_options=_parse_params(options))
+                          runtime_options=_parse_params(options), started_by=started_by)
     master = JobMaster(config).start()
     click.echo(json.dumps({"job_id": master.client.get_job_id(), "control_url": master.url}), err=True)
     result = master.wait()
@@ -129,7 +136,7 @@ def run(job: str, from_savepoint: str | None, **kwargs: Any) -> None:
 @click.argument("snapshot")
 @_run_options
 def restore(job: str, snapshot: str, **kwargs: Any) -> None:
-    """Validate SNAPSHOT with Great Expectations, then run JOB from it (refused if validation fails)."""
+    """Validate SNAPSHOT with Great Expectations, then run JOB from it (refused if it fails or is drained)."""
     _run_job(job, snapshot, **kwargs)
 
 
@@ -190,7 +197,9 @@ def savepoint(job_id: str, url: str | None, storage: str | None, token: str | No
 @main.command()
 @_with_locate
 @click.option("--savepoint/--no-savepoint", "with_savepoint", default=True, show_default=True)
-@click.option("--drain", is_flag=True, help="emit MAX_WATERMARK first: fire all event-time windows (Flink --drain)")
+@click.option("--drain", is_flag=True,
+              help="emit MAX_WATERMARK first: fire all event-time windows (Flink --drain); for a job that will not "
+                   "be resumed: restoring its savepoint needs --allow-drained")
 @click.option("--target", default=None, help="savepoint directory")
 def stop(job_id: str, url: str | None, storage: str | None, token: str | None, with_savepoint: bool, drain: bool,
          target: str | None) -> None:

@@ -43,6 +43,20 @@ class UnsupportedFormatVersion(CorruptSnapshotError):
     """A persisted document carries a format version this Sluice cannot read (written by a newer release?)."""
 
 
+class DrainedSnapshotError(SluiceError):
+    """A snapshot was taken after event time ended (``stop --drain``): restored, every new record would be late."""
+
+    def __init__(self, snapshot: str, reason: str) -> None:
+        self.snapshot = snapshot
+        self.reason = reason
+        super().__init__(
+            f"snapshot {snapshot} is drained: {reason}. A job restored from it starts at the end of event time: "
+            "every new record is late for its event-time windows (dropped, or sent to a late side output), so "
+            "none of them fires again. Restore the savepoint of a stop without --drain, or a retained checkpoint "
+            "(`sluice checkpoints list <job>`); to restore this one anyway pass --allow-drained "
+            "(allow_drained=True)")
+
+
 class CheckpointDeclinedError(SluiceError):
     """A checkpoint could not be taken or completed; carries the CheckpointFailureReason."""
 

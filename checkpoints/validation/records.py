@@ -5,8 +5,9 @@
 the history policy never deletes the newest savepoint that passed
 (:func:`checkpoints.retention.savepoints_to_discard`).  So ``status`` is exactly
 "passed" or "failed", and the field also holds the run time, the failed
-expectations (asset, expectation, rule, unexpected count), and where the full
-results and the Data Docs are.  Writing it is a conditional replace
+expectations (asset, expectation, rule, unexpected count), the ``reason`` a
+snapshot fails whatever its state holds (drained: ``checkpoints.drained``), and
+where the full results and the Data Docs are.  Writing it is a conditional replace
 (:func:`checkpoints.savepoints.record_validation`), and the state files and
 their checksums are untouched: only ``_metadata`` changes.
 """
@@ -39,6 +40,7 @@ def validation_field(report: Any) -> dict[str, Any]:
             for f in report.failed[:MAX_RECORDED_FAILURES]
         ],
         "failed_count": len(report.failed),
+        "reason": report.reason,
         "unknown": list(report.unknown),
         "results_uri": report.results_uri,
         "data_docs_url": report.data_docs_url,

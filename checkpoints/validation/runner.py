@@ -24,6 +24,7 @@ field (:mod:`checkpoints.validation.records`), which savepoint history reads.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import threading
@@ -39,7 +40,8 @@ import great_expectations as gx  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from checkpoints.restore import Snapshot, load_snapshot  # noqa: E402
+from checkpoints.drained import drained_reason  # noqa: E402
+from checkpoints.restore import Snapshot, load_snapshot, read_snapshot_metadata  # noqa: E402
 from checkpoints.validation import frames as F  # noqa: E402
 from checkpoints.validation.previous import previous_source_positions  # noqa: E402
 from checkpoints.validation.suite_builder import (  # noqa: E402
@@ -58,6 +60,7 @@ from checkpoints.validation.user_expectations import (  # noqa: E402
     load_user_expectations,
     suite_path_for_job,
 )
+from engine.errors import DrainedSnapshotError  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +120,8 @@ class ValidationReport:
     data_docs_url: str | None
     results_uri: str | None = None
     run_name: str = ""
+    #: why the snapshot fails whatever its state holds (a drained snapshot, checkpoints.drained); None if nothing
+    reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -135,7 +140,7 @@ class ValidationReport:
             "assets": [{"asset": a.asset, "rows": a.rows, "evaluated": a.evaluated, "failed": a.failed}
                        for a in self.assets],
             "failed": [f.to_dict() for f in self.failed], "unknown": list(self.unknown),
-            "data_docs_url": self.data_docs_url, "results_uri": self.results_uri,
+            "data_docs_url": self.data_docs_url, "results_uri": self.results_uri, "reason": self.reason,
         }
 
 
@@ -170,6 +175,7 @@ def validate_snapshot(
     write_results: bool = True,
     build_data_docs: bool = True,
     record: bool = False,
+    allow_drained: bool = False,
     clock_ms: Callable[[], int] = _wall_clock_ms,
     **store_options: Any,
 ) -> ValidationReport:
@@ -179,7 +185,9 @@ def validate_snapshot(
     :func:`checkpoints.restore.load_snapshot` and raises CorruptSnapshotError;
     the GX suites then check the state's content.  ``job_spec`` finds the user
     suite file beside the job; ``user_expectations`` names one explicitly.
-    ``record=True`` writes the outcome into ``_metadata`` (savepoints: the validated tier)."""
+    ``record=True`` writes the outcome into ``_metadata`` (savepoints: the validated tier).
+    A drained snapshot (:mod:`checkpoints.drained`) fails with the reason in ``report.reason``,
+    whatever its state holds, unless ``allow_drained=True``."""
     if engine not in ("auto", "pandas", "spark"):
         from engine.errors import JobDefinitionError
 
@@ -192,6 +200,7 @@ def validate_snapshot(
         # sha256 and rows), so a file is read once, by the engine that derives its frames
         snap = load_snapshot(snapshot, verify_checksums=False, **store_options)
     metadata = snap.metadata
+    drained = None if allow_drained else drained_reason(metadata)
     previous = previous_source_positions_
     if previous is None and find_previous:
         previous = previous_source_positions(snap)
@@ -226,10 +235,11 @@ def validate_snapshot(
             cached.unpersist()
     report = ValidationReport(
         snapshot_uri=snap.uri, job_id=metadata.job_id, checkpoint_id=metadata.checkpoint_id,
-        status="failed" if failed else "passed", engine="spark" if use_spark else "pandas",
+        status="failed" if failed or drained else "passed", engine="spark" if use_spark else "pandas",
         started_ms=started, duration_ms=max(0, clock_ms() - started), rows=total_rows,
         assets=tuple(outcomes), failed=tuple(failed), unknown=tuple(plan.unknown),
         data_docs_url=docs_url, run_name=run_name,
+        reason=str(DrainedSnapshotError(snap.uri, drained)) if drained else None,
     )
     if write_results:
         from checkpoints.validation.records import write_results_json
@@ -505,21 +515,35 @@ def ensure_restorable(
     job_spec: str | None = None,
     skip_validation: bool = False,
     allow_non_restored_state: bool = False,
+    allow_drained: bool = False,
     **options: Any,
 ) -> ValidationReport | None:
     """What ``sluice restore`` and ``sluice run --from-savepoint`` call first (issue 6, "Where it runs").
 
-    Validates the snapshot (and, with ``job_spec``, that the job can restore it); on
-    any failure raises CorruptSnapshotError naming each failed expectation and
-    incompatibility, so nothing is restored.  ``skip_validation=True`` skips it and
-    says so loudly in the log (the caller should print it too); returns None then."""
+    First refuses a drained snapshot (:mod:`checkpoints.drained`) with DrainedSnapshotError,
+    reading only its ``_metadata``, unless ``allow_drained=True`` (then logs a warning);
+    ``skip_validation`` does not lift that.  Then validates the snapshot (and, with
+    ``job_spec``, that the job can restore it); on any failure raises CorruptSnapshotError
+    naming each failed expectation and incompatibility, so nothing is restored.
+    ``skip_validation=True`` skips the validation and says so loudly in the log (the caller
+    should print it too); returns None then.  ``options`` go to :func:`validate_snapshot`."""
     from engine.errors import CorruptSnapshotError
 
     uri = snapshot if isinstance(snapshot, str) else snapshot.uri
+    if isinstance(snapshot, Snapshot):
+        metadata = snapshot.metadata
+    else:  # the options validate_snapshot does not name are storage options
+        own = inspect.signature(validate_snapshot).parameters
+        metadata = read_snapshot_metadata(snapshot, **{k: v for k, v in options.items() if k not in own})
+    drained = drained_reason(metadata)
+    if drained is not None:
+        if not allow_drained:
+            raise DrainedSnapshotError(uri, drained)
+        log.warning("RESTORING A DRAINED SNAPSHOT (allow_drained): %s: %s", uri, drained)
     if skip_validation:
         log.warning("VALIDATION SKIPPED (--skip-validation): restoring %s without checking its state", uri)
         return None
-    report = validate_snapshot(snapshot, job_spec=job_spec, **options)
+    report = validate_snapshot(snapshot, job_spec=job_spec, allow_drained=allow_drained, **options)
     problems = [f"{f.asset}: {f.expectation} failed ({f.rule}; {f.unexpected_count} unexpected)" for f in report.failed]
     if job_spec is not None:
         from checkpoints.validation.compatibility import check_compatibility
