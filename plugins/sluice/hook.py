@@ -4,7 +4,8 @@ The hook owns connection and protocol (STYLE section 8), as ``S3Hook`` owns its
 conn id: operators, sensors, triggers and the UI view take a conn id and ask the
 hook; none of them builds URLs, reads tokens or opens stores itself.
 
-Connection fields (any conn type; ``generic`` or ``http`` are fine):
+Connection fields (conn type ``sluice``, registered with its form by
+:mod:`sluice.provider_info`; ``generic`` works too):
 
 ==============  ===============================================================
 host/port       control API (``schema`` http/https); optional, see below
@@ -28,44 +29,24 @@ alone").
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import httpx
-
 from airflow.sdk import BaseHook
+
+from checkpoints.restore_points import RestoreCandidate, RestorePoint, choose_restore_point
+from checkpoints.restore_points import NoRestorePoint as _NoCandidate
+from engine.master.client import ControlApiError, ControlApiUnavailable, ControlClient, OperationKind
+from sluice.exceptions import NoRestorePoint, SluiceAirflowError
 
 #: the shortest orphan grace period while the job runs (see SluiceHook.clean_orphans)
 LIVE_MIN_GRACE_MS = 10 * 60 * 1000
 
 #: checkpoint history entries with one of these statuses count as failed checkpoints
 FAILED_CHECKPOINT_STATES = frozenset({"FAILED", "DECLINED", "EXPIRED", "ABORTED"})
-
-
-class SluiceError(Exception):
-    """Base of the plugin's errors; messages say what happened, to which job, and what to do."""
-
-
-class ControlApiUnavailable(SluiceError):
-    """The job master's control API could not be reached (no URL known, connection refused, timeout)."""
-
-
-class ControlApiError(SluiceError):
-    """The control API answered with an error status."""
-
-    def __init__(self, message: str, status_code: int) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-
-
-class SnapshotValidationFailed(SluiceError):
-    """A snapshot failed validation: restoring from it is refused."""
-
-
-class NoRestorePoint(SluiceError):
-    """Neither a loadable retained checkpoint nor a validated savepoint exists for the job."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,19 +75,6 @@ class JobStatus:
 
     def checkpoint_age_ms(self, now_ms: int) -> int | None:
         return None if self.last_completed_ms is None else max(0, now_ms - self.last_completed_ms)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True, slots=True)
-class RestorePoint:
-    """A snapshot a job can be started from: a retained checkpoint or a validated savepoint."""
-
-    uri: str
-    kind: str  # "checkpoint" | "savepoint"
-    checkpoint_id: int
-    skipped: tuple[str, ...] = ()  # newer snapshots passed over, and why
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -142,7 +110,12 @@ class SluiceHook(BaseHook):
 
     @cached_property
     def extra(self) -> dict[str, Any]:
-        return dict(self.connection.extra_dejson or {})
+        """The connection's extra; fields saved by the connection form may carry ``extra__sluice__`` prefixes."""
+        extra = dict(self.connection.extra_dejson or {})
+        prefix = f"extra__{self.conn_type}__"
+        for key in [k for k in extra if k.startswith(prefix)]:
+            extra.setdefault(key[len(prefix):], extra.pop(key))
+        return {k: v for k, v in extra.items() if v not in (None, "")}
 
     @property
     def token(self) -> str | None:
@@ -152,7 +125,7 @@ class SluiceHook(BaseHook):
     def storage_uri(self) -> str:
         uri = self.extra.get("storage_uri")
         if not uri:
-            raise SluiceError(f"connection {self.sluice_conn_id!r} has no extra 'storage_uri' (checkpoint root, "
+            raise SluiceAirflowError(f"connection {self.sluice_conn_id!r} has no extra 'storage_uri' (checkpoint root, "
                               "e.g. s3://bucket/checkpoints); add it to the connection's extra")
         return str(uri)
 
@@ -163,7 +136,7 @@ class SluiceHook(BaseHook):
     def job_id(self, job_id: str | None = None) -> str:
         resolved = job_id or self.extra.get("job_id")
         if not resolved:
-            raise SluiceError(f"no job id given and connection {self.sluice_conn_id!r} has no extra 'job_id'")
+            raise SluiceAirflowError(f"no job id given and connection {self.sluice_conn_id!r} has no extra 'job_id'")
         return str(resolved)
 
     def configured_control_url(self) -> str | None:
@@ -255,25 +228,14 @@ class SluiceHook(BaseHook):
         doc = self.read_status_document(job_id)
         return (doc.extra or {}).get("control_url") if doc is not None else None
 
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
-
-    def request(self, method: str, path: str, *, job_id: str | None = None, url: str | None = None,
-                **kwargs: Any) -> Any:
-        """One control API call; returns the decoded JSON body (None when it has none)."""
-        base = url or self.control_url(job_id)
+    def client(self, job_id: str | None = None, *, url: str | None = None) -> ControlClient:
+        """The engine's control-API client for the job (the one the CLI and the triggers use too)."""
+        job = self.job_id(job_id)
+        base = url or self.control_url(job)
         if not base:
-            raise ControlApiUnavailable(f"job {self.job_id(job_id)!r}: no control URL (the connection names none and "
-                                        "the job published no status document with one); is the job running?")
-        try:
-            response = httpx.request(method, base.rstrip("/") + path, headers=self.headers(),
-                                     timeout=self.timeout_s, **kwargs)
-        except httpx.TransportError as exc:
-            raise ControlApiUnavailable(f"control API {base} unreachable ({type(exc).__name__}: {exc})") from exc
-        if response.status_code >= 400:
-            raise ControlApiError(f"{method} {base}{path} answered {response.status_code}: {response.text[:500]}",
-                                  response.status_code)
-        return response.json() if response.content else None
+            raise ControlApiUnavailable(f"job {job!r}: no control URL (the connection names none and the job "
+                                        "published no status document with one); is the job running?")
+        return ControlClient(base, job, self.token, timeout_s=self.timeout_s)
 
     def get_status(self, job_id: str | None = None) -> JobStatus:
         """The job's status from the control API, or from its status document when the master is unreachable."""
@@ -284,10 +246,11 @@ class SluiceHook(BaseHook):
         failed = 0
         if url:
             try:
-                api = self.request("GET", f"/jobs/{job}", job_id=job, url=url)
-                history = (self.request("GET", f"/jobs/{job}/checkpoints", job_id=job, url=url) or {}).get("history", [])
+                with self.client(job, url=url) as client:
+                    api = client.status()
+                    history = client.checkpoints()
                 failed = sum(1 for h in history if str(h.get("status", "")).upper() in FAILED_CHECKPOINT_STATES)
-            except (ControlApiUnavailable, ControlApiError) as exc:
+            except ControlApiError as exc:
                 self.log.info("job %s: control API not usable (%s); using the status document", job, exc)
                 api = None
         if api is not None:
@@ -313,48 +276,50 @@ class SluiceHook(BaseHook):
         )
 
     def checkpoint_history(self, job_id: str | None = None) -> list[dict[str, Any]]:
-        job = self.job_id(job_id)
-        return list((self.request("GET", f"/jobs/{job}/checkpoints", job_id=job) or {}).get("history", []))
+        with self.client(job_id) as client:
+            return client.checkpoints()
 
     def trigger_savepoint(self, trigger_id: str, *, job_id: str | None = None,
                           target_directory: str | None = None) -> str:
         """Ask for a savepoint; the same ``trigger_id`` re-attaches to the same savepoint (idempotent)."""
-        job = self.job_id(job_id)
-        body = {"target_directory": target_directory or self.savepoint_dir, "trigger_id": trigger_id}
-        return str(self.request("POST", f"/jobs/{job}/savepoints", job_id=job, json=body)["request-id"])
+        with self.client(job_id) as client:
+            return client.trigger_savepoint(target_directory or self.savepoint_dir, trigger_id)
 
     def stop_with_savepoint(self, trigger_id: str, *, job_id: str | None = None,
                             target_directory: str | None = None, drain: bool = False) -> str:
-        job = self.job_id(job_id)
-        body = {"target_directory": target_directory or self.savepoint_dir, "drain": drain, "trigger_id": trigger_id}
-        return str(self.request("POST", f"/jobs/{job}/stop", job_id=job, json=body)["request-id"])
+        with self.client(job_id) as client:
+            return client.stop(target_directory or self.savepoint_dir, drain, trigger_id)
 
-    def operation_status(self, kind: str, trigger_id: str, *, job_id: str | None = None) -> dict[str, Any]:
-        """``{"status": {"id": IN_PROGRESS|COMPLETED|FAILED}, "operation": {...}}`` of a savepoint or stop."""
-        if kind not in ("savepoints", "stop"):
-            raise SluiceError(f"operation kind must be 'savepoints' or 'stop', got {kind!r}")
-        job = self.job_id(job_id)
-        return self.request("GET", f"/jobs/{job}/{kind}/{trigger_id}", job_id=job)
-
-    def wait_for_operation(self, kind: str, trigger_id: str, *, job_id: str | None = None,
+    def wait_for_operation(self, kind: OperationKind, trigger_id: str, *, job_id: str | None = None,
                            timeout_s: float = 600, poll_interval_s: float = 1.0) -> str:
         """Poll until the operation completes; returns the snapshot location or raises with the failure cause."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            result = self.operation_status(kind, trigger_id, job_id=job_id)
-            state = result.get("status", {}).get("id")
-            if state == "COMPLETED":
-                return str(result["operation"]["location"])
-            if state == "FAILED":
-                raise SluiceError(f"{kind} {trigger_id} of job {self.job_id(job_id)!r} failed: "
-                                  f"{result.get('operation', {}).get('failure-cause')}")
-            if time.monotonic() > deadline:
-                raise SluiceError(f"{kind} {trigger_id} still {state} after {timeout_s}s")
-            time.sleep(poll_interval_s)
+        with self.client(job_id) as client:
+            result = client.wait(kind, trigger_id, timeout_s=timeout_s, poll_s=poll_interval_s)
+        if result["status"]["id"] != "COMPLETED":
+            raise SluiceAirflowError(f"{kind} {trigger_id} of job {self.job_id(job_id)!r} failed: "
+                                     f"{result.get('operation', {}).get('failure-cause')}")
+        return str(result["operation"]["location"])
 
     def cancel(self, job_id: str | None = None) -> None:
-        job = self.job_id(job_id)
-        self.request("PATCH", f"/jobs/{job}", job_id=job, params={"mode": "cancel"})
+        with self.client(job_id) as client:
+            client.cancel()
+
+    # -- desired state ---------------------------------------------------------------------------
+
+    def desired_state(self, job_id: str | None = None) -> Any:
+        """What the operators last asked for (:class:`checkpoints.desired_state.DesiredState`), or None."""
+        from checkpoints.desired_state import read_desired_state
+
+        return read_desired_state(self.store, self.job_id(job_id))
+
+    def record_desired_state(self, state: str, *, changed_by: str, reason: str, job_id: str | None = None,
+                             savepoint: str | None = None) -> Any:
+        from checkpoints.desired_state import DesiredState, JobState, write_desired_state
+
+        desired = DesiredState(job_id=self.job_id(job_id), state=JobState(state), changed_ms=now_ms(),
+                               changed_by=changed_by, reason=reason, savepoint=savepoint)
+        write_desired_state(self.store, desired)
+        return desired
 
     # -- checkpoints and savepoints --------------------------------------------------------------
 
@@ -379,7 +344,7 @@ class SluiceHook(BaseHook):
                              **self._store_options(uri))
 
     def validate_snapshot(self, uri: str, *, job_id: str | None = None, job_spec: str | None = None,
-                          record: bool = True) -> dict[str, Any]:
+                          record: bool = True, allow_drained: bool = False) -> dict[str, Any]:
         """Validate a snapshot's state with Great Expectations and record the outcome in its ``_metadata``.
 
         Returns ``{"status": "passed"|"failed", ...}`` (never raises for a failed
@@ -387,34 +352,24 @@ class SluiceHook(BaseHook):
         snapshot that does not even load (the validator checks integrity first:
         missing files, checksums, key-group coverage) fails with the reason.
         """
-        self.log.info("validating %s (job %s) with Great Expectations", uri, job_id or "-")
-        validator = _ge_validator()
-        if validator is None:
-            raise SluiceError("checkpoints.validation (Great Expectations) is not available in this environment; "
-                              "install it before validating snapshots")
+        from checkpoints.validation import validate_snapshot
+
+        # Great Expectations logs every step at INFO: keep it out of the task log, whose one line is the summary
+        logging.getLogger("great_expectations").setLevel(logging.WARNING)
+        options: dict[str, Any] = {"record": record, "allow_drained": allow_drained, **self._store_options(uri)}
+        if job_spec:
+            options["job_spec"] = job_spec
+        if self.extra.get("data_docs_dir"):
+            options["data_docs_dir"] = self.extra["data_docs_dir"]
         try:
-            result = validator(uri, **self._validator_options(uri, record, job_spec))
+            report = validate_snapshot(uri, **options)
         except Exception as exc:  # an integrity failure found by the validator refuses the snapshot as well
             return {"status": "failed", "stage": "validate", "reason": f"{type(exc).__name__}: {exc}",
                     "validated_ms": now_ms()}
-        return _as_outcome(result)
-
-    def _validator_options(self, uri: str, record: bool, job_spec: str | None) -> dict[str, Any]:
-        import inspect
-
-        validator = _ge_validator()
-        params = inspect.signature(validator).parameters if validator else {}
-        options: dict[str, Any] = {}
-        store_options = self._store_options(uri)
-        if store_options and any(p.kind == p.VAR_KEYWORD for p in params.values()):
-            options.update(store_options)  # validate_snapshot(uri, ..., **store_options)
-        if "record" in params:
-            options["record"] = record
-        if "job_spec" in params and job_spec:
-            options["job_spec"] = job_spec
-        if "data_docs_dir" in params and self.extra.get("data_docs_dir"):
-            options["data_docs_dir"] = self.extra["data_docs_dir"]
-        return options
+        outcome = dict(report.to_dict())
+        self.log.info("validation of %s (job %s): %s%s", uri, job_id or "-", outcome.get("status"),
+                      f" ({outcome['reason']})" if outcome.get("reason") else "")
+        return outcome
 
     def apply_savepoint_policy(self, *, job_id: str | None = None, max_count: int | None = None,
                                max_age_ms: int | None = None, dry_run: bool = False) -> list[str]:
@@ -423,7 +378,7 @@ class SluiceHook(BaseHook):
         from checkpoints.savepoints import apply_savepoint_policy
 
         if self.savepoint_store is None:
-            raise SluiceError(f"connection {self.sluice_conn_id!r} has no extra 'savepoint_dir'")
+            raise SluiceAirflowError(f"connection {self.sluice_conn_id!r} has no extra 'savepoint_dir'")
         doomed = apply_savepoint_policy(self.savepoint_store, self.job_id(job_id),
                                         SavepointHistoryPolicy(max_count=max_count, max_age_ms=max_age_ms),
                                         dry_run=dry_run)
@@ -478,33 +433,48 @@ class SluiceHook(BaseHook):
                             f"(older than the grace period)")
         return {"ok": not problems, "problems": problems, "retained": ids, "orphans": orphans["orphans"]}
 
-    def restore_point(self, job_id: str | None = None) -> RestorePoint:
-        """The newest retained checkpoint that loads, else the newest savepoint whose validation passed.
-
-        A corrupt latest checkpoint is skipped (and named in ``skipped``): restoring from
-        it would fail or, worse, restore wrong state."""
+    def restore_candidates(self, job_id: str | None = None) -> list[RestoreCandidate]:
+        """Every retained checkpoint and every savepoint of the job, as restore candidates."""
         from checkpoints.index import read_index
 
         job = self.job_id(job_id)
-        skipped: list[str] = []
-        for handle in reversed(read_index(self.store, job).index.checkpoints):
-            uri = self.store.key_uri(handle.metadata_key.rsplit("/", 1)[0])
+        candidates = [RestoreCandidate(self.store.key_uri(h.metadata_key.rsplit("/", 1)[0]), "checkpoint",
+                                       h.checkpoint_id, h.completed_ms)
+                      for h in read_index(self.store, job).index.checkpoints]
+        for savepoint in self.list_savepoints(job):
+            m = savepoint.metadata
+            recorded = None if m is None or m.validation is None else m.validation_passed()
+            candidates.append(RestoreCandidate(savepoint.uri, "savepoint", savepoint.checkpoint_id,
+                                               m.complete_timestamp_ms if m else 0, recorded))
+        return candidates
+
+    def restore_point(self, job_id: str | None = None, *, allow_drained: bool = False) -> RestorePoint:
+        """The newest restorable snapshot across retained checkpoints and savepoints, by completion time.
+
+        A candidate that does not load (corrupt, missing files, another job's) or,
+        unless ``allow_drained``, a drained savepoint is passed over, and named in
+        ``passed_over`` with the reason (:mod:`checkpoints.restore_points`)."""
+        from checkpoints.drained import drained_reason
+
+        job = self.job_id(job_id)
+
+        def inspect(candidate: RestoreCandidate) -> str | None:
             try:
-                self.load_snapshot(uri, job_id=job)
-                return RestorePoint(uri, "checkpoint", handle.checkpoint_id, tuple(skipped))
-            except Exception as exc:  # a corrupt checkpoint is passed over, with its reason
-                skipped.append(f"{uri}: {exc}")
-        for savepoint in reversed(self.list_savepoints(job)):
-            if savepoint.metadata is None or not savepoint.metadata.validation_passed():
-                skipped.append(f"{savepoint.uri}: validation not passed")
-                continue
-            try:
-                self.load_snapshot(savepoint.uri, job_id=job)
-                return RestorePoint(savepoint.uri, "savepoint", savepoint.checkpoint_id, tuple(skipped))
-            except Exception as exc:  # likewise
-                skipped.append(f"{savepoint.uri}: {exc}")
-        raise NoRestorePoint(f"job {job!r} has no loadable retained checkpoint and no validated savepoint; "
-                             f"passed over: {skipped or 'nothing'}. See docs/runbooks/recover-corrupt-checkpoint.md")
+                snapshot = self.load_snapshot(candidate.uri, job_id=job)
+            except Exception as exc:  # a snapshot that does not load is passed over with its reason
+                return f"does not load: {exc}"
+            drained = drained_reason(snapshot.metadata)
+            if drained and not allow_drained:
+                return f"drained ({drained}): restoring it would drop every new record as late"
+            return None
+
+        try:
+            point = choose_restore_point(job, self.restore_candidates(job), inspect)
+        except _NoCandidate as exc:
+            raise NoRestorePoint(str(exc)) from exc
+        self.log.info("job %s restores from %s %s (completed %s); passed over: %s", job, point.kind, point.uri,
+                      point.completed_ms, list(point.passed_over) or "nothing")
+        return point
 
 
 def _status_fields(doc: Any) -> dict[str, Any]:
@@ -514,27 +484,3 @@ def _status_fields(doc: Any) -> dict[str, Any]:
             "last_completed_checkpoint": doc.last_completed_checkpoint, "last_completed_ms": doc.last_completed_ms,
             "watermark_ms": doc.watermark_ms, "lag_ms": doc.lag_ms, "records_per_second": doc.records_per_second,
             "failures": list(doc.failures), "extra": dict(doc.extra)}
-
-
-def _ge_validator() -> Any:
-    """The Great Expectations snapshot validator of ``checkpoints.validation``, or None when not installed."""
-    try:
-        from checkpoints import validation
-    except ImportError:
-        return None
-    return getattr(validation, "validate_snapshot", None)
-
-
-def _as_outcome(result: Any) -> dict[str, Any]:
-    """The validator's result as a plain ``{"status": "passed"|"failed", ...}`` dict."""
-    if isinstance(result, dict):
-        outcome = dict(result)
-    elif hasattr(result, "to_dict"):
-        outcome = dict(result.to_dict())
-    elif dataclasses.is_dataclass(result):
-        outcome = dataclasses.asdict(result)
-    else:
-        outcome = {"status": "passed" if getattr(result, "success", False) else "failed", "result": str(result)}
-    if "status" not in outcome and "success" in outcome:
-        outcome["status"] = "passed" if outcome["success"] else "failed"
-    return outcome

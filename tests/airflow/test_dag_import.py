@@ -64,8 +64,20 @@ def test_supervise_restarts_only_after_a_failed_health_check_and_alerts_after_a_
 
     dag = DagBag(dag_folder=str(REPO / "dags" / "sluice_supervise.py")).dags["sluice_supervise"]
 
-    restart = dag.get_task("restart_from_latest")
-    assert restart.trigger_rule == "all_failed"
+    restart = dag.get_task("job.restart_from_latest")
+    assert restart.trigger_rule == "one_failed"
     assert restart.from_snapshot == "latest" and restart.replace_live is True
-    assert dag.get_task("alert").trigger_rule == "none_skipped"
-    assert {t.task_id for t in restart.upstream_list} == {"check_health"}
+    assert dag.get_task("job.alert").trigger_rule == "none_skipped"
+    assert {t.task_id for t in restart.upstream_list} == {"deployments", "job.check_health"}
+    assert {t.task_id for t in dag.get_task("job.check_health").upstream_list} == {"deployments", "job.desired_state"}
+
+
+def test_every_dag_documents_itself_and_its_params():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    for dag_id in DAG_IDS:
+        dag = bag.dags[dag_id]
+        assert dag.doc_md and dag.doc_md.strip().startswith("###"), dag_id
+        for name, param in dag.params.items():
+            assert param.description, f"{dag_id}: param {name!r} has no description"

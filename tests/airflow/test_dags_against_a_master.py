@@ -65,8 +65,8 @@ def test_deploy_checkpoints_savepoint_supervise_restore_housekeeping(sluice_env)
     for _ in range(3):
         state, tasks, values = run_dag("sluice_scheduled_savepoint", deployment="purchases")
         assert state == "success", tasks
-        assert values["validate"]["status"] == "passed"
-        savepoints.append(values["savepoint"])
+        assert values["job.validate"]["status"] == "passed"
+        savepoints.append(values["job.savepoint"])
     listed = hook().list_savepoints(job_id)
     assert [s.uri for s in listed] == savepoints[1:]
     assert all(s.metadata.validation_passed() for s in listed)
@@ -79,15 +79,15 @@ def test_deploy_checkpoints_savepoint_supervise_restore_housekeeping(sluice_env)
     wait_until(lambda: now_ms() - status_doc(job_id).heartbeat_ms > 5_500, timeout_s=15,
                what="heartbeat older than the deployment's max_heartbeat_age_s (5)")
     state, tasks, values = run_dag("sluice_supervise", deployment="purchases")
-    assert tasks == {"check_health": "failed", "restart_from_latest": "success", "confirm_checkpoint": "success",
-                     "alert": "success"}
-    restarted = values["restart_from_latest"]
+    assert tasks == {"deployments": "success", "job.desired_state": "success", "job.check_health": "failed",
+                     "job.restart_from_latest": "success", "job.confirm_checkpoint": "success", "job.alert": "success"}
+    restarted = values["job.restart_from_latest"]
     assert restarted["from_snapshot"].endswith(f"/{job_id}/chk-{latest_before}")
     assert status_doc(job_id).extra["restored_from"] == restarted["from_snapshot"]
 
     # a healthy job: supervise does nothing
     state, tasks, _ = run_dag("sluice_supervise", deployment="purchases")
-    assert (state, tasks["check_health"], tasks["restart_from_latest"]) == ("success", "success", "skipped")
+    assert (state, tasks["job.check_health"], tasks["job.restart_from_latest"]) == ("success", "success", "skipped")
 
     # restore to an older savepoint with a new parallelism
     older = savepoints[1]
@@ -106,7 +106,7 @@ def test_deploy_checkpoints_savepoint_supervise_restore_housekeeping(sluice_env)
     store.put_bytes(f"{job_id}/chk-999999/counts/0/contents.kg0.parquet", b"left behind by an aborted checkpoint")
     state, tasks, values = run_dag("sluice_housekeeping", deployment="purchases", grace_period_s=0)
     assert state == "success", tasks
-    assert values["clean_orphans"]["orphans"] == [] and values["retention_audit"]["ok"] is True
+    assert values["job.clean_orphans"]["orphans"] == [] and values["job.retention_audit"]["ok"] is True
     assert list(store.list(f"{job_id}/chk-999999/"))
 
     # housekeeping after the job stopped: the orphaned folder is removed, retention holds
@@ -115,6 +115,6 @@ def test_deploy_checkpoints_savepoint_supervise_restore_housekeeping(sluice_env)
     store.put_bytes(f"{job_id}/chk-999999/counts/0/contents.kg0.parquet", b"left behind by an aborted checkpoint")
     state, tasks, values = run_dag("sluice_housekeeping", deployment="purchases", grace_period_s=0)
     assert state == "success", tasks
-    assert f"{job_id}/chk-999999/counts/0/contents.kg0.parquet" in {o["key"] for o in values["clean_orphans"]["orphans"]}
-    assert values["retention_audit"]["ok"] is True
+    assert f"{job_id}/chk-999999/counts/0/contents.kg0.parquet" in {o["key"] for o in values["job.clean_orphans"]["orphans"]}
+    assert values["job.retention_audit"]["ok"] is True
     assert not list(store.list(f"{job_id}/chk-999999/"))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_support import kill_masters, wait_until
+from airflow_support import kill_masters, reference_tumbling, wait_until
 from dag_helpers import run_dag
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -72,26 +72,6 @@ def committed_rows(folder: Path) -> list[list]:
     return rows
 
 
-def reference_tumbling(max_window_end: int) -> dict[tuple[str, int], int]:
-    """Per (user, window start) total qty of every 1-minute window ending by ``max_window_end``."""
-    from engine.examples.purchases import PurchaseJobConfig, purchase_source
-
-    config = PurchaseJobConfig(events_per_split=None, late_fraction=0.0, malformed_fraction=0.0,
-                               events_per_second=JOB_PARAMS["events_per_second"])
-    source = purchase_source(config)
-    names = source._key_names()
-    start = source.start_timestamp_ms
-    stop = int((max_window_end + 10_000 - start) * config.events_per_second / 1000) + 1
-    totals: dict[tuple[str, int], int] = defaultdict(int)
-    for split in range(config.num_splits):
-        cols = source.columns(split, 0, stop)
-        keep = cols["present"] & (cols["ts"] < max_window_end)
-        windows = cols["ts"][keep] - cols["ts"][keep] % 60_000
-        for key, window, qty in zip(cols["key"][keep].tolist(), windows.tolist(), cols["qty"][keep].tolist()):
-            totals[(names[key], window)] += qty
-    return dict(totals)
-
-
 def deploy_savepoint_kill_and_supervise(job_id: str) -> list[str]:
     """Deploy, N retained, two validated savepoints, kill -9, supervised restart; returns the savepoint URIs."""
     state, tasks, values = run_dag("sluice_deploy", deployment="purchases")
@@ -105,8 +85,8 @@ def deploy_savepoint_kill_and_supervise(job_id: str) -> list[str]:
     for _ in range(2):
         state, tasks, values = run_dag("sluice_scheduled_savepoint", deployment="purchases")
         assert state == "success", tasks
-        assert values["validate"]["status"] == "passed", values["validate"]
-        savepoints.append(values["savepoint"])
+        assert values["job.validate"]["status"] == "passed", values["job.validate"]
+        savepoints.append(values["job.savepoint"])
     assert all(s.metadata.validation_passed() for s in hook().list_savepoints(job_id))
 
     os.kill(first["pid"], signal.SIGKILL)
@@ -116,9 +96,10 @@ def deploy_savepoint_kill_and_supervise(job_id: str) -> list[str]:
     wait_until(lambda: hook().get_status(job_id).heartbeat_age_ms(_now()) > 8_500, timeout_s=20,
                what="a stale heartbeat")
     state, tasks, values = run_dag("sluice_supervise", deployment="purchases")
-    assert tasks == {"check_health": "failed", "restart_from_latest": "success", "confirm_checkpoint": "success",
-                     "alert": "success"}, tasks
-    assert values["restart_from_latest"]["from_snapshot"].endswith(f"/{job_id}/chk-{latest_before}")
+    assert tasks == {"deployments": "success", "job.desired_state": "success", "job.check_health": "failed",
+                     "job.restart_from_latest": "success", "job.confirm_checkpoint": "success",
+                     "job.alert": "success"}, tasks
+    assert values["job.restart_from_latest"]["from_snapshot"].endswith(f"/{job_id}/chk-{latest_before}")
     wait_until(lambda: max(retained(job_id)) > latest_before, what="checkpoint ids continue after the restart")
     return savepoints
 
@@ -138,7 +119,7 @@ def stop_and_check_outputs(job_id: str, output: Path) -> None:
     assert all(len(values) == 1 for values in by_window.values()), \
         {k: v for k, v in by_window.items() if len(v) > 1}
     last_end = max(start for _, start in by_window) + 60_000
-    reference = reference_tumbling(last_end)
+    reference = reference_tumbling(last_end, JOB_PARAMS["events_per_second"])
     produced = {k: next(iter(v)) for k, v in by_window.items()}
     assert produced == {k: v for k, v in reference.items() if k[1] + 60_000 <= last_end}
 

@@ -71,7 +71,8 @@ def test_status_comes_from_the_control_api_and_falls_back_to_the_status_document
 
 
 def test_a_wrong_token_is_refused_by_the_control_api(sluice_env, hook, master, monkeypatch):
-    from sluice.hook import ControlApiError, SluiceHook
+    from sluice.exceptions import ControlApiError
+    from sluice.hook import SluiceHook
 
     conn = json.loads(os.environ["AIRFLOW_CONN_SLUICE_TEST"])
     conn["password"] = "wrong"
@@ -96,13 +97,13 @@ def test_the_restore_point_passes_over_a_corrupt_latest_checkpoint(sluice_env, h
     point = hook.restore_point(job_id)
 
     assert (point.kind, point.checkpoint_id) == ("checkpoint", ids[-2])
-    assert len(point.skipped) == 1 and f"chk-{ids[-1]}" in point.skipped[0]
+    assert len(point.passed_over) == 1 and f"chk-{ids[-1]}" in point.passed_over[0]
 
 
 def test_restore_refuses_a_tampered_savepoint_and_starts_nothing(sluice_env, hook, master):
     job_id = sluice_env["job_id"]
     trigger = hook.trigger_savepoint("manual-1", job_id=job_id)
-    savepoint = hook.wait_for_operation("savepoints", trigger, job_id=job_id, timeout_s=60)
+    savepoint = hook.wait_for_operation("savepoint", trigger, job_id=job_id, timeout_s=60)
     hook.cancel(job_id)
     master.wait(timeout=30)
     folder = savepoint.split(f"s3://{sluice_env['bucket']}/savepoints/", 1)[1]

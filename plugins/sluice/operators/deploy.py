@@ -26,12 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from sluice.health import is_live
-from sluice.hook import SluiceError, now_ms
+from sluice.exceptions import ControlApiError, JobAlreadyRunning, SluiceAirflowError
+from sluice.hook import now_ms
 from sluice.operators.base import SluiceBaseOperator
-
-
-class JobAlreadyRunning(SluiceError):
-    """A live master already runs the job: starting another would make two masters for one job."""
 
 
 def state_dir() -> Path:
@@ -69,8 +66,9 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
     """Start the deployment's job master and wait until it publishes a heartbeat and a control URL.
 
     :param from_snapshot: a checkpoint or savepoint URI to start from (templated);
-        ``"latest"`` means the newest loadable retained checkpoint, else the newest
-        validated savepoint (:meth:`SluiceHook.restore_point`); None starts fresh.
+        ``"latest"`` means the newest restorable retained checkpoint or savepoint by
+        completion time (:meth:`SluiceHook.restore_point`; a ``stateless`` deployment
+        starts fresh instead); None starts fresh.
     :param parallelism: overrides the deployment's parallelism (templated; rescaling
         happens through key groups when starting from a snapshot).
     :param replace_live: stop a live master of this job first (cancel, then SIGTERM
@@ -81,20 +79,28 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
         exiting); 0 decides at once.
     :param startup_timeout_s: how long to wait for the first heartbeat (Spark's first
         session start is slow); defaults to the deployment's.
+    :param allow_drained: start from a drained savepoint (``stop --drain``: its watermark
+        is MAX, so the job would drop every new record as late); refused by default.
     """
 
-    template_fields = (*SluiceBaseOperator.template_fields, "from_snapshot", "parallelism")
+    template_fields = (*SluiceBaseOperator.template_fields, "from_snapshot", "parallelism", "allow_drained")
     ui_color = "#b7e1cd"
 
     def __init__(self, *, from_snapshot: str | None = None, parallelism: int | str | None = None,
                  replace_live: bool = False, live_grace_s: float = 0.0, startup_timeout_s: float | None = None,
-                 **kwargs: Any) -> None:
+                 allow_drained: bool | str = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.allow_drained = allow_drained
         self.live_grace_s = live_grace_s
         self.from_snapshot = from_snapshot
         self.parallelism = parallelism
         self.replace_live = replace_live
         self.startup_timeout_s = startup_timeout_s
+
+    def drained_allowed(self) -> bool:
+        from sluice.operators.storage import as_bool
+
+        return as_bool("allow_drained", self.allow_drained)
 
     # -- the transaction -------------------------------------------------------------------------
 
@@ -132,7 +138,7 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
         self.log.warning("replacing the live master of job %s", job_id)
         try:
             self.hook.cancel(job_id)
-        except SluiceError as exc:
+        except (SluiceAirflowError, ControlApiError) as exc:
             self.log.warning("cancel through the control API failed (%s); terminating the process", exc)
         pid = record.get("pid") if record else None
         deadline = time.monotonic() + 30
@@ -155,15 +161,16 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
         if not self.from_snapshot or str(self.from_snapshot).lower() in ("none", ""):
             return None, []
         if str(self.from_snapshot) == "latest":
-            point = self.hook.restore_point(job_id)
-            self.log.info("restoring job %s from %s %s (passed over: %s)", job_id, point.kind, point.uri,
-                          list(point.skipped))
-            return point.uri, list(point.skipped)
+            if self.spec is not None and self.spec.upgrade_mode == "stateless":
+                self.log.info("deployment %s is stateless: job %s starts with empty state", self.spec.name, job_id)
+                return None, []
+            point = self.hook.restore_point(job_id, allow_drained=self.drained_allowed())
+            return point.uri, list(point.passed_over)
         return str(self.from_snapshot), []
 
     # -- starting the process ---------------------------------------------------------------------
 
-    def command(self, job_id: str, snapshot: str | None) -> list[str]:
+    def command(self, job_id: str, snapshot: str | None, started_by: dict[str, Any] | None = None) -> list[str]:
         """``sluice run`` arguments for the deployment (see docs/runbooks/deploy.md for the flags)."""
         spec = self.spec
         if spec is None:
@@ -181,6 +188,10 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
             args += ["--output", spec.output]
         if snapshot:
             args += ["--from-savepoint", snapshot]
+            if self.drained_allowed():
+                args += ["--allow-drained"]
+        if started_by:
+            args += ["--started-by", "airflow:{dag_id}/{run_id}/{task_id}".format(**started_by)]
         for key, value in sorted(spec.params.items()):  # values as JSON, as ``sluice run --param`` reads them
             args += ["--param", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
         if spec.runtime == "spark" and spec.spark_conn_id:
@@ -206,7 +217,7 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
 
     def start_master(self, job_id: str, snapshot: str | None, started_by: dict[str, Any],
                      skipped: list[str] | None = None) -> dict[str, Any]:
-        argv = self.command(job_id, snapshot)
+        argv = self.command(job_id, snapshot, started_by)
         directory = state_dir()
         directory.mkdir(parents=True, exist_ok=True)
         log_path = directory / f"{job_id}-{int(time.time())}.log"
@@ -235,7 +246,7 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
         while time.monotonic() < deadline:
             code = process.poll()
             if code is not None:
-                raise SluiceError(f"job {job_id!r}: the master exited with {code} before its first heartbeat; "
+                raise SluiceAirflowError(f"job {job_id!r}: the master exited with {code} before its first heartbeat; "
                                   f"last log lines ({log_path}):\n{_tail(log_path)}")
             doc = self.hook.read_status_document(job_id)
             if doc is not None and doc.heartbeat_ms >= started_ms and (doc.extra or {}).get("control_url"):
@@ -243,7 +254,7 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
                 return str(doc.extra["control_url"])
             time.sleep(1.0)
         process.terminate()
-        raise SluiceError(f"job {job_id!r}: no heartbeat within {timeout}s; the master was terminated. "
+        raise SluiceAirflowError(f"job {job_id!r}: no heartbeat within {timeout}s; the master was terminated. "
                           f"Last log lines ({log_path}):\n{_tail(log_path)}")
 
 

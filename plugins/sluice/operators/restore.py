@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sluice.hook import SnapshotValidationFailed
+from sluice.exceptions import SnapshotValidationFailed
 from sluice.operators.deploy import SluiceDeployJobOperator, _started_by
 
 
@@ -35,9 +35,10 @@ class SluiceRestoreOperator(SluiceDeployJobOperator):
         snapshot = str(self.snapshot)
         skipped: list[str] = []
         if snapshot == "latest":
-            point = self.hook.restore_point(job_id)
-            snapshot, skipped = point.uri, list(point.skipped)
-        outcome = self.hook.validate_snapshot(snapshot, job_id=job_id, job_spec=self.spec.job if self.spec else None)
+            point = self.hook.restore_point(job_id, allow_drained=self.drained_allowed())
+            snapshot, skipped = point.uri, list(point.passed_over)
+        outcome = self.hook.validate_snapshot(snapshot, job_id=job_id, job_spec=self.spec.job if self.spec else None,
+                                              allow_drained=self.drained_allowed())
         if outcome.get("status") != "passed":
             raise SnapshotValidationFailed(f"restore of job {job_id!r} refused: snapshot {snapshot} failed "
                                            f"validation ({outcome.get('reason') or outcome}); nothing was started")

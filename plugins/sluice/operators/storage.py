@@ -6,7 +6,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 
-from sluice.hook import SnapshotValidationFailed
+from sluice.exceptions import SnapshotValidationFailed
 from sluice.operators.base import SluiceBaseOperator
 
 
@@ -34,7 +34,6 @@ class SluiceValidateSnapshotOperator(SluiceBaseOperator):
             raise AirflowException(f"{self.task_id}: no snapshot URI given (did the upstream task return one?)")
         outcome = self.hook.validate_snapshot(self.snapshot, job_id=self.resolved_job_id,
                                              job_spec=self.spec.job if self.spec else None)
-        self.log.info("validation of %s: %s", self.snapshot, outcome.get("status"))
         if outcome.get("status") != "passed" and self.fail_on_invalid:
             raise SnapshotValidationFailed(f"snapshot {self.snapshot} failed validation: "
                                            f"{outcome.get('reason') or outcome}")
@@ -54,9 +53,10 @@ class SluiceApplySavepointPolicyOperator(SluiceBaseOperator):
     :param dry_run: only list what would be deleted.
     """
 
-    template_fields = (*SluiceBaseOperator.template_fields, "max_count", "max_age_hours")
+    template_fields = (*SluiceBaseOperator.template_fields, "max_count", "max_age_hours", "dry_run")
 
-    def __init__(self, *, max_count: int | None = None, max_age_hours: float | None = None, dry_run: bool = False,
+    def __init__(self, *, max_count: int | None = None, max_age_hours: float | None = None,
+                 dry_run: bool | str = False,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.max_count = max_count
@@ -64,7 +64,7 @@ class SluiceApplySavepointPolicyOperator(SluiceBaseOperator):
         self.dry_run = dry_run
 
     def execute(self, context: Any) -> list[str]:
-        policy = dict(self.spec.savepoint_policy) if self.spec else {}
+        policy = self.spec.savepoint_policy.model_dump() if self.spec else {}
         max_count = _int_or_none(self.max_count if self.max_count is not None else policy.get("max_count"))
         hours = self.max_age_hours if self.max_age_hours is not None else policy.get("max_age_hours")
         max_age_ms = int(float(hours) * 3_600_000) if hours not in (None, "", "None") else None
@@ -72,9 +72,9 @@ class SluiceApplySavepointPolicyOperator(SluiceBaseOperator):
             self.log.info("no savepoint history policy configured: nothing to do")
             return []
         deleted = self.hook.apply_savepoint_policy(job_id=self.resolved_job_id, max_count=max_count,
-                                                   max_age_ms=max_age_ms, dry_run=self.dry_run)
+                                                   max_age_ms=max_age_ms, dry_run=as_bool("dry_run", self.dry_run))
         self.log.info("savepoint policy (max_count=%s, max_age_ms=%s) %s %s", max_count, max_age_ms,
-                      "would delete" if self.dry_run else "deleted", deleted)
+                      "would delete" if as_bool("dry_run", self.dry_run) else "deleted", deleted)
         return deleted
 
 
@@ -86,18 +86,19 @@ class SluiceCleanOrphansOperator(SluiceBaseOperator):
     :param dry_run: only report.
     """
 
-    template_fields = (*SluiceBaseOperator.template_fields, "grace_period_s")
+    template_fields = (*SluiceBaseOperator.template_fields, "grace_period_s", "dry_run")
 
-    def __init__(self, *, grace_period_s: int = 3600, dry_run: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, grace_period_s: int | str = 3600, dry_run: bool | str = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.grace_period_s = grace_period_s
         self.dry_run = dry_run
 
     def execute(self, context: Any) -> dict[str, Any]:
+        dry_run = as_bool("dry_run", self.dry_run)
         report = self.hook.clean_orphans(job_id=self.resolved_job_id, grace_period_ms=int(self.grace_period_s) * 1000,
-                                         dry_run=self.dry_run)
+                                         dry_run=dry_run)
         self.log.info("%d orphaned file(s), %d bytes, %s", len(report["orphans"]), report["total_bytes"],
-                      "deleted" if report["deleted"] else "not deleted")
+                      "deleted" if report["deleted"] else "not deleted (dry run)" if dry_run else "not deleted")
         return report
 
 
@@ -105,23 +106,43 @@ class SluiceRetentionAuditOperator(SluiceBaseOperator):
     """Fail when the job's storage breaks retention: not exactly N handles, an unloadable handle, dangling files.
 
     :param expected_retained: N; the deployment's ``retained`` by default.
+    :param fail_on_problems: with False only report the problems (a dry run's audit: the
+        orphans it lists were deliberately left in place).
     """
 
-    template_fields = (*SluiceBaseOperator.template_fields, "expected_retained")
+    template_fields = (*SluiceBaseOperator.template_fields, "expected_retained", "fail_on_problems")
 
-    def __init__(self, *, expected_retained: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, expected_retained: int | None = None, fail_on_problems: bool | str = True,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.expected_retained = expected_retained
+        self.fail_on_problems = fail_on_problems
 
     def execute(self, context: Any) -> dict[str, Any]:
         expected = _int_or_none(self.expected_retained) or (self.spec.retained if self.spec else None)
         if not expected:
             raise AirflowException(f"{self.task_id}: expected_retained is not set and no deployment gives it")
         audit = self.hook.retention_audit(job_id=self.resolved_job_id, expected_retained=expected)
+        if not audit["ok"] and not as_bool("fail_on_problems", self.fail_on_problems):
+            self.log.warning("retention audit of job %s found problems (not failing: fail_on_problems is off): %s",
+                             self.resolved_job_id, audit["problems"])
+            return audit
         if not audit["ok"]:
             raise AirflowException(f"retention audit of job {self.resolved_job_id!r} failed: {audit['problems']}")
         self.log.info("retention audit ok: retained %s", audit["retained"])
         return audit
+
+
+def as_bool(name: str, value: Any) -> bool:
+    """A rendered template's bool: a real bool, or the text a non-native template renders (``True``/``false``)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", "none", ""):
+        return False
+    raise AirflowException(f"{name} must be true or false, got {value!r}")
 
 
 def _int_or_none(value: Any) -> int | None:
