@@ -14,8 +14,9 @@ Runbook: `docs/runbooks/cleanup-storage.md` (run with `dry_run` first).
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, Param, task, task_group
+from airflow.sdk import DAG, Param, task_group
 from sluice.operators import SluiceCleanOrphansOperator, SluiceRetentionAuditOperator
+from sluice.tasks import deployments
 
 with DAG(
     dag_id="sluice_housekeeping",
@@ -36,13 +37,6 @@ with DAG(
                          description="Only list what would be deleted; delete nothing"),
     },
 ) as dag:
-
-    @task
-    def deployments(params=None) -> list[str]:
-        """The deployments this run looks after (read from the deployments file when the run starts)."""
-        from sluice.deployments import deployment_names
-
-        return deployment_names(params["deployment"])
 
     @task_group(group_id="job")
     def housekeeping(deployment: str) -> None:

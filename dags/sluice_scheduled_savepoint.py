@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.sdk import DAG, Param, task, task_group
+from airflow.sdk import DAG, Param, task_group
 from sluice.operators import (
     SluiceApplySavepointPolicyOperator,
     SluiceCheckDesiredStateOperator,
     SluiceTriggerSavepointOperator,
     SluiceValidateSnapshotOperator,
 )
+from sluice.tasks import deployments
 
 with DAG(
     dag_id="sluice_scheduled_savepoint",
@@ -40,13 +41,6 @@ with DAG(
                             description="Savepoint only this deployment; empty: every deployment"),
     },
 ) as dag:
-
-    @task
-    def deployments(params=None) -> list[str]:
-        """The deployments this run looks after (read from the deployments file when the run starts)."""
-        from sluice.deployments import deployment_names
-
-        return deployment_names(params["deployment"])
 
     @task_group(group_id="job")
     def savepoint_job(deployment: str) -> None:

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.sdk import DAG, Param, TriggerRule, task, task_group
+from airflow.sdk import DAG, Param, TriggerRule, task_group
 from sluice.operators import SluiceAlertOperator, SluiceCheckDesiredStateOperator, SluiceDeployJobOperator
 from sluice.sensors import SluiceCheckpointCompletedSensor, SluiceJobHealthySensor
+from sluice.tasks import deployments
 
 RESTART = "job.restart_from_latest"
 
@@ -45,13 +46,6 @@ with DAG(
                                         "empty: every deployment"),
     },
 ) as dag:
-
-    @task
-    def deployments(params=None) -> list[str]:
-        """The deployments this run looks after (read from the deployments file when the run starts)."""
-        from sluice.deployments import deployment_names
-
-        return deployment_names(params["deployment"])
 
     @task_group(group_id="job")
     def supervise(deployment: str) -> None:

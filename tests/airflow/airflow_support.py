@@ -61,3 +61,19 @@ def reference_tumbling(max_window_end: int, events_per_second: int) -> dict[tupl
         for key, window, qty in zip(cols["key"][keep].tolist(), windows.tolist(), cols["qty"][keep].tolist()):
             totals[(names[key], window)] += qty
     return dict(totals)
+
+
+#: the unbounded purchases job without late or malformed events: every tumbling result has one right value
+REAL_JOB_PARAMS = {"events_per_split": None, "late_fraction": 0.0, "malformed_fraction": 0.0, "events_per_second": 20}
+
+
+def real_purchases_deployment(job_id: str, output: Path) -> dict:
+    """A deployments-file entry running the real purchases job with ``sluice run`` (local runtime)."""
+    return {"purchases": {
+        "conn_id": "sluice_test", "job_id": job_id, "job": "engine.examples.purchases:build",
+        "runtime": "local", "parallelism": 2, "retained": 3, "checkpoint_interval_ms": 1000,
+        "output": str(output), "params": REAL_JOB_PARAMS, "startup_timeout_s": 120,
+        "health": {"max_heartbeat_age_s": 8, "max_checkpoint_age_s": 60, "max_failed_checkpoints": 3,
+                   "max_lag_s": None},
+        "savepoint_policy": {"max_count": 3},
+    }}

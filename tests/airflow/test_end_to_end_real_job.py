@@ -21,12 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from airflow_support import kill_masters, reference_tumbling, wait_until
+from airflow_support import REAL_JOB_PARAMS, kill_masters, real_purchases_deployment, reference_tumbling, wait_until
 from dag_helpers import run_dag
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
-JOB_PARAMS = {"events_per_split": None, "late_fraction": 0.0, "malformed_fraction": 0.0, "events_per_second": 20}
 
 
 def sluice_run_available() -> bool:
@@ -41,14 +40,7 @@ def real_deployment(sluice_env, tmp_path, monkeypatch):
         pytest.skip("`sluice run` is not available in engine/cli.py yet")
     output = tmp_path / "output"
     deployments = Path(os.environ["SLUICE_DEPLOYMENTS_FILE"])
-    deployments.write_text(json.dumps({"purchases": {
-        "conn_id": "sluice_test", "job_id": sluice_env["job_id"], "job": "engine.examples.purchases:build",
-        "runtime": "local", "parallelism": 2, "retained": 3, "checkpoint_interval_ms": 1000,
-        "output": str(output), "params": JOB_PARAMS, "startup_timeout_s": 120,
-        "health": {"max_heartbeat_age_s": 8, "max_checkpoint_age_s": 60, "max_failed_checkpoints": 3,
-                   "max_lag_s": None},
-        "savepoint_policy": {"max_count": 3},
-    }}))
+    deployments.write_text(json.dumps(real_purchases_deployment(sluice_env["job_id"], output)))
     yield {**sluice_env, "output": output}
     kill_masters(sluice_env["job_id"])
 
@@ -119,7 +111,7 @@ def stop_and_check_outputs(job_id: str, output: Path) -> None:
     assert all(len(values) == 1 for values in by_window.values()), \
         {k: v for k, v in by_window.items() if len(v) > 1}
     last_end = max(start for _, start in by_window) + 60_000
-    reference = reference_tumbling(last_end, JOB_PARAMS["events_per_second"])
+    reference = reference_tumbling(last_end, REAL_JOB_PARAMS["events_per_second"])
     produced = {k: next(iter(v)) for k, v in by_window.items()}
     assert produced == {k: v for k, v in reference.items() if k[1] + 60_000 <= last_end}
 

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from airflow_support import REPO, kill_masters, reference_tumbling, wait_until
+from airflow_support import (REAL_JOB_PARAMS, REPO, kill_masters, real_purchases_deployment, reference_tumbling,
+                             wait_until)
 from live_airflow import LiveAirflow
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 DAG_IDS = ["sluice_deploy", "sluice_scheduled_savepoint", "sluice_supervise", "sluice_housekeeping",
            "sluice_restore"]
-JOB_PARAMS = {"events_per_split": None, "late_fraction": 0.0, "malformed_fraction": 0.0, "events_per_second": 20}
 
 
 @pytest.fixture
@@ -40,14 +40,7 @@ def live(sluice_env, tmp_path, monkeypatch):
     output = tmp_path / "output"
     state_dir = tmp_path / "sluice-state"
     deployments = tmp_path / "sluice_deployments.yaml"
-    deployments.write_text(json.dumps({"purchases": {
-        "conn_id": "sluice_test", "job_id": sluice_env["job_id"], "job": "engine.examples.purchases:build",
-        "runtime": "local", "parallelism": 2, "retained": 3, "checkpoint_interval_ms": 1000,
-        "output": str(output), "params": JOB_PARAMS, "startup_timeout_s": 120,
-        "health": {"max_heartbeat_age_s": 8, "max_checkpoint_age_s": 60, "max_failed_checkpoints": 3,
-                   "max_lag_s": None},
-        "savepoint_policy": {"max_count": 3},
-    }}))
+    deployments.write_text(json.dumps(real_purchases_deployment(sluice_env["job_id"], output)))
     monkeypatch.setenv("SLUICE_DEPLOYMENTS_FILE", str(deployments))
     monkeypatch.setenv("SLUICE_STATE_DIR", str(state_dir))
     env = {name: os.environ[name] for name in ("AIRFLOW_CONN_AWS_MOTO", "AIRFLOW_CONN_SLUICE_TEST")}
@@ -168,5 +161,5 @@ def test_the_five_dags_under_a_real_airflow_keep_a_job_exactly_once(live):
     assert max(counts.values()) == 1, {k: n for k, n in counts.items() if n > 1}
     produced = {(user, start): items for user, start, _end, items in rows}
     last_end = max(start for _, start in produced) + 60_000
-    reference = reference_tumbling(last_end, JOB_PARAMS["events_per_second"])
+    reference = reference_tumbling(last_end, REAL_JOB_PARAMS["events_per_second"])
     assert produced == {k: v for k, v in reference.items() if k[1] + 60_000 <= last_end}
