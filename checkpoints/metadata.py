@@ -30,6 +30,8 @@ relative to the snapshot folder, or starts with ``shared/`` (see
 
 from __future__ import annotations
 
+import hashlib
+
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -341,6 +343,10 @@ class CheckpointMetadata:
 
     def to_json(self) -> bytes:
         return dumps(self.to_dict())
+
+    def digest(self) -> str:
+        """sha256 of the canonical document: equal digests, equal metadata (and so equal state-file checksums)."""
+        return hashlib.sha256(self.to_json()).hexdigest()
 
     @staticmethod
     def from_json(data: bytes | str, where: str = "_metadata") -> CheckpointMetadata:

@@ -87,6 +87,9 @@ def _run_options(fn: Any) -> Any:
                           "pass airflow:<dag>/<run>/<task>)"),
         click.option("--skip-validation", is_flag=True,
                      help="restore without validating the snapshot first (logged loudly; not recommended)"),
+        click.option("--validated-digest", default=None, hidden=True,
+                     help="sha256 of the snapshot's _metadata as the caller validated it just before (the Airflow "
+                          "restore operator): unchanged, it is not validated a second time"),
         click.option("--allow-drained", is_flag=True,
                      help="restore a drained snapshot (taken by stop --drain) too: the job starts at the end of "
                           "event time, where every new record is late for event-time windows"),
@@ -99,7 +102,8 @@ def _run_options(fn: Any) -> Any:
 def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime: str, parallelism: int | None,
              storage: str | None, savepoint_dir: str | None, retained: int, interval_ms: int, output: str | None,
              host: str, port: int, token: str | None, params: tuple[str, ...], options: tuple[str, ...],
-             skip_validation: bool, allow_drained: bool = False, started_by: str = "cli") -> None:
+             skip_validation: bool, allow_drained: bool = False, started_by: str = "cli",
+             validated_digest: str | None = None) -> None:
     from engine.master.master import JobMaster, MasterConfig
 
     if from_savepoint is not None:
@@ -107,7 +111,8 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
 
         if skip_validation:
             click.echo(f"WARNING: restoring {from_savepoint} WITHOUT validating it (--skip-validation)", err=True)
-        ensure_restorable(from_savepoint, job_spec=job, skip_validation=skip_validation, allow_drained=allow_drained)
+        ensure_restorable(from_savepoint, job_spec=job, skip_validation=skip_validation, allow_drained=allow_drained,
+                          validated_digest=validated_digest)
     name = job_name or job.partition(":")[0].rsplit(".", 1)[-1]
     config = MasterConfig(job_spec=job, job_name=name, params=_parse_params(params), runtime=runtime,
                           parallelism=parallelism, checkpoint_interval_ms=interval_ms or None, storage_uri=storage,

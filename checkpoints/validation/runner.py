@@ -516,6 +516,7 @@ def ensure_restorable(
     skip_validation: bool = False,
     allow_non_restored_state: bool = False,
     allow_drained: bool = False,
+    validated_digest: str | None = None,
     **options: Any,
 ) -> ValidationReport | None:
     """What ``sluice restore`` and ``sluice run --from-savepoint`` call first (issue 6, "Where it runs").
@@ -526,7 +527,14 @@ def ensure_restorable(
     ``job_spec``, that the job can restore it); on any failure raises CorruptSnapshotError
     naming each failed expectation and incompatibility, so nothing is restored.
     ``skip_validation=True`` skips the validation and says so loudly in the log (the caller
-    should print it too); returns None then.  ``options`` go to :func:`validate_snapshot`."""
+    should print it too); returns None then.  ``options`` go to :func:`validate_snapshot`.
+
+    ``validated_digest`` is the :meth:`CheckpointMetadata.digest` of the snapshot as a caller
+    validated it just before (the Airflow restore operator, which validates, records the
+    outcome and then starts the master): when the snapshot's ``_metadata`` still has that
+    digest — its state files are pinned by the checksums it lists, verified on restore — the
+    Great Expectations run is not repeated (one validation per restore); otherwise it runs.
+    The digest comes from the caller's command line, never from storage."""
     from engine.errors import CorruptSnapshotError
 
     uri = snapshot if isinstance(snapshot, str) else snapshot.uri
@@ -543,17 +551,26 @@ def ensure_restorable(
     if skip_validation:
         log.warning("VALIDATION SKIPPED (--skip-validation): restoring %s without checking its state", uri)
         return None
-    report = validate_snapshot(snapshot, job_spec=job_spec, allow_drained=allow_drained, **options)
-    problems = [f"{f.asset}: {f.expectation} failed ({f.rule}; {f.unexpected_count} unexpected)" for f in report.failed]
+    report: ValidationReport | None = None
+    problems: list[str] = []
+    if validated_digest is not None and validated_digest == metadata.digest():
+        log.info("%s was validated by the caller and is unchanged since (metadata sha256 %s): not validated again",
+                 uri, validated_digest)
+    else:
+        if validated_digest is not None:
+            log.warning("%s changed since the caller validated it (metadata sha256 %s, expected %s): validating again",
+                        uri, metadata.digest(), validated_digest)
+        report = validate_snapshot(snapshot, job_spec=job_spec, allow_drained=allow_drained, **options)
+        problems = [f"{f.asset}: {f.expectation} failed ({f.rule}; {f.unexpected_count} unexpected)"
+                    for f in report.failed]
     if job_spec is not None:
         from checkpoints.validation.compatibility import check_compatibility
 
-        compat = check_compatibility(report.snapshot_uri if isinstance(snapshot, str) else snapshot, job_spec,
-                                     allow_non_restored_state=allow_non_restored_state)
+        compat = check_compatibility(snapshot, job_spec, allow_non_restored_state=allow_non_restored_state)
         problems += [f"{p.kind} of operator {p.operator!r}: {p.detail}" for p in compat.problems]
     if problems:
+        where = f" (Data Docs: {report.data_docs_url}; results: {report.results_uri})" if report else ""
         raise CorruptSnapshotError(
-            f"snapshot {report.snapshot_uri} failed validation; nothing was restored "
-            f"(Data Docs: {report.data_docs_url}; results: {report.results_uri}): " + "; ".join(problems)
+            f"snapshot {uri} failed validation; nothing was restored{where}: " + "; ".join(problems)
             + ". Pass --skip-validation to restore anyway.")
     return report

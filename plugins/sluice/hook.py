@@ -367,6 +367,10 @@ class SluiceHook(BaseHook):
             return {"status": "failed", "stage": "validate", "reason": f"{type(exc).__name__}: {exc}",
                     "validated_ms": now_ms()}
         outcome = dict(report.to_dict())
+        if record:  # what the master compares before it skips a second validation (sluice run --validated-digest)
+            from checkpoints.restore import read_snapshot_metadata
+
+            outcome["metadata_sha256"] = read_snapshot_metadata(uri, **self._store_options(uri)).digest()
         self.log.info("validation of %s (job %s): %s%s", uri, job_id or "-", outcome.get("status"),
                       f" ({outcome['reason']})" if outcome.get("reason") else "")
         return outcome

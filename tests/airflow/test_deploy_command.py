@@ -37,6 +37,16 @@ def test_the_local_command_is_sluice_run_with_the_deployments_flags_and_json_par
     params = [argv[i + 1] for i, a in enumerate(argv) if a == "--param"]
     assert params == ["events_per_split=null", "label=a b", "late_fraction=0.5"]
     assert "s3cret-token" not in " ".join(argv)  # the token travels in the environment, never on the command line
+    assert "--validated-digest" not in argv and "--allow-drained" not in argv
+
+    started_by = {"dag_id": "sluice_restore", "run_id": "r1", "task_id": "restore", "map_index": -1}
+    argv = SluiceDeployJobOperator(task_id="restore", deployment="purchases", allow_drained=True).command(
+        sluice_env["job_id"], "s3://b/savepoints/x/savepoint-4-ab", started_by, validated_digest="ab12")
+    def value(flag):
+        return argv[argv.index(flag) + 1]
+
+    assert (value("--validated-digest"), value("--started-by")) == ("ab12", "airflow:sluice_restore/r1/restore")
+    assert "--allow-drained" in argv
 
 
 def test_the_spark_runtime_is_spark_submitted_through_the_spark_providers_hook(sluice_env, deployment, monkeypatch):

@@ -170,7 +170,8 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
 
     # -- starting the process ---------------------------------------------------------------------
 
-    def command(self, job_id: str, snapshot: str | None, started_by: dict[str, Any] | None = None) -> list[str]:
+    def command(self, job_id: str, snapshot: str | None, started_by: dict[str, Any] | None = None,
+                validated_digest: str | None = None) -> list[str]:
         """``sluice run`` arguments for the deployment (see docs/runbooks/deploy.md for the flags)."""
         spec = self.spec
         if spec is None:
@@ -190,6 +191,8 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
             args += ["--from-savepoint", snapshot]
             if self.drained_allowed():
                 args += ["--allow-drained"]
+            if validated_digest:  # the restore operator validated it just before: the master need not again
+                args += ["--validated-digest", validated_digest]
         if started_by:
             args += ["--started-by", "airflow:{dag_id}/{run_id}/{task_id}".format(**started_by)]
         for key, value in sorted(spec.params.items()):  # values as JSON, as ``sluice run --param`` reads them
@@ -216,8 +219,8 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
         return hook._build_spark_submit_command(engine.cli.__file__)
 
     def start_master(self, job_id: str, snapshot: str | None, started_by: dict[str, Any],
-                     skipped: list[str] | None = None) -> dict[str, Any]:
-        argv = self.command(job_id, snapshot, started_by)
+                     skipped: list[str] | None = None, validated_digest: str | None = None) -> dict[str, Any]:
+        argv = self.command(job_id, snapshot, started_by, validated_digest)
         directory = state_dir()
         directory.mkdir(parents=True, exist_ok=True)
         log_path = directory / f"{job_id}-{int(time.time())}.log"

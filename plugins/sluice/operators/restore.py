@@ -43,6 +43,7 @@ class SluiceRestoreOperator(SluiceDeployJobOperator):
             raise SnapshotValidationFailed(f"restore of job {job_id!r} refused: snapshot {snapshot} failed "
                                            f"validation ({outcome.get('reason') or outcome}); nothing was started")
         self.log.info("snapshot %s validated; deploying job %s from it", snapshot, job_id)
-        record = self.start_master(job_id, snapshot, started_by, skipped)
+        record = self.start_master(job_id, snapshot, started_by, skipped,
+                                   validated_digest=outcome.get("metadata_sha256"))
         record["validation"] = outcome
         return record

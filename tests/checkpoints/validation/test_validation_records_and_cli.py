@@ -131,3 +131,23 @@ def test_restore_is_refused_on_failure_unless_validation_is_skipped_loudly(stora
     assert "VALIDATION SKIPPED" in caplog.text
     healthy = write_snapshot(storage, 2, fed_routers())
     assert ensure_restorable(healthy, job_spec="validation_jobs:build", build_data_docs=False).passed
+
+
+def test_a_restore_validated_by_its_caller_is_not_validated_again_unless_the_snapshot_changed(storage, caplog):
+    from checkpoints.restore import read_snapshot_metadata
+    from checkpoints.validation import ensure_restorable
+    from engine.errors import CorruptSnapshotError
+
+    broken = write_snapshot(storage, 1, fed_routers(), edit=lambda uid, s, name, t: t.slice(1)
+                            if (uid, name, s) == ("tumbling", "keyed.window-contents", 0) else t)
+    digest = read_snapshot_metadata(broken).digest()
+    with caplog.at_level("INFO"):
+        # the caller's word holds only for the very metadata it validated...
+        assert ensure_restorable(broken, validated_digest=digest, build_data_docs=False) is None
+    assert "not validated again" in caplog.text
+    # ...a different digest (the snapshot changed since, or another snapshot) is validated and refused
+    with pytest.raises(CorruptSnapshotError, match="expect_table_row_count_to_equal"):
+        ensure_restorable(broken, validated_digest="0" * 64, build_data_docs=False)
+    # and the job-compatibility check runs either way
+    with pytest.raises(CorruptSnapshotError, match="max-parallelism of operator 'count'"):
+        ensure_restorable(broken, validated_digest=digest, job_spec="validation_jobs:build_changed")
