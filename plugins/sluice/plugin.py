@@ -4,6 +4,10 @@ Airflow 3 has no Flask AppBuilder views; plugins add FastAPI apps (``fastapi_app
 mounted under ``url_prefix``) and navigation entries (``external_views``).
 Operators, sensors, hook and triggers need no registration: DAGs import them
 from the ``sluice`` package.
+
+Airflow authenticates none of a plugin's FastAPI routes; the Sluice app does it
+itself with Airflow's own ``get_user`` (:mod:`sluice.views.app`), so the page
+needs the same login as the rest of the UI.
 """
 
 from __future__ import annotations

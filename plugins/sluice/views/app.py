@@ -2,14 +2,28 @@
 
 Mounted by :class:`sluice.plugin.SluicePlugin` under ``/sluice`` and linked from
 the navigation through an external view.  Pages: ``/sluice/`` (every deployment,
-its health) and ``/sluice/jobs/{deployment}`` (health, checkpoint history as an
-inline SVG chart of sizes and durations, retained handles, savepoints with their
-validation and a link to their Data Docs).  ``/sluice/api/jobs/{deployment}``
-serves the same data as JSON.  No scripts, no external assets: the page works
-offline and under a strict content security policy.
+its health, running and configured parallelism) and ``/sluice/jobs/{deployment}``
+(health, checkpoint history as an inline SVG chart of sizes and durations,
+retained handles, savepoints with their validation and a link to their Data
+Docs).  ``/sluice/jobs/{deployment}/data-docs/{path}`` serves the Data Docs site
+from the connection's ``data_docs_dir`` (:func:`sluice.views.data.data_docs_file`),
+so the link works in a browser, unlike the ``file://`` URL the validation records.
+``/sluice/api/jobs/{deployment}`` serves the page's data as JSON.  No scripts, no
+external assets: the page works offline and under a strict content security policy.
 
-Caveat: Airflow does not put its own authentication in front of plugin apps;
-put the API server behind your usual auth, or keep this page on a trusted network.
+Authentication is Airflow's own.  Airflow puts none in front of plugin apps, so
+every route here depends on ``airflow.api_fastapi.core_api.security.get_user``,
+which accepts what Airflow's REST API accepts: ``Authorization: Bearer <jwt>`` or
+the UI's JWT cookie (``_token``), checked by the global auth manager (this app is
+mounted, so ``request.app.state`` holds no auth manager; ``get_user`` does not use it).
+``/sluice/api/...`` uses ``requires_authenticated()`` and answers 401 (403 for an
+invalid token).  A page asked for without a bearer header and without a valid
+cookie, as a browser does before logging in, is redirected (307) to the auth
+manager's ``get_url_login(next_url=...)`` with ``next`` set to the page's path, so
+the login form returns there.
+
+Not supported: authorization.  Any logged-in Airflow user sees every deployment,
+its storage locations and its Data Docs; no role or team is checked.
 """
 
 from __future__ import annotations
@@ -17,12 +31,29 @@ from __future__ import annotations
 import html
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import quote
 
-from fastapi import FastAPI, HTTPException
-from fastapi.responses import HTMLResponse
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
+from airflow.api_fastapi.core_api.security import bearer_scheme, get_user, requires_authenticated
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials
 
-from sluice.deployments import load_deployments
-from sluice.views.data import deployment_view
+from sluice.deployments import Deployment, load_deployments
+from sluice.views.data import data_docs_file, deployment_view
+
+#: served with every Data Docs file.  The site is HTML and scripts rendered by Great Expectations
+#: from job and state values (its index fills its tables with HTML strings from inline data),
+#: served on Airflow's origin, where the UI keeps its JWT in a cookie that scripts can read.  The
+#: sandbox lets its scripts run (the index needs them, and they load from CDNs) in an opaque
+#: origin: they cannot read Airflow's cookies or call its API as the user.  The price: requests
+#: for the site's own files from a sandboxed page carry no cookie, so its favicon (the only one
+#: the site links; links between pages are navigations, which do carry it) does not load.
+DATA_DOCS_HEADERS = {
+    "Content-Security-Policy": "sandbox allow-scripts allow-popups allow-popups-to-escape-sandbox",
+    "X-Content-Type-Options": "nosniff",
+}
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1d2330}
@@ -81,16 +112,42 @@ def _health_cell(view: dict[str, Any]) -> str:
     return "<span class='bad'>unhealthy</span>: " + html.escape("; ".join(view["problems"]))
 
 
+def _running_parallelism(v: dict[str, Any]) -> str:
+    return str(v["running_parallelism"]) if v["running_parallelism"] is not None else "unknown"
+
+
+def _configured_parallelism(v: dict[str, Any]) -> str:
+    return str(v["configured_parallelism"]) if v["configured_parallelism"] is not None else "job default"
+
+
+def _parallelism_note(v: dict[str, Any]) -> str:
+    """A deploy or restore may override the deployment's parallelism (a rescale): say when they differ."""
+    running, configured = v["running_parallelism"], v["configured_parallelism"]
+    if running is None or configured is None or running == configured:
+        return ""
+    return " (differs from the running job's, e.g. after a rescale)"
+
+
 def render_index(views: list[dict[str, Any]]) -> HTMLResponse:
     rows = "".join(
-        f"<tr><td><a href='jobs/{html.escape(v['name'])}'>{html.escape(v['name'])}</a></td>"
+        f"<tr><td><a href='jobs/{quote(v['name'])}'>{html.escape(v['name'])}</a></td>"
         f"<td><code>{html.escape(v['job_id'])}</code></td><td>{html.escape(str((v['status'] or {}).get('state')))}</td>"
-        f"<td>{_health_cell(v)}</td><td>{len(v['checkpoints'])}/{v['retained_expected']}</td>"
-        f"<td>{len(v['savepoints'])}</td></tr>"
+        f"<td>{_health_cell(v)}</td><td class='running-parallelism'>{_running_parallelism(v)}</td>"
+        f"<td class='configured-parallelism'>{_configured_parallelism(v)}</td>"
+        f"<td>{len(v['checkpoints'])}/{v['retained_expected']}</td><td>{len(v['savepoints'])}</td></tr>"
         for v in views
     )
     return _page("Sluice jobs", "<h1>Sluice jobs</h1><table><tr><th>deployment</th><th>job id</th><th>state</th>"
-                 f"<th>health</th><th>retained</th><th>savepoints</th></tr>{rows}</table>")
+                 "<th>health</th><th>parallelism (running job)</th><th>parallelism (deployment)</th>"
+                 f"<th>retained</th><th>savepoints</th></tr>{rows}</table>")
+
+
+def _data_docs_cell(sp: dict[str, Any]) -> str:
+    if sp.get("data_docs"):
+        return f"<a class='data-docs' href='{html.escape(sp['data_docs'])}'>Data Docs</a>"
+    if sp.get("data_docs_recorded"):  # written outside the connection's data_docs_dir: say where
+        return f"<span class='muted'>not served; written to <code>{html.escape(sp['data_docs_recorded'])}</code></span>"
+    return "-"
 
 
 def render_job(v: dict[str, Any]) -> HTMLResponse:
@@ -102,8 +159,9 @@ def render_job(v: dict[str, Any]) -> HTMLResponse:
          if s.get("heartbeat_ms") else "-"),
         ("last completed checkpoint", f"{s.get('last_completed_checkpoint')} at {_when(s.get('last_completed_ms'))}"),
         ("failed checkpoints", s.get("failed_checkpoints")), ("lag", f"{s['lag_ms']} ms" if s.get("lag_ms") is not None else "-"),
-        ("watermark", _when(s.get("watermark_ms"))), ("job spec", v["job"]),
-        ("runtime / parallelism", f"{v['runtime']} / {v['parallelism']}"),
+        ("watermark", _when(s.get("watermark_ms"))), ("job spec", v["job"]), ("runtime", v["runtime"]),
+        ("parallelism (running job)", _running_parallelism(v)),
+        ("parallelism (deployment)", _configured_parallelism(v) + _parallelism_note(v)),
     ]
     fact_rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(val))}</td></tr>" for k, val in facts)
     retained = "".join(
@@ -115,7 +173,7 @@ def render_job(v: dict[str, Any]) -> HTMLResponse:
     savepoints = "".join(
         f"<tr><td>{sp['checkpoint_id']}</td><td>{_when(sp['completed_ms'])}</td><td>{sp['bytes']}</td>"
         f"<td class='{'ok' if sp['validation'] == 'passed' else 'bad'}'>{html.escape(str(sp['validation']))}</td>"
-        f"<td>{('<a href=' + chr(39) + html.escape(sp['data_docs']) + chr(39) + '>Data Docs</a>') if sp['data_docs'] else '-'}</td>"
+        f"<td>{_data_docs_cell(sp)}</td>"
         f"<td><code>{html.escape(sp['uri'])}</code></td></tr>"
         for sp in v["savepoints"]
     )
@@ -133,27 +191,88 @@ def render_job(v: dict[str, Any]) -> HTMLResponse:
     return _page(f"Sluice job {v['name']}", body)
 
 
+class LoginRequired(Exception):
+    """A browser asked for a page without a valid Airflow session: it is sent to Airflow's login form."""
+
+    def __init__(self, next_url: str) -> None:
+        super().__init__(next_url)
+        self.next_url = next_url
+
+
+async def page_user(request: Request,
+                    bearer: HTTPAuthorizationCredentials | None = Depends(bearer_scheme)) -> BaseUser:
+    """Airflow's ``get_user`` for HTML pages: a request without a bearer header and without a
+    valid session cookie (none, expired or revoked) raises :class:`LoginRequired` instead of
+    401/403.  A caller that sent a bearer header is a script, and gets Airflow's error."""
+    try:
+        # get_user's own dependencies, given explicitly (airflow 3.3's signature)
+        return await get_user(request, _oauth_token=None, bearer_credentials=bearer)
+    except HTTPException as exc:
+        if bearer is not None or exc.status_code not in (401, 403):
+            raise
+        raise LoginRequired(_path_and_query(request)) from exc
+
+
+def _path_and_query(request: Request) -> str:
+    """The page's own path (mount prefix included) and query, for ``next``: a path passes the
+    login form's same-origin check behind a proxy too, where the host the API server sees is
+    not the one the browser uses."""
+    url = request.url
+    return url.path + (f"?{url.query}" if url.query else "")
+
+
+async def redirect_to_login(request: Request, exc: LoginRequired) -> RedirectResponse:
+    return RedirectResponse(get_auth_manager().get_url_login(next_url=exc.next_url))
+
+
+def data_docs_href(request: Request, name: str, path: str | None) -> str | None:
+    """The URL path under which this app serves a deployment's Data Docs file (None: not servable)."""
+    if path is None:
+        return None
+    return f"{request.scope.get('root_path', '')}/jobs/{quote(name, safe='')}/data-docs/{quote(path)}"
+
+
 def create_app() -> FastAPI:
     app = FastAPI(title="Sluice", description="Sluice jobs, checkpoints and savepoints")
+    app.add_exception_handler(LoginRequired, redirect_to_login)
+    pages = APIRouter(dependencies=[Depends(page_user)])
+    api = APIRouter(prefix="/api", dependencies=[Depends(requires_authenticated())])
 
-    def one(name: str) -> dict[str, Any]:
+    def deployment(name: str) -> Deployment:
         deployments = load_deployments()
         if name not in deployments:
             raise HTTPException(404, f"no deployment {name!r}; known: {sorted(deployments)}")
-        return deployment_view(deployments[name])
+        return deployments[name]
 
-    @app.get("/", response_class=HTMLResponse)
+    def one(request: Request, name: str) -> dict[str, Any]:
+        view = deployment_view(deployment(name))
+        for sp in view["savepoints"]:
+            sp["data_docs"] = data_docs_href(request, name, sp["data_docs_path"])
+        return view
+
+    @pages.get("/", response_class=HTMLResponse)
     def index() -> HTMLResponse:
         return render_index([deployment_view(d) for d in load_deployments().values()])
 
-    @app.get("/jobs/{name}", response_class=HTMLResponse)
-    def job(name: str) -> HTMLResponse:
-        return render_job(one(name))
+    @pages.get("/jobs/{name}", response_class=HTMLResponse)
+    def job(request: Request, name: str) -> HTMLResponse:
+        return render_job(one(request, name))
 
-    @app.get("/api/jobs/{name}")
-    def job_json(name: str) -> dict[str, Any]:
-        return one(name)
+    @pages.get("/jobs/{name}/data-docs/{path:path}", name="data_docs")
+    def data_docs(name: str, path: str) -> Response:
+        """One file of the deployment's Data Docs site; ``data-docs/`` is its index."""
+        try:
+            content, media_type = data_docs_file(deployment(name), path)
+        except FileNotFoundError:  # refused or missing alike: the answer does not reveal which
+            raise HTTPException(404, f"no Data Docs file {path!r} for deployment {name!r}") from None
+        return Response(content, media_type=media_type, headers=DATA_DOCS_HEADERS)
 
+    @api.get("/jobs/{name}")
+    def job_json(request: Request, name: str) -> dict[str, Any]:
+        return one(request, name)
+
+    app.include_router(pages)
+    app.include_router(api)
     return app
 
 
