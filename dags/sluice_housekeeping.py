@@ -14,6 +14,8 @@ Runbook: `docs/runbooks/cleanup-storage.md` (run with `dry_run` first).
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from airflow.sdk import DAG, Param, task_group
 from sluice.operators import SluiceCleanOrphansOperator, SluiceRetentionAuditOperator
 from sluice.tasks import deployments
@@ -27,6 +29,8 @@ with DAG(
     max_active_runs=1,
     render_template_as_native_obj=True,
     tags=["sluice"],
+    # every task is idempotent (a retried deploy or restore re-attaches to the master it started)
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=15)},
     params={
         "deployment": Param(None, type=["null", "string"],
                             description="Clean only this deployment's storage; empty: every deployment"),

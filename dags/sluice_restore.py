@@ -28,6 +28,8 @@ with DAG(
     catchup=False,
     render_template_as_native_obj=True,
     tags=["sluice"],
+    # every task is idempotent (a retried deploy or restore re-attaches to the master it started)
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=15)},
     params={
         "deployment": Param("purchases", type="string", description="A deployment name in sluice_deployments.yaml"),
         "snapshot": Param("latest", type="string",

@@ -36,6 +36,8 @@ with DAG(
     max_active_runs=1,
     render_template_as_native_obj=True,
     tags=["sluice"],
+    # every task is idempotent (a retried deploy or restore re-attaches to the master it started)
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=15)},
     params={
         "deployment": Param(None, type=["null", "string"],
                             description="Savepoint only this deployment; empty: every deployment"),

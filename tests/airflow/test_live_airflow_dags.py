@@ -28,7 +28,8 @@ from airflow_support import (REAL_JOB_PARAMS, REPO, kill_masters, real_purchases
                              wait_until)
 from live_airflow import LiveAirflow
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.timeout(1500),
+              pytest.mark.xdist_group("live_airflow")]  # one live Airflow at a time
 
 DAG_IDS = ["sluice_deploy", "sluice_scheduled_savepoint", "sluice_supervise", "sluice_housekeeping",
            "sluice_restore"]

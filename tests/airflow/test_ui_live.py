@@ -29,7 +29,7 @@ from airflow_support import ARTIFACTS
 from live_airflow import USERNAME, LiveAirflow
 from ui_support import CONFIGURED_PARALLELISM, RUNNING_PARALLELISM, chromium, job_with_history  # noqa: F401
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.xdist_group("live_airflow")]  # one live Airflow at a time
 
 #: what the api-server needs to read the job: its connections, the deployments file, the state folder
 PASSED_ENV = ("AIRFLOW_CONN_SLUICE_TEST", "AIRFLOW_CONN_AWS_MOTO", "SLUICE_DEPLOYMENTS_FILE", "SLUICE_STATE_DIR")
