@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +150,24 @@ def test_waiting_for_a_checkpoint_fails_at_once_when_the_job_ended(sluice_env, h
         evaluate("checkpoint_completed", "sluice_test", sluice_env["job_id"], {"since_ms": since})
     done, details = evaluate("checkpoint_completed", "sluice_test", sluice_env["job_id"], {"since_ms": since + 600})
     assert (done, details["retained"]) == (False, [])  # an older terminal status says nothing about a newer deploy
+
+
+def test_a_deployment_declared_suspended_is_stopped_with_a_savepoint_and_not_supervised(sluice_env, hook, master):
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from sluice.operators import SluiceCheckDesiredStateOperator
+
+    job_id = sluice_env["job_id"]
+    deployments = Path(os.environ["SLUICE_DEPLOYMENTS_FILE"])
+    spec = json.loads(deployments.read_text())
+    spec["purchases"]["state"] = "suspended"
+    deployments.write_text(json.dumps(spec))
+    op = SluiceCheckDesiredStateOperator(task_id="desired_state", deployment="purchases")
+
+    with pytest.raises(AirflowSkipException, match="declared suspended.*stopped with savepoint"):
+        op.execute(fake_context(task_id="desired_state"))
+    wait_until(lambda: hook.get_status(job_id).source != "control-api", what="master stopped")
+    assert len(hook.list_savepoints(job_id)) == 1
+    with pytest.raises(AirflowSkipException, match="declared suspended"):  # already down: nothing more to do
+        SluiceCheckDesiredStateOperator(task_id="desired_state", deployment="purchases").execute(fake_context())
+    assert len(hook.list_savepoints(job_id)) == 1

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
-from sluice.operators.base import SluiceBaseOperator
+from sluice.operators.base import SluiceBaseOperator, task_trigger_id
 
 
 class SluiceCheckDesiredStateOperator(SluiceBaseOperator):
@@ -18,6 +18,11 @@ class SluiceCheckDesiredStateOperator(SluiceBaseOperator):
     somebody stopped it on purpose through its master (CLI, a DAG, the plugin page).
     Supervision then does not resurrect it; deploying or restoring it records
     ``running`` again.  Returns the recorded intent (or ``{"state": "running"}``).
+
+    A deployment declared ``suspended`` whose job still runs is brought down first, as the
+    Flink Kubernetes Operator suspends a job: with a savepoint under ``upgrade_mode:
+    savepoint``, cancelled (its retained checkpoints kept) under ``last-state`` and
+    ``stateless``.  Either way the master records the job as suspended.
     """
 
     ui_color = "#e0e0e0"
@@ -25,8 +30,9 @@ class SluiceCheckDesiredStateOperator(SluiceBaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         job_id = self.resolved_job_id
         if self.spec is not None and self.spec.is_suspended():
+            how = self._suspend_if_running(context, job_id)
             raise AirflowSkipException(f"deployment {self.spec.name!r} is declared suspended in the deployments "
-                                       f"file: job {job_id!r} is not supervised")
+                                       f"file: job {job_id!r} is not supervised{how}")
         desired = self.hook.desired_state(job_id)
         if desired is not None and desired.is_suspended():
             when = datetime.fromtimestamp(desired.changed_ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
@@ -38,3 +44,19 @@ class SluiceCheckDesiredStateOperator(SluiceBaseOperator):
             return {"state": "running", "recorded": False}
         return {"state": desired.state.value, "recorded": True, "changed_by": desired.changed_by,
                 "changed_ms": desired.changed_ms, "reason": desired.reason}
+
+    def _suspend_if_running(self, context: Any, job_id: str) -> str:
+        """Bring a still-running job of a suspended deployment down; says what was done."""
+        assert self.spec is not None
+        if self.hook.get_status(job_id).source != "control-api":
+            return ""
+        if self.spec.upgrade_mode == "savepoint":
+            operation = self.hook.stop_with_savepoint(task_trigger_id(context, "suspend"), job_id=job_id)
+            location = self.hook.wait_for_operation("stop", operation, job_id=job_id)
+            self.log.warning("job %s of suspended deployment %s stopped with savepoint %s", job_id, self.spec.name,
+                             location)
+            return f"; it was running and was stopped with savepoint {location}"
+        self.hook.cancel(job_id)
+        self.log.warning("job %s of suspended deployment %s cancelled (upgrade_mode %s)", job_id, self.spec.name,
+                         self.spec.upgrade_mode)
+        return f"; it was running and was cancelled (upgrade_mode {self.spec.upgrade_mode})"
