@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-URL_PREFIX = "/sluice"
+from sluice.links import URL_PREFIX, SluiceDataDocsLink, SluiceJobPageLink
 
 
 class SluicePlugin(AirflowPlugin):
@@ -25,6 +25,8 @@ class SluicePlugin(AirflowPlugin):
         from sluice.views.app import app
 
         return [{"app": app, "url_prefix": URL_PREFIX, "name": "Sluice jobs"}]
+
+    operator_extra_links = [SluiceJobPageLink(), SluiceDataDocsLink()]
 
     external_views = [
         {

@@ -112,6 +112,12 @@ def test_the_five_dags_under_a_real_airflow_keep_a_job_exactly_once(live):
     assert af.xcom("sluice_scheduled_savepoint", run_id, "job.validate", map_index=0)["status"] == "passed"
     listed = {s.uri: s for s in hook().list_savepoints(job_id)}
     assert listed[scheduled].metadata.validation_passed()
+    # the validate task's extra links, as the UI asks for them: the job page and the Data Docs it wrote
+    links = af.get(f"/api/v2/dags/sluice_scheduled_savepoint/dagRuns/{run_id}/taskInstances/job.validate/links",
+                   map_index=0)["extra_links"]
+    assert links["Sluice job page"] == "/sluice/jobs/purchases", links
+    assert links["Data Docs"].startswith("/sluice/jobs/purchases/data-docs/"), links
+    assert af.client.get(links["Data Docs"]).status_code == 200  # served by the plugin page, behind the login
 
     # an operator stops the job with a savepoint: supervision leaves it down
     stop = sluice_cli("stop", job_id, "--storage", env["storage_uri"])

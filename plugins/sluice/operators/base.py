@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator
 
 from sluice.deployments import Deployment, load_deployment
 from sluice.hook import SluiceHook
+from sluice.links import SluiceJobPageLink
 
 
 def task_trigger_id(context: Any, purpose: str) -> str:
@@ -33,6 +34,7 @@ class SluiceBaseOperator(BaseOperator):
 
     template_fields: tuple[str, ...] = ("deployment", "sluice_conn_id", "job_id")
     ui_color = "#cfe8fc"
+    operator_extra_links = (SluiceJobPageLink(),)
 
     def __init__(self, *, deployment: str | None = None, sluice_conn_id: str | None = None,
                  job_id: str | None = None, **kwargs: Any) -> None:

@@ -7,7 +7,9 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException
 
 from sluice.exceptions import SnapshotValidationFailed
+from sluice.links import SluiceDataDocsLink, SluiceJobPageLink, data_docs_page
 from sluice.operators.base import SluiceBaseOperator
+from sluice.views.data import data_docs_path
 
 
 class SluiceValidateSnapshotOperator(SluiceBaseOperator):
@@ -23,17 +25,23 @@ class SluiceValidateSnapshotOperator(SluiceBaseOperator):
     """
 
     template_fields = (*SluiceBaseOperator.template_fields, "snapshot")
+    operator_extra_links = (SluiceJobPageLink(), SluiceDataDocsLink())
 
     def __init__(self, *, snapshot: str, fail_on_invalid: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.snapshot = snapshot
         self.fail_on_invalid = fail_on_invalid
+        #: the Data Docs page of the validation, once it ran (SluiceDataDocsLink)
+        self.data_docs_link: str | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
         if not self.snapshot or self.snapshot == "None":
             raise AirflowException(f"{self.task_id}: no snapshot URI given (did the upstream task return one?)")
         outcome = self.hook.validate_snapshot(self.snapshot, job_id=self.resolved_job_id,
                                              job_spec=self.spec.job if self.spec else None)
+        path = data_docs_path(outcome.get("data_docs_url"), self.hook.extra.get("data_docs_dir"))
+        if path and self.deployment:
+            self.data_docs_link = data_docs_page(str(self.deployment), path)
         if outcome.get("status") != "passed" and self.fail_on_invalid:
             raise SnapshotValidationFailed(f"snapshot {self.snapshot} failed validation: "
                                            f"{outcome.get('reason') or outcome}")
