@@ -352,10 +352,11 @@ class SluiceHook(BaseHook):
         snapshot that does not even load (the validator checks integrity first:
         missing files, checksums, key-group coverage) fails with the reason.
         """
+        # Great Expectations logs at INFO from its first import on (~200 lines registering functions) and
+        # every step after: keep it out of the task log, whose one line about validation is the summary
+        logging.getLogger("great_expectations").setLevel(logging.WARNING)
         from checkpoints.validation import validate_snapshot
 
-        # Great Expectations logs every step at INFO: keep it out of the task log, whose one line is the summary
-        logging.getLogger("great_expectations").setLevel(logging.WARNING)
         options: dict[str, Any] = {"record": record, "allow_drained": allow_drained, **self._store_options(uri)}
         if job_spec:
             options["job_spec"] = job_spec
