@@ -41,7 +41,9 @@ def live(sluice_env, tmp_path, monkeypatch):
     output = tmp_path / "output"
     state_dir = tmp_path / "sluice-state"
     deployments = tmp_path / "sluice_deployments.yaml"
-    deployments.write_text(json.dumps(real_purchases_deployment(sluice_env["job_id"], output)))
+    spec = real_purchases_deployment(sluice_env["job_id"], output)
+    spec["purchases"]["savepoint_policy"] = {"max_count": 2}  # the third savepoint prunes the first
+    deployments.write_text(json.dumps(spec))
     monkeypatch.setenv("SLUICE_DEPLOYMENTS_FILE", str(deployments))
     monkeypatch.setenv("SLUICE_STATE_DIR", str(state_dir))
     env = {name: os.environ[name] for name in ("AIRFLOW_CONN_AWS_MOTO", "AIRFLOW_CONN_SLUICE_TEST")}
@@ -158,6 +160,12 @@ def test_the_five_dags_under_a_real_airflow_keep_a_job_exactly_once(live):
     # supervision sees a healthy job and does nothing
     _, tasks = run(af, "sluice_supervise")
     assert (tasks["job.check_health"], tasks["job.restart_from_latest"]) == ("success", "skipped"), tasks
+
+    # a second scheduled savepoint: three savepoints now, the policy (max_count 2) prunes the oldest
+    run_id, _ = run(af, "sluice_scheduled_savepoint")
+    second = af.xcom("sluice_scheduled_savepoint", run_id, "job.savepoint", map_index=0)
+    assert af.xcom("sluice_scheduled_savepoint", run_id, "job.apply_policy", map_index=0) == [scheduled]
+    assert [s.uri for s in hook().list_savepoints(job_id)] == [stop_savepoint, second]
 
     # the end: stop with a savepoint (commits pending output); every result exactly once, each right
     final = hook().stop_with_savepoint(f"live-final-{uuid.uuid4().hex[:6]}", job_id=job_id)
