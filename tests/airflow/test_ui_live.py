@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from airflow_support import ARTIFACTS
+from airflow_support import ARTIFACTS, REPO, wait_until
 from live_airflow import USERNAME, LiveAirflow
 from ui_support import CONFIGURED_PARALLELISM, RUNNING_PARALLELISM, chromium, job_with_history  # noqa: F401
 
@@ -103,3 +103,53 @@ def test_a_user_logged_in_through_airflow_sees_the_jobs_parallelism_and_its_data
               f"browser steps done after {time.monotonic() - started:.1f}s")
 
     assert logged_in_shot.stat().st_size > 10_000 and logged_in_shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.timeout(900)
+def test_the_pages_actions_trigger_the_dags_as_the_logged_in_user_and_stop_the_job(job_with_history, tmp_path):
+    """Take a savepoint and Restore-from-this trigger runs of the Sluice DAGs (left queued: the DAGs stay
+    paused, so nothing runs against the test's master); Stop goes to the master; a cross-site POST is refused."""
+    from sluice.hook import SluiceHook
+
+    hook = SluiceHook("sluice_test")
+    job_id = job_with_history["job_id"]
+    with LiveAirflow(tmp_path / "home", REPO / "dags", extra_env={k: os.environ[k] for k in PASSED_ENV}) as af:
+        af.wait_dags(["sluice_scheduled_savepoint", "sluice_restore"], timeout=180)
+        savepoints = [s.uri for s in hook.list_savepoints(job_id)]
+        with chromium() as browser:
+            page = browser.new_page()
+            page.goto(f"{af.base_url}/sluice/jobs/purchases")
+            page.wait_for_url("**/auth/login?next=*")
+            page.get_by_label("Username").fill(USERNAME)
+            page.get_by_label("Password").fill(af.password)
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url(f"{af.base_url}/sluice/jobs/purchases")
+
+            def press(button) -> str:
+                """Click an action's button; the answer redirects back to the job page with a notice."""
+                with page.expect_navigation(url=lambda url: "/sluice/jobs/purchases?notice=" in url):
+                    button.click()
+                return page.locator("p.notice").inner_text()
+
+            assert "triggered sluice_scheduled_savepoint run" in press(
+                page.get_by_role("button", name="Take a savepoint"))
+            assert "triggered sluice_restore run" in press(
+                page.locator("tr", has_text=savepoints[0]).get_by_role("button", name="Restore from this"))
+
+            cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+            forged = httpx.post(f"{af.base_url}/sluice/jobs/purchases/actions/savepoint", cookies=cookies,
+                                headers={"Origin": "http://evil.example"}, timeout=30)
+            assert forged.status_code == 403, forged.text
+            made_up = httpx.post(f"{af.base_url}/sluice/jobs/purchases/actions/restore",
+                                 params={"snapshot": "s3://elsewhere/savepoint-1-x"}, cookies=cookies, timeout=30)
+            assert made_up.status_code == 400, made_up.text
+
+            assert "stop with savepoint requested" in press(page.get_by_role("button", name="Stop with a savepoint"))
+
+        runs = {dag_id: af.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]
+                for dag_id in ("sluice_scheduled_savepoint", "sluice_restore")}
+        assert [(r["conf"], r["triggered_by"]) for r in runs["sluice_scheduled_savepoint"]] == [
+            ({"deployment": "purchases"}, "ui")]
+        assert [r["conf"] for r in runs["sluice_restore"]] == [{"deployment": "purchases", "snapshot": savepoints[0]}]
+        wait_until(lambda: hook.get_status(job_id).source != "control-api", timeout_s=60, what="the master stopped")
+        assert len(hook.list_savepoints(job_id)) == len(savepoints) + 1  # the stop's savepoint

@@ -8,7 +8,10 @@ retained handles, savepoints with their validation and a link to their Data
 Docs).  ``/sluice/jobs/{deployment}/data-docs/{path}`` serves the Data Docs site
 from the connection's ``data_docs_dir`` (:func:`sluice.views.data.data_docs_file`),
 so the link works in a browser, unlike the ``file://`` URL the validation records.
-``/sluice/api/jobs/{deployment}`` serves the page's data as JSON.  No scripts, no
+``/sluice/api/jobs/{deployment}`` serves the page's data as JSON.  ``POST
+/sluice/jobs/{deployment}/actions/{savepoint|restore|stop}`` are the page's buttons:
+the first two trigger the Sluice DAGs as the logged-in user (after the auth manager
+allows that user to trigger them), the stop goes to the job's master.  No scripts, no
 external assets: the page works offline and under a strict content security policy.
 
 Authentication is Airflow's own.  Airflow puts none in front of plugin apps, so
@@ -22,16 +25,17 @@ cookie, as a browser does before logging in, is redirected (307) to the auth
 manager's ``get_url_login(next_url=...)`` with ``next`` set to the page's path, so
 the login form returns there.
 
-Not supported: authorization.  Any logged-in Airflow user sees every deployment,
+Authorization is checked only for the actions.  Any logged-in Airflow user sees every deployment,
 its storage locations and its Data Docs; no role or team is checked.
 """
 
 from __future__ import annotations
 
 import html
+import time
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
@@ -41,6 +45,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
 from sluice.deployments import Deployment, load_deployments
+from sluice.hook import SluiceHook
 from sluice.views.data import data_docs_file, deployment_view
 
 #: served with every Data Docs file.  The site is HTML and scripts rendered by Great Expectations
@@ -150,7 +155,14 @@ def _data_docs_cell(sp: dict[str, Any]) -> str:
     return "-"
 
 
-def render_job(v: dict[str, Any]) -> HTMLResponse:
+def _action(name: str, action: str, label: str, snapshot: str | None = None) -> str:
+    """A button that POSTs one of the page's actions (``/jobs/{name}/actions/{action}``)."""
+    query = f"?snapshot={quote(snapshot, safe='')}" if snapshot else ""
+    return (f"<form class='action' method='post' action='{html.escape(quote(name, safe=''))}/actions/{action}{html.escape(query)}'"
+            f" style='display:inline'><button type='submit'>{html.escape(label)}</button></form>")
+
+
+def render_job(v: dict[str, Any], notice: str | None = None) -> HTMLResponse:
     s = v["status"] or {}
     now = v["now_ms"]
     facts = [
@@ -174,19 +186,23 @@ def render_job(v: dict[str, Any]) -> HTMLResponse:
         f"<tr><td>{sp['checkpoint_id']}</td><td>{_when(sp['completed_ms'])}</td><td>{sp['bytes']}</td>"
         f"<td class='{'ok' if sp['validation'] == 'passed' else 'bad'}'>{html.escape(str(sp['validation']))}</td>"
         f"<td>{_data_docs_cell(sp)}</td>"
-        f"<td><code>{html.escape(sp['uri'])}</code></td></tr>"
+        f"<td><code>{html.escape(sp['uri'])}</code></td>"
+        f"<td>{_action(v['name'], 'restore', 'Restore from this', sp['uri'])}</td></tr>"
         for sp in v["savepoints"]
     )
+    actions = (f"<p>{_action(v['name'], 'savepoint', 'Take a savepoint')} "
+               f"{_action(v['name'], 'stop', 'Stop with a savepoint')}</p>")
     errors = "".join(f"<li class='bad'>{html.escape(e)}</li>" for e in v["errors"])
     body = (
         f"<p><a href='../'>all jobs</a></p><h1>{html.escape(v['name'])} <span class='muted'>job "
         f"{html.escape(v['job_id'])}</span></h1><p>health: {_health_cell(v)}</p>"
+        f"{'<p class=notice>' + html.escape(notice) + '</p>' if notice else ''}{actions}"
         f"{'<ul>' + errors + '</ul>' if errors else ''}<table>{fact_rows}</table>"
         f"<h2>Checkpoint history (size; duration below)</h2>{checkpoint_chart(v['checkpoints'])}"
         f"<h2>Retained handles ({len(v['checkpoints'])} of {v['retained_expected']})</h2>"
         f"<table><tr><th>id</th><th>completed</th><th>bytes</th><th>duration ms</th><th>location</th></tr>{retained}</table>"
         f"<h2>Savepoints</h2><table><tr><th>checkpoint</th><th>completed</th><th>bytes</th><th>validation</th>"
-        f"<th>report</th><th>location</th></tr>{savepoints}</table>"
+        f"<th>report</th><th>location</th><th></th></tr>{savepoints}</table>"
     )
     return _page(f"Sluice job {v['name']}", body)
 
@@ -232,6 +248,33 @@ def data_docs_href(request: Request, name: str, path: str | None) -> str | None:
     return f"{request.scope.get('root_path', '')}/jobs/{quote(name, safe='')}/data-docs/{quote(path)}"
 
 
+def _same_origin(request: Request) -> None:
+    """Refuse a cross-site POST (Airflow's session cookie is SameSite=Lax; this says it twice)."""
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != request.headers.get("host"):
+        raise HTTPException(403, f"cross-origin request from {origin} refused")
+
+
+def _authorize(user: BaseUser, dag_id: str) -> None:
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+
+    if not get_auth_manager().is_authorized_dag(method="POST", access_entity=DagAccessEntity.RUN,
+                                                details=DagDetails(id=dag_id), user=user):
+        raise HTTPException(403, f"{user.get_name()} may not trigger runs of {dag_id}")
+
+
+def _trigger(user: BaseUser, dag_id: str, conf: dict[str, Any]) -> str:
+    """Trigger a run of ``dag_id`` as ``user`` (after checking the user may); says what was done."""
+    from airflow.api.common.trigger_dag import trigger_dag
+    from airflow.utils.types import DagRunTriggeredByType
+
+    _authorize(user, dag_id)
+    run = trigger_dag(dag_id, triggered_by=DagRunTriggeredByType.UI, triggering_user_name=user.get_name(),
+                      conf=conf)
+    run_id = run.run_id if run is not None else "?"
+    return f"triggered {dag_id} run {run_id} with {conf}"
+
+
 def create_app() -> FastAPI:
     app = FastAPI(title="Sluice", description="Sluice jobs, checkpoints and savepoints")
     app.add_exception_handler(LoginRequired, redirect_to_login)
@@ -255,8 +298,33 @@ def create_app() -> FastAPI:
         return render_index([deployment_view(d) for d in load_deployments().values()])
 
     @pages.get("/jobs/{name}", response_class=HTMLResponse)
-    def job(request: Request, name: str) -> HTMLResponse:
-        return render_job(one(request, name))
+    def job(request: Request, name: str, notice: str | None = None) -> HTMLResponse:
+        return render_job(one(request, name), notice)
+
+    @pages.post("/jobs/{name}/actions/{action}")
+    def act(request: Request, name: str, action: str, user: BaseUser = Depends(page_user),
+            snapshot: str | None = None) -> RedirectResponse:
+        """The page's buttons: a savepoint and a restore run their DAGs (so Airflow keeps their history),
+        a stop goes to the job's master (which records the job as suspended)."""
+        _same_origin(request)
+        spec = deployment(name)
+        if action == "savepoint":
+            notice = _trigger(user, "sluice_scheduled_savepoint", {"deployment": name})
+        elif action == "restore":
+            known = {sp["uri"] for sp in deployment_view(spec)["savepoints"]}
+            if snapshot not in known:  # only what the page offered: never a URI made up by the request
+                raise HTTPException(400, f"snapshot {snapshot!r} is not a savepoint of deployment {name!r}")
+            notice = _trigger(user, "sluice_restore", {"deployment": name, "snapshot": snapshot})
+        elif action == "stop":
+            _authorize(user, "sluice_restore")  # stopping a job is the restore DAG's first step
+            hook = SluiceHook(spec.conn_id)
+            operation = hook.stop_with_savepoint(f"ui-{user.get_name()}-{int(time.time() * 1000)}",
+                                                 job_id=spec.job_id)
+            notice = f"stop with savepoint requested (operation {operation}); the job will be recorded as suspended"
+        else:
+            raise HTTPException(404, f"no action {action!r}: savepoint, stop or restore")
+        target = f"{request.scope.get('root_path', '')}/jobs/{quote(name, safe='')}?notice={quote(notice, safe='')}"
+        return RedirectResponse(target, status_code=303)
 
     @pages.get("/jobs/{name}/data-docs/{path:path}", name="data_docs")
     def data_docs(name: str, path: str) -> Response:
