@@ -1,4 +1,4 @@
-"""Which snapshot a job restarts from when asked for ``latest``: a pure decision over retained checkpoints and savepoints.
+"""Which snapshot a job restarts from for ``latest``: a pure decision over retained checkpoints and savepoints.
 
 Candidates are ordered by completion time, newest first, never by id: ids
 continue from the snapshot a run was restored from, so two runs of one job can
@@ -34,7 +34,7 @@ class RestoreCandidate:
 
 
 @dataclass(frozen=True, slots=True)
-class RestorePoint:
+class RestoreChoice:
     """The snapshot chosen, and the newer candidates passed over with their reasons."""
 
     uri: str
@@ -42,10 +42,6 @@ class RestorePoint:
     checkpoint_id: int
     completed_ms: int
     passed_over: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, object]:
-        return {"uri": self.uri, "kind": self.kind, "checkpoint_id": self.checkpoint_id,
-                "completed_ms": self.completed_ms, "passed_over": list(self.passed_over)}
 
 
 class NoRestorePoint(LookupError):
@@ -64,7 +60,7 @@ def newest_first(candidates: Iterable[RestoreCandidate]) -> list[RestoreCandidat
 
 
 def choose_restore_point(job_id: str, candidates: Iterable[RestoreCandidate],
-                         inspect: Callable[[RestoreCandidate], str | None]) -> RestorePoint:
+                         inspect: Callable[[RestoreCandidate], str | None]) -> RestoreChoice:
     """The newest candidate that ``inspect`` finds no problem with (it returns the problem, or None).
 
     :raises NoRestorePoint: when every candidate was refused (or there is none)."""
@@ -77,6 +73,6 @@ def choose_restore_point(job_id: str, candidates: Iterable[RestoreCandidate],
         if problem is not None:
             passed_over.append(f"{candidate.describe()}: {problem}")
             continue
-        return RestorePoint(candidate.uri, candidate.kind, candidate.checkpoint_id, candidate.completed_ms,
+        return RestoreChoice(candidate.uri, candidate.kind, candidate.checkpoint_id, candidate.completed_ms,
                             tuple(passed_over))
     raise NoRestorePoint(job_id, passed_over)

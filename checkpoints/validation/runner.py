@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -122,6 +122,9 @@ class ValidationReport:
     run_name: str = ""
     #: why the snapshot fails whatever its state holds (a drained snapshot, checkpoints.drained); None if nothing
     reason: str | None = None
+    #: with ``record=True``, the digest of the ``_metadata`` the outcome was recorded into
+    #: (:meth:`CheckpointMetadata.digest`; what ``ensure_restorable(validated_digest=...)`` compares)
+    metadata_sha256: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -141,6 +144,7 @@ class ValidationReport:
                        for a in self.assets],
             "failed": [f.to_dict() for f in self.failed], "unknown": list(self.unknown),
             "data_docs_url": self.data_docs_url, "results_uri": self.results_uri, "reason": self.reason,
+            "metadata_sha256": self.metadata_sha256,
         }
 
 
@@ -248,7 +252,7 @@ def validate_snapshot(
     if record:
         from checkpoints.validation.records import record_outcome
 
-        record_outcome(snap, report)
+        report = replace(report, metadata_sha256=record_outcome(snap, report).digest())
     return report
 
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from pydantic import BaseModel
 
-from engine.master.client import Routes
+from engine.master.client import ControlRoutes
 from engine.master.operations import OperationRegistry
 
 
@@ -72,32 +72,32 @@ def create_app(job: JobControl, operations: OperationRegistry, token: str | None
         if job_id != job.job_id:
             raise HTTPException(status_code=404, detail=f"this master runs job {job.job_id!r}, not {job_id!r}")
 
-    @app.get(Routes.HEALTH)
+    @app.get(ControlRoutes.HEALTH)
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get(Routes.JOBS, dependencies=[Depends(authorize)])
+    @app.get(ControlRoutes.JOBS, dependencies=[Depends(authorize)])
     def jobs() -> dict[str, Any]:
         return {"jobs": [{"id": job.job_id, "status": job.status().get("state")}]}
 
-    @app.get(Routes.JOB, dependencies=[Depends(authorize)])
+    @app.get(ControlRoutes.JOB, dependencies=[Depends(authorize)])
     def status(job_id: str) -> dict[str, Any]:
         check_job(job_id)
         return job.status()
 
-    @app.get(Routes.CHECKPOINTS, dependencies=[Depends(authorize)])
+    @app.get(ControlRoutes.CHECKPOINTS, dependencies=[Depends(authorize)])
     def checkpoints(job_id: str) -> dict[str, Any]:
         check_job(job_id)
         return {"history": job.checkpoint_history()}
 
-    @app.post(Routes.SAVEPOINTS, status_code=202, dependencies=[Depends(authorize)])
+    @app.post(ControlRoutes.SAVEPOINTS, status_code=202, dependencies=[Depends(authorize)])
     def trigger_savepoint(job_id: str, body: SavepointRequest) -> dict[str, Any]:
         check_job(job_id)
         op, _ = operations.start("savepoint", body.trigger_id, body.model_dump(),
                                  lambda: job.trigger_savepoint(body.target_directory))
         return {"request-id": op.trigger_id}
 
-    @app.post(Routes.STOP, status_code=202, dependencies=[Depends(authorize)])
+    @app.post(ControlRoutes.STOP, status_code=202, dependencies=[Depends(authorize)])
     def stop(job_id: str, body: StopRequest) -> dict[str, Any]:
         check_job(job_id)
         op, _ = operations.start("stop", body.trigger_id, body.model_dump(),
@@ -111,15 +111,15 @@ def create_app(job: JobControl, operations: OperationRegistry, token: str | None
             raise HTTPException(status_code=404, detail=f"no {kind} operation with trigger id {trigger_id!r}")
         return op.to_json()
 
-    @app.get(Routes.SAVEPOINT, dependencies=[Depends(authorize)])
+    @app.get(ControlRoutes.SAVEPOINT, dependencies=[Depends(authorize)])
     def savepoint_status(job_id: str, trigger_id: str) -> dict[str, Any]:
         return operation(job_id, trigger_id, "savepoint")
 
-    @app.get(Routes.STOP_STATUS, dependencies=[Depends(authorize)])
+    @app.get(ControlRoutes.STOP_STATUS, dependencies=[Depends(authorize)])
     def stop_status(job_id: str, trigger_id: str) -> dict[str, Any]:
         return operation(job_id, trigger_id, "stop")
 
-    @app.patch(Routes.JOB, status_code=202, dependencies=[Depends(authorize)])
+    @app.patch(ControlRoutes.JOB, status_code=202, dependencies=[Depends(authorize)])
     def cancel(job_id: str, mode: str = "cancel") -> dict[str, str]:
         check_job(job_id)
         if mode != "cancel":
@@ -127,7 +127,7 @@ def create_app(job: JobControl, operations: OperationRegistry, token: str | None
         job.cancel()
         return {"status": "cancelling"}
 
-    @app.get(Routes.METRICS, dependencies=[Depends(authorize)])
+    @app.get(ControlRoutes.METRICS, dependencies=[Depends(authorize)])
     def metrics() -> Response:
         body = metrics_text() if metrics_text is not None else b""
         return Response(content=body, media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -26,7 +26,7 @@ from engine.errors import SluiceError
 OperationKind = Literal["savepoint", "stop"]
 
 
-class Routes:
+class ControlRoutes:
     """Path templates of the control API (ARCHITECTURE section 7); ``{job_id}``/``{trigger_id}`` are filled in."""
 
     HEALTH: Final = "/healthz"
@@ -41,7 +41,7 @@ class Routes:
 
 
 class ControlApiError(SluiceError):
-    """The job master refused a request (``status_code``) or could not be reached (is the job running? the token right?)."""
+    """The job master refused a request (``status_code``) or could not be reached (running? the token right?)."""
 
     def __init__(self, message: str, status_code: int | None = None) -> None:
         super().__init__(message)
@@ -78,19 +78,19 @@ _Request = tuple[str, str, dict[str, Any]]
 
 def _operation_route(kind: OperationKind) -> str:
     if kind == "savepoint":
-        return Routes.SAVEPOINT
+        return ControlRoutes.SAVEPOINT
     if kind == "stop":
-        return Routes.STOP_STATUS
+        return ControlRoutes.STOP_STATUS
     raise ValueError(f"operation kind must be 'savepoint' or 'stop', got {kind!r}")
 
 
 def _savepoint(job_id: str, target_dir: str | None, trigger_id: str | None) -> _Request:
-    return "POST", Routes.SAVEPOINTS.format(job_id=job_id), {
+    return "POST", ControlRoutes.SAVEPOINTS.format(job_id=job_id), {
         "json": {"target_directory": target_dir, "trigger_id": trigger_id}}
 
 
 def _stop(job_id: str, target_dir: str | None, drain: bool, trigger_id: str | None) -> _Request:
-    return "POST", Routes.STOP.format(job_id=job_id), {
+    return "POST", ControlRoutes.STOP.format(job_id=job_id), {
         "json": {"target_directory": target_dir, "drain": drain, "trigger_id": trigger_id}}
 
 
@@ -138,10 +138,10 @@ class ControlClient:
         return _decode(method, self.url + path, response)
 
     def status(self) -> dict[str, Any]:
-        return self._call("GET", Routes.JOB.format(job_id=self.job_id))
+        return self._call("GET", ControlRoutes.JOB.format(job_id=self.job_id))
 
     def checkpoints(self) -> list[dict[str, Any]]:
-        return self._call("GET", Routes.CHECKPOINTS.format(job_id=self.job_id))["history"]
+        return self._call("GET", ControlRoutes.CHECKPOINTS.format(job_id=self.job_id))["history"]
 
     def trigger_savepoint(self, target_dir: str | None = None, trigger_id: str | None = None) -> str:
         method, path, kwargs = _savepoint(self.job_id, target_dir, trigger_id)
@@ -152,7 +152,7 @@ class ControlClient:
         return str(self._call(method, path, **kwargs)["request-id"])
 
     def cancel(self) -> None:
-        self._call("PATCH", Routes.JOB.format(job_id=self.job_id), params={"mode": "cancel"})
+        self._call("PATCH", ControlRoutes.JOB.format(job_id=self.job_id), params={"mode": "cancel"})
 
     def operation(self, kind: OperationKind, trigger_id: str) -> dict[str, Any]:
         method, path, kwargs = _operation(self.job_id, kind, trigger_id)

@@ -8,7 +8,7 @@ The file is ``$SLUICE_DEPLOYMENTS_FILE`` or ``<dags_folder>/sluice_deployments.y
       conn_id: sluice_purchases          # SluiceHook connection: control API, storage, AWS conn
       job_id: purchases                   # stable across restarts: storage folder and status document
       job: engine.examples.purchases:build
-      state: running                      # desired state: running | suspended (supervision leaves a suspended job alone)
+      state: running                      # desired: running | suspended (supervision leaves a suspended job alone)
       upgrade_mode: savepoint             # savepoint | last-state | stateless (how a restart or restore resumes)
       runtime: local                      # or spark (spark-submit when spark_conn_id is set)
       parallelism: 2

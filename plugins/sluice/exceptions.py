@@ -1,13 +1,15 @@
 """The plugin's errors: Airflow fails a task on any of them with the message, which says what to do.
 
 Control-API errors are the engine client's own (:mod:`engine.master.client`), so
-the CLI, the hook and the triggers report a refused or unreachable master alike.
+the CLI, the hook and the triggers report a refused or unreachable master alike;
+:class:`NoRestorePoint` is the restore-point choice's own (:mod:`checkpoints.restore_points`).
 """
 
 from __future__ import annotations
 
 from airflow.sdk.exceptions import AirflowException
 
+from checkpoints.restore_points import NoRestorePoint
 from engine.master.client import ControlApiError, ControlApiUnavailable
 
 __all__ = [
@@ -26,10 +28,6 @@ class SluiceAirflowError(AirflowException):
 
 class SnapshotValidationFailed(SluiceAirflowError):
     """A snapshot failed validation: restoring from it is refused."""
-
-
-class NoRestorePoint(SluiceAirflowError):
-    """No retained checkpoint or savepoint of the job can be restored (each one passed over is named)."""
 
 
 class JobAlreadyRunning(SluiceAirflowError):

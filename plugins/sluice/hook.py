@@ -37,10 +37,9 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from checkpoints.restore_points import RestoreCandidate, RestorePoint, choose_restore_point
-from checkpoints.restore_points import NoRestorePoint as _NoCandidate
+from checkpoints.restore_points import RestoreCandidate, RestoreChoice, choose_restore_point
 from engine.master.client import ControlApiError, ControlApiUnavailable, ControlClient, OperationKind
-from sluice.exceptions import NoRestorePoint, SluiceAirflowError
+from sluice.exceptions import SluiceAirflowError
 
 #: the shortest orphan grace period while the job runs (see SluiceHook.clean_orphans)
 LIVE_MIN_GRACE_MS = 10 * 60 * 1000
@@ -125,8 +124,8 @@ class SluiceHook(BaseHook):
     def storage_uri(self) -> str:
         uri = self.extra.get("storage_uri")
         if not uri:
-            raise SluiceAirflowError(f"connection {self.sluice_conn_id!r} has no extra 'storage_uri' (checkpoint root, "
-                              "e.g. s3://bucket/checkpoints); add it to the connection's extra")
+            raise SluiceAirflowError(f"connection {self.sluice_conn_id!r} has no extra 'storage_uri' (checkpoint "
+                                     "root, e.g. s3://bucket/checkpoints); add it to the connection's extra")
         return str(uri)
 
     @property
@@ -136,7 +135,8 @@ class SluiceHook(BaseHook):
     def job_id(self, job_id: str | None = None) -> str:
         resolved = job_id or self.extra.get("job_id")
         if not resolved:
-            raise SluiceAirflowError(f"no job id given and connection {self.sluice_conn_id!r} has no extra 'job_id'")
+            raise SluiceAirflowError(f"no job id given and connection {self.sluice_conn_id!r} has no extra "
+                                     "'job_id'")
         return str(resolved)
 
     def configured_control_url(self) -> str | None:
@@ -312,15 +312,6 @@ class SluiceHook(BaseHook):
 
         return read_desired_state(self.store, self.job_id(job_id))
 
-    def record_desired_state(self, state: str, *, changed_by: str, reason: str, job_id: str | None = None,
-                             savepoint: str | None = None) -> Any:
-        from checkpoints.desired_state import DesiredState, JobState, write_desired_state
-
-        desired = DesiredState(job_id=self.job_id(job_id), state=JobState(state), changed_ms=now_ms(),
-                               changed_by=changed_by, reason=reason, savepoint=savepoint)
-        write_desired_state(self.store, desired)
-        return desired
-
     # -- checkpoints and savepoints --------------------------------------------------------------
 
     def list_checkpoints(self, job_id: str | None = None) -> dict[str, Any]:
@@ -367,11 +358,9 @@ class SluiceHook(BaseHook):
         except Exception as exc:  # an integrity failure found by the validator refuses the snapshot as well
             return {"status": "failed", "stage": "validate", "reason": f"{type(exc).__name__}: {exc}",
                     "validated_ms": now_ms()}
+        # with record, its metadata_sha256 is what the master compares before it skips a second
+        # validation (sluice run --validated-digest)
         outcome = dict(report.to_dict())
-        if record:  # what the master compares before it skips a second validation (sluice run --validated-digest)
-            from checkpoints.restore import read_snapshot_metadata
-
-            outcome["metadata_sha256"] = read_snapshot_metadata(uri, **self._store_options(uri)).digest()
         self.log.info("validation of %s (job %s): %s%s", uri, job_id or "-", outcome.get("status"),
                       f" ({outcome['reason']})" if outcome.get("reason") else "")
         return outcome
@@ -453,7 +442,7 @@ class SluiceHook(BaseHook):
                                                m.complete_timestamp_ms if m else 0, recorded))
         return candidates
 
-    def restore_point(self, job_id: str | None = None, *, allow_drained: bool = False) -> RestorePoint:
+    def restore_point(self, job_id: str | None = None, *, allow_drained: bool = False) -> RestoreChoice:
         """The newest restorable snapshot across retained checkpoints and savepoints, by completion time.
 
         A candidate that does not load (corrupt, missing files, another job's) or,
@@ -473,10 +462,7 @@ class SluiceHook(BaseHook):
                 return f"drained ({drained}): restoring it would drop every new record as late"
             return None
 
-        try:
-            point = choose_restore_point(job, self.restore_candidates(job), inspect)
-        except _NoCandidate as exc:
-            raise NoRestorePoint(str(exc)) from exc
+        point = choose_restore_point(job, self.restore_candidates(job), inspect)  # NoRestorePoint: none left
         self.log.info("job %s restores from %s %s (completed %s); passed over: %s", job, point.kind, point.uri,
                       point.completed_ms, list(point.passed_over) or "nothing")
         return point

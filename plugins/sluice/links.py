@@ -15,12 +15,14 @@ from airflow.sdk import BaseOperatorLink
 URL_PREFIX = "/sluice"
 
 
-def job_page(deployment: str) -> str:
-    return f"{URL_PREFIX}/jobs/{quote(deployment, safe='')}"
+def job_page(deployment: str, prefix: str = URL_PREFIX) -> str:
+    """The deployment's page; ``prefix`` is where the app is mounted (the request's root path inside it)."""
+    return f"{prefix}/jobs/{quote(deployment, safe='')}"
 
 
-def data_docs_page(deployment: str, path: str) -> str:
-    return f"{job_page(deployment)}/data-docs/{quote(path)}"
+def data_docs_page(deployment: str, path: str, prefix: str = URL_PREFIX) -> str:
+    """One file of the deployment's Data Docs, as the page serves it."""
+    return f"{job_page(deployment, prefix)}/data-docs/{quote(path)}"
 
 
 class SluiceJobPageLink(BaseOperatorLink):

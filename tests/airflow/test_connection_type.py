@@ -1,4 +1,4 @@
-"""The `sluice` connection type is registered through provider info, with a form field for each setting the hook reads."""
+"""The `sluice` connection type is registered through provider info, a form field for each setting the hook reads."""
 
 from __future__ import annotations
 

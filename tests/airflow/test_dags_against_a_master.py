@@ -115,6 +115,7 @@ def test_deploy_checkpoints_savepoint_supervise_restore_housekeeping(sluice_env)
     store.put_bytes(f"{job_id}/chk-999999/counts/0/contents.kg0.parquet", b"left behind by an aborted checkpoint")
     state, tasks, values = run_dag("sluice_housekeeping", deployment="purchases", grace_period_s=0)
     assert state == "success", tasks
-    assert f"{job_id}/chk-999999/counts/0/contents.kg0.parquet" in {o["key"] for o in values["job.clean_orphans"]["orphans"]}
+    orphans = {o["key"] for o in values["job.clean_orphans"]["orphans"]}
+    assert f"{job_id}/chk-999999/counts/0/contents.kg0.parquet" in orphans
     assert values["job.retention_audit"]["ok"] is True
     assert not list(store.list(f"{job_id}/chk-999999/"))

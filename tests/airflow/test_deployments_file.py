@@ -12,7 +12,8 @@ def test_a_complete_entry_loads_with_its_defaults(tmp_path) -> None:
 
     file = tmp_path / "d.yaml"
     file.write_text("purchases:\n  conn_id: c\n  job_id: purchases\n  job: engine.examples.purchases:build\n"
-                    "  parallelism: 2\n  upgrade_mode: last-state\n  health: {max_heartbeat_age_s: 5, max_lag_s: null}\n"
+                    "  parallelism: 2\n  upgrade_mode: last-state\n"
+                    "  health: {max_heartbeat_age_s: 5, max_lag_s: null}\n"
                     "  savepoint_policy: {max_count: 2}\n  params: {events_per_split: null}\n"
                     "  command: [python, fake.py]\n")
     d = load_deployments(file)["purchases"]

@@ -10,7 +10,8 @@ import pytest
 
 from live_airflow import LiveAirflow
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.xdist_group("live_airflow")]  # one live Airflow at a time
+# one live Airflow at a time (pyproject.toml runs the suite with --dist loadgroup)
+pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.xdist_group("live_airflow")]
 
 DAG_ID = "live_airflow_smoke"
 DAG_FILE = textwrap.dedent('''

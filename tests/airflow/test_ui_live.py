@@ -29,10 +29,21 @@ from airflow_support import ARTIFACTS, REPO, wait_until
 from live_airflow import USERNAME, LiveAirflow
 from ui_support import CONFIGURED_PARALLELISM, RUNNING_PARALLELISM, chromium, job_with_history  # noqa: F401
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.xdist_group("live_airflow")]  # one live Airflow at a time
+# one live Airflow at a time (pyproject.toml runs the suite with --dist loadgroup)
+pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.xdist_group("live_airflow")]
 
 #: what the api-server needs to read the job: its connections, the deployments file, the state folder
 PASSED_ENV = ("AIRFLOW_CONN_SLUICE_TEST", "AIRFLOW_CONN_AWS_MOTO", "SLUICE_DEPLOYMENTS_FILE", "SLUICE_STATE_DIR")
+
+
+def sign_in(page, af: LiveAirflow, path: str) -> None:
+    """Open ``path`` without a session: Airflow's login form comes, the admin signs in, and is sent back."""
+    page.goto(f"{af.base_url}{path}")
+    page.wait_for_url("**/auth/login?next=*")
+    page.get_by_label("Username").fill(USERNAME)
+    page.get_by_label("Password").fill(af.password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{af.base_url}{path}")
 
 
 @pytest.mark.timeout(900)
@@ -63,12 +74,7 @@ def test_a_user_logged_in_through_airflow_sees_the_jobs_parallelism_and_its_data
         with chromium() as browser:
             # 2. the browser is sent to Airflow's login form and back
             page = browser.new_page()
-            page.goto(f"{af.base_url}/sluice/")
-            page.wait_for_url("**/auth/login?next=*")
-            page.get_by_label("Username").fill(USERNAME)
-            page.get_by_label("Password").fill(af.password)
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url(f"{af.base_url}/sluice/")
+            sign_in(page, af, "/sluice/")
 
             row = page.locator("tr", has=page.get_by_role("link", name="purchases"))
             assert page.get_by_role("heading", name="Sluice jobs").is_visible()
@@ -118,12 +124,7 @@ def test_the_pages_actions_trigger_the_dags_as_the_logged_in_user_and_stop_the_j
         savepoints = [s.uri for s in hook.list_savepoints(job_id)]
         with chromium() as browser:
             page = browser.new_page()
-            page.goto(f"{af.base_url}/sluice/jobs/purchases")
-            page.wait_for_url("**/auth/login?next=*")
-            page.get_by_label("Username").fill(USERNAME)
-            page.get_by_label("Password").fill(af.password)
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url(f"{af.base_url}/sluice/jobs/purchases")
+            sign_in(page, af, "/sluice/jobs/purchases")
 
             def press(button) -> str:
                 """Click an action's button; the answer redirects back to the job page with a notice."""

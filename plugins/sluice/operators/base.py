@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException
 
 from sluice.deployments import Deployment, load_deployment
 from sluice.hook import SluiceHook
@@ -21,6 +22,18 @@ def task_trigger_id(context: Any, purpose: str) -> str:
     ti = context["ti"]
     raw = f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{getattr(ti, 'map_index', -1)}/{purpose}"
     return "af-" + hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+def as_bool(name: str, value: Any) -> bool:
+    """A rendered template's bool: a real bool, or the text a non-native template renders (``True``/``false``)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", "none", ""):
+        return False
+    raise AirflowException(f"{name} must be true or false, got {value!r}")
 
 
 class SluiceBaseOperator(BaseOperator):

@@ -28,7 +28,7 @@ from typing import Any
 from sluice.health import is_live
 from sluice.exceptions import ControlApiError, JobAlreadyRunning, SluiceAirflowError
 from sluice.hook import now_ms
-from sluice.operators.base import SluiceBaseOperator
+from sluice.operators.base import SluiceBaseOperator, as_bool
 
 
 def state_dir() -> Path:
@@ -98,8 +98,6 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
         self.startup_timeout_s = startup_timeout_s
 
     def drained_allowed(self) -> bool:
-        from sluice.operators.storage import as_bool
-
         return as_bool("allow_drained", self.allow_drained)
 
     # -- the transaction -------------------------------------------------------------------------
@@ -249,8 +247,8 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
         while time.monotonic() < deadline:
             code = process.poll()
             if code is not None:
-                raise SluiceAirflowError(f"job {job_id!r}: the master exited with {code} before its first heartbeat; "
-                                  f"last log lines ({log_path}):\n{_tail(log_path)}")
+                raise SluiceAirflowError(f"job {job_id!r}: the master exited with {code} before its first "
+                                         f"heartbeat; last log lines ({log_path}):\n{_tail(log_path)}")
             doc = self.hook.read_status_document(job_id)
             if doc is not None and doc.heartbeat_ms >= started_ms and (doc.extra or {}).get("control_url"):
                 self.log.info("job %s is up: control API %s", job_id, doc.extra["control_url"])
@@ -258,7 +256,7 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
             time.sleep(1.0)
         process.terminate()
         raise SluiceAirflowError(f"job {job_id!r}: no heartbeat within {timeout}s; the master was terminated. "
-                          f"Last log lines ({log_path}):\n{_tail(log_path)}")
+                                 f"Last log lines ({log_path}):\n{_tail(log_path)}")
 
 
 def _started_by(context: Any) -> dict[str, Any]:

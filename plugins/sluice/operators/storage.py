@@ -8,7 +8,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from sluice.exceptions import SnapshotValidationFailed
 from sluice.links import SluiceDataDocsLink, SluiceJobPageLink, data_docs_page
-from sluice.operators.base import SluiceBaseOperator
+from sluice.operators.base import SluiceBaseOperator, as_bool
 from sluice.views.data import data_docs_path
 
 
@@ -79,10 +79,11 @@ class SluiceApplySavepointPolicyOperator(SluiceBaseOperator):
         if max_count is None and max_age_ms is None:
             self.log.info("no savepoint history policy configured: nothing to do")
             return []
+        dry_run = as_bool("dry_run", self.dry_run)
         deleted = self.hook.apply_savepoint_policy(job_id=self.resolved_job_id, max_count=max_count,
-                                                   max_age_ms=max_age_ms, dry_run=as_bool("dry_run", self.dry_run))
+                                                   max_age_ms=max_age_ms, dry_run=dry_run)
         self.log.info("savepoint policy (max_count=%s, max_age_ms=%s) %s %s", max_count, max_age_ms,
-                      "would delete" if as_bool("dry_run", self.dry_run) else "deleted", deleted)
+                      "would delete" if dry_run else "deleted", deleted)
         return deleted
 
 
@@ -139,18 +140,6 @@ class SluiceRetentionAuditOperator(SluiceBaseOperator):
             raise AirflowException(f"retention audit of job {self.resolved_job_id!r} failed: {audit['problems']}")
         self.log.info("retention audit ok: retained %s", audit["retained"])
         return audit
-
-
-def as_bool(name: str, value: Any) -> bool:
-    """A rendered template's bool: a real bool, or the text a non-native template renders (``True``/``false``)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no", "none", ""):
-        return False
-    raise AirflowException(f"{name} must be true or false, got {value!r}")
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -46,6 +46,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from sluice.deployments import Deployment, load_deployments
 from sluice.hook import SluiceHook
+from sluice.links import data_docs_page, job_page
 from sluice.views.data import data_docs_file, deployment_view
 
 #: served with every Data Docs file.  The site is HTML and scripts rendered by Great Expectations
@@ -158,7 +159,8 @@ def _data_docs_cell(sp: dict[str, Any]) -> str:
 def _action(name: str, action: str, label: str, snapshot: str | None = None) -> str:
     """A button that POSTs one of the page's actions (``/jobs/{name}/actions/{action}``)."""
     query = f"?snapshot={quote(snapshot, safe='')}" if snapshot else ""
-    return (f"<form class='action' method='post' action='{html.escape(quote(name, safe=''))}/actions/{action}{html.escape(query)}'"
+    target = f"{quote(name, safe='')}/actions/{action}{query}"
+    return (f"<form class='action' method='post' action='{html.escape(target)}'"
             f" style='display:inline'><button type='submit'>{html.escape(label)}</button></form>")
 
 
@@ -245,7 +247,7 @@ def data_docs_href(request: Request, name: str, path: str | None) -> str | None:
     """The URL path under which this app serves a deployment's Data Docs file (None: not servable)."""
     if path is None:
         return None
-    return f"{request.scope.get('root_path', '')}/jobs/{quote(name, safe='')}/data-docs/{quote(path)}"
+    return data_docs_page(name, path, request.scope.get("root_path", ""))
 
 
 def _same_origin(request: Request) -> None:
@@ -323,7 +325,7 @@ def create_app() -> FastAPI:
             notice = f"stop with savepoint requested (operation {operation}); the job will be recorded as suspended"
         else:
             raise HTTPException(404, f"no action {action!r}: savepoint, stop or restore")
-        target = f"{request.scope.get('root_path', '')}/jobs/{quote(name, safe='')}?notice={quote(notice, safe='')}"
+        target = f"{job_page(name, request.scope.get('root_path', ''))}?notice={quote(notice, safe='')}"
         return RedirectResponse(target, status_code=303)
 
     @pages.get("/jobs/{name}/data-docs/{path:path}", name="data_docs")

@@ -151,3 +151,14 @@ def test_a_restore_validated_by_its_caller_is_not_validated_again_unless_the_sna
     # and the job-compatibility check runs either way
     with pytest.raises(CorruptSnapshotError, match="max-parallelism of operator 'count'"):
         ensure_restorable(broken, validated_digest=digest, job_spec="validation_jobs:build_changed")
+
+
+def test_a_recorded_validation_reports_the_digest_of_the_metadata_it_wrote(storage):
+    from checkpoints.restore import read_snapshot_metadata
+    from checkpoints.validation import validate_snapshot
+
+    uri = write_snapshot(storage, 3, fed_routers())
+    before = read_snapshot_metadata(uri).digest()
+    report = validate_snapshot(uri, record=True, build_data_docs=False)
+    assert report.metadata_sha256 == read_snapshot_metadata(uri).digest() != before
+    assert validate_snapshot(uri, build_data_docs=False).metadata_sha256 is None  # nothing recorded: no digest
