@@ -11,7 +11,7 @@ and are re-exported here so callers need one import.
 
 from __future__ import annotations
 
-from engine.errors import CorruptSnapshotError, SluiceError, UnsupportedFormatVersion
+from engine.errors import CorruptSnapshotError, JobMasterFenced, SluiceError, UnsupportedFormatVersion
 
 __all__ = [
     "CheckpointStorageError",
@@ -20,6 +20,9 @@ __all__ = [
     "IncompleteCheckpoint",
     "IndexUpdateOutcomeUnknown",
     "InvalidStorageUri",
+    "JobMasterFenced",
+    "LeaseHeld",
+    "LeaseLost",
     "ObjectNotFound",
     "PreconditionFailed",
     "SnapshotNotFound",
@@ -48,8 +51,16 @@ class PreconditionFailed(CheckpointStorageError):
     """A conditional write lost: the object exists (If-None-Match) or changed since it was read (If-Match)."""
 
 
-class ConcurrentIndexUpdate(PreconditionFailed):
+class ConcurrentIndexUpdate(PreconditionFailed, JobMasterFenced):
     """Another job master updated the retained-checkpoints index since this one read it; this writer is fenced."""
+
+
+class LeaseHeld(CheckpointStorageError):
+    """Another job master holds the job's lease and keeps renewing it: a second master is refused."""
+
+
+class LeaseLost(CheckpointStorageError, JobMasterFenced):
+    """This master's lease expired or was taken over: it must stop before writing anything more."""
 
 
 class StorageUnavailable(CheckpointStorageError, OSError):

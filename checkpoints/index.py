@@ -60,6 +60,8 @@ class RetainedCheckpointsIndex:
     checkpoints: tuple[RetainedCheckpoint, ...] = ()
     #: highest id ever completed for the job, so ids keep increasing even after all handles were dropped
     max_checkpoint_id: int = 0
+    #: the writer's lease token (checkpoints.lease); 0 when written without a lease
+    fencing_token: int = 0
     format_version: str = FORMAT_VERSION
 
     def ids(self) -> list[int]:
@@ -74,6 +76,7 @@ class RetainedCheckpointsIndex:
             "updated_ms": self.updated_ms,
             "checkpoints": [c.to_dict() for c in self.checkpoints],
             "max_checkpoint_id": self.max_checkpoint_id,
+            "fencing_token": self.fencing_token,
         })
 
     @staticmethod
@@ -90,6 +93,7 @@ class RetainedCheckpointsIndex:
             updated_ms=f.get("updated_ms", int, optional=True, default=0),
             checkpoints=tuple(RetainedCheckpoint.from_dict(f.sub("checkpoints", i)) for i in range(len(entries))),
             max_checkpoint_id=f.get("max_checkpoint_id", int, optional=True, default=0),
+            fencing_token=f.get("fencing_token", int, optional=True, default=0),
         )
 
 
@@ -115,6 +119,27 @@ def read_index(store: ObjectStore, job_id: str) -> IndexView:
         return read_index(store, job_id)
     index = RetainedCheckpointsIndex.from_json(data, store.key_uri(key))
     return IndexView(index, info.etag)
+
+
+def fence_index(store: ObjectStore, job_id: str, writer_id: str, fencing_token: int, clock_ms: int) -> IndexView:
+    """A new lease holder takes the index over: the same handles rewritten with its writer id and token.
+
+    Any index write a former holder still has in flight was based on the old entity
+    tag, so it now fails (ConcurrentIndexUpdate): a master paused past its lease
+    cannot retain a checkpoint when it wakes.  A job without an index gets none."""
+    view = read_index(store, job_id)
+    if view.etag is None:
+        return view
+    if view.index.fencing_token > fencing_token:
+        from checkpoints.errors import LeaseLost
+
+        raise LeaseLost(f"job {job_id!r}: the index was already written under fencing token "
+                        f"{view.index.fencing_token}, newer than this master's {fencing_token}")
+    fenced = RetainedCheckpointsIndex(
+        job_id=job_id, version=view.index.version + 1, writer_id=writer_id, updated_ms=clock_ms,
+        checkpoints=view.index.checkpoints, max_checkpoint_id=view.index.max_checkpoint_id,
+        fencing_token=fencing_token)
+    return write_index(store, view, fenced)
 
 
 def write_index(store: ObjectStore, view: IndexView, new_index: RetainedCheckpointsIndex) -> IndexView:

@@ -8,6 +8,7 @@ Under the checkpoint root (a store)::
     <job_id>/_retained.json            the retained-handles index (seed 001: ZooKeeper's role)
     <job_id>/_status.json              the status document the job master publishes
     <job_id>/_desired_state.json       what operators want: running or suspended (who, when, why)
+    <job_id>/_lease.json               which job master may write the job (holder, fencing token, expiry)
 
 Under the savepoint root (a separate store or prefix)::
 
@@ -29,6 +30,7 @@ METADATA_FILE = "_metadata"
 INDEX_FILE = "_retained.json"
 STATUS_FILE = "_status.json"
 DESIRED_STATE_FILE = "_desired_state.json"
+LEASE_FILE = "_lease.json"
 SHARED_DIR = "shared"
 SHARED_PREFIX = SHARED_DIR + "/"
 CHECKPOINT_DIR_PREFIX = "chk-"
@@ -81,6 +83,10 @@ def status_key(job_id: str) -> str:
 
 def desired_state_key(job_id: str) -> str:
     return job_dir(job_id) + DESIRED_STATE_FILE
+
+
+def lease_key(job_id: str) -> str:
+    return job_dir(job_id) + LEASE_FILE
 
 
 def savepoint_dir(job_id: str, checkpoint_id: int, suffix: str) -> str:

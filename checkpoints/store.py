@@ -52,7 +52,13 @@ import pyarrow as pa
 
 from checkpoints import layout
 from checkpoints.backends import ObjectStore, open_store
-from checkpoints.errors import IncompleteCheckpoint, IndexUpdateOutcomeUnknown, ObjectNotFound, PreconditionFailed
+from checkpoints.errors import (
+    IncompleteCheckpoint,
+    IndexUpdateOutcomeUnknown,
+    LeaseLost,
+    ObjectNotFound,
+    PreconditionFailed,
+)
 from checkpoints.index import IndexView, RetainedCheckpoint, RetainedCheckpointsIndex, read_index, write_index
 from checkpoints.metadata import CheckpointMetadata, StateFileHandle
 from checkpoints.retention import shared_files_in_use, split_retained, unreferenced_shared_files
@@ -302,7 +308,14 @@ class CheckpointStorageLocation:
         return self.uri
 
     def discard(self) -> int:
-        """Delete the files written here (an aborted checkpoint or failed savepoint)."""
+        """Delete the files written here (an aborted checkpoint or failed savepoint).
+
+        A checkpoint folder that holds a ``_metadata`` is left alone: an aborted checkpoint
+        never finalized, so that file belongs to a completed checkpoint of the same id
+        (a job master that took this one's lease over), which only its index may delete."""
+        if not self.is_savepoint and self.store.exists(self.snapshot_dir + layout.METADATA_FILE):
+            log.warning("not discarding %s: it holds a completed checkpoint's _metadata", self.uri)
+            return 0
         return _delete_snapshot_dir(self.store, self.snapshot_dir)
 
 
@@ -354,6 +367,7 @@ class CompletedCheckpointStore:
         writer_id: str | None = None,
         clock_ms: Callable[[], int] = _wall_clock_ms,
         verify_files: bool = True,
+        fence: Any = None,
     ) -> None:
         if type(retained) is not int or retained < 1:
             raise JobDefinitionError(
@@ -363,7 +377,9 @@ class CompletedCheckpointStore:
         self.store = storage.store
         self.job_id = storage.job_id
         self.retained = retained
-        self.writer_id = writer_id or uuid.uuid4().hex
+        #: the master's checkpoints.lease.LeaseKeeper: checked before every write, its token goes into the index
+        self.fence = fence
+        self.writer_id = writer_id or (fence.holder if fence is not None else uuid.uuid4().hex)
         self.clock_ms = clock_ms
         self.verify_files = verify_files
         self._view: IndexView | None = None
@@ -455,6 +471,23 @@ class CompletedCheckpointStore:
                 continue  # then its files are simply not reused
         return frozenset(in_use)
 
+    # -- fencing -------------------------------------------------------------------------------
+
+    def check_fence(self, action: str) -> None:
+        """Raise LeaseLost (a JobMasterFenced) unless this master still holds the job's lease; no-op without one."""
+        if self.fence is not None:
+            self.fence.check(action)
+
+    def _fencing_token(self, view: IndexView) -> int:
+        if self.fence is None:
+            return view.index.fencing_token
+        token = self.fence.fencing_token
+        if view.index.fencing_token > token:
+            raise LeaseLost(f"job {self.job_id!r}: the retained-checkpoints index was written under fencing token "
+                            f"{view.index.fencing_token}, newer than this master's {token}: another master "
+                            "owns the job now")
+        return token
+
     # -- adding --------------------------------------------------------------------------------
 
     def add_checkpoint(self, metadata: CheckpointMetadata) -> AddResult:
@@ -491,6 +524,8 @@ class CompletedCheckpointStore:
                 total_bytes=metadata.total_bytes(),
             )
             kept, subsumed = split_retained([*view.index.checkpoints, handle], self.retained)
+            token = self._fencing_token(view)
+            self.check_fence(f"retain checkpoint {metadata.checkpoint_id}")
             new_index = RetainedCheckpointsIndex(
                 job_id=self.job_id,
                 version=view.index.version + 1,
@@ -498,6 +533,7 @@ class CompletedCheckpointStore:
                 updated_ms=self.clock_ms(),
                 checkpoints=tuple(kept),
                 max_checkpoint_id=max(view.index.max_checkpoint_id, metadata.checkpoint_id),
+                fencing_token=token,
             )
             try:
                 self._view = write_index(self.store, view, new_index)  # ConcurrentIndexUpdate leaves the view stale
@@ -526,6 +562,11 @@ class CompletedCheckpointStore:
             except (CorruptSnapshotError, ObjectNotFound) as exc:
                 shared_known = False  # we cannot tell what it references: delete no shared file
                 warnings.append(f"cannot read retained checkpoint {h.checkpoint_id}; keeping all shared files: {exc}")
+        try:
+            self.check_fence(f"delete subsumed checkpoints {[h.checkpoint_id for h in subsumed]}")
+        except LeaseLost as exc:  # out of the index already: orphan clean-up of the new holder collects them
+            log.warning("job %r: %s", self.job_id, exc)
+            return AddResult(tuple(h.checkpoint_id for h in subsumed), 0, (str(exc),))
         for h in subsumed:
             self._metadata_cache.pop(h.checkpoint_id, None)
             try:
@@ -551,6 +592,8 @@ class CompletedCheckpointStore:
             return AddResult((), 0)
         with self._lock:
             view = self._ensure_view()
+            token = self._fencing_token(view)
+            self.check_fence("delete the retained checkpoints at job end")
             new_index = RetainedCheckpointsIndex(
                 job_id=self.job_id,
                 version=view.index.version + 1,
@@ -558,6 +601,7 @@ class CompletedCheckpointStore:
                 updated_ms=self.clock_ms(),
                 checkpoints=(),
                 max_checkpoint_id=max([view.index.max_checkpoint_id, *view.index.ids()]),
+                fencing_token=token,
             )
             self._view = write_index(self.store, view, new_index)
             return self._discard_subsumed(list(view.index.checkpoints), [])

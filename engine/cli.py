@@ -90,6 +90,13 @@ def _run_options(fn: Any) -> Any:
         click.option("--validated-digest", default=None, hidden=True,
                      help="sha256 of the snapshot's _metadata as the caller validated it just before (the Airflow "
                           "restore operator): unchanged, it is not validated a second time"),
+        click.option("--lease-ttl", "lease_ttl_s", type=click.FloatRange(min=1.0), default=15.0, show_default=True,
+                     help="seconds the job's lease lasts without a renewal (renewed with every heartbeat); a "
+                          "crashed master blocks a new one at most this long"),
+        click.option("--lease-wait", "lease_wait_s", type=click.FloatRange(min=0.0), default=0.0,
+                     show_default=True,
+                     help="seconds to wait for another master's lease on the job to expire before refusing "
+                          "to start (use about --lease-ttl when restarting a master that crashed)"),
         click.option("--allow-drained", is_flag=True,
                      help="restore a drained snapshot (taken by stop --drain) too: the job starts at the end of "
                           "event time, where every new record is late for event-time windows"),
@@ -103,7 +110,8 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
              storage: str | None, savepoint_dir: str | None, retained: int, interval_ms: int, output: str | None,
              host: str, port: int, token: str | None, params: tuple[str, ...], options: tuple[str, ...],
              skip_validation: bool, allow_drained: bool = False, started_by: str = "cli",
-             validated_digest: str | None = None) -> None:
+             validated_digest: str | None = None, lease_ttl_s: float = 15.0, lease_wait_s: float = 0.0) -> None:
+    from checkpoints.errors import LeaseHeld
     from engine.master.master import JobMaster, MasterConfig
 
     if from_savepoint is not None:
@@ -118,12 +126,29 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
                           parallelism=parallelism, checkpoint_interval_ms=interval_ms or None, storage_uri=storage,
                           savepoint_dir=savepoint_dir, retained_checkpoints=retained, from_savepoint=from_savepoint,
                           output_dir=output, host=host, port=port, token=token,
-                          runtime_options=_parse_params(options), started_by=started_by)
-    master = JobMaster(config).start()
+                          runtime_options=_parse_params(options), started_by=started_by,
+                          lease_ttl_ms=int(lease_ttl_s * 1000), lease_wait_s=lease_wait_s)
+    master = JobMaster(config)
+    master.on_fenced = _exit_fenced
+    try:
+        master.start()
+    except LeaseHeld as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(json.dumps({"job_id": master.client.get_job_id(), "control_url": master.url}), err=True)
     result = master.wait()
     click.echo(json.dumps({"job_id": result.job_id, "runtime_ms": result.net_runtime_ms,
                            "restarts": result.restarts, "metrics": result.metrics}))
+
+
+#: exit status of a master that another master fenced (EX_TEMPFAIL: supervision decides what runs)
+EXIT_FENCED = 75
+
+
+def _exit_fenced(error: BaseException) -> None:
+    """A fenced master stops at once: no final status, no commit, no clean-up that could touch the new
+    holder's files.  The process exits from the heartbeat thread, mid-whatever the job was doing."""
+    print(f"FENCED: {error}", file=sys.stderr, flush=True)
+    os._exit(EXIT_FENCED)
 
 
 @main.command()

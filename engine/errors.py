@@ -61,6 +61,25 @@ class CheckpointDeclinedError(SluiceError):
     """A checkpoint could not be taken or completed; carries the CheckpointFailureReason."""
 
 
+class JobMasterFenced(SluiceError):
+    """Another job master took over this job's storage (its lease, or the retained-checkpoints index).
+
+    The fenced master stops at once and writes nothing more: no checkpoint, no
+    sink commit, no status.  It is never a tolerable checkpoint failure and never
+    restarted in-process; only one master may run per job id (checkpoints.lease)."""
+
+
+def fenced_cause(error: BaseException | None) -> JobMasterFenced | None:
+    """The :class:`JobMasterFenced` in ``error``'s cause/context chain, if any."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, JobMasterFenced):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 class JobFailedError(SluiceError, RuntimeError):
     """A job failed more often than its restart or tolerable-failure policy allows."""
 

@@ -48,7 +48,7 @@ from engine.checkpointing.request_decider import (
 from engine.checkpointing.scheduler import ScheduledTask, Scheduler
 from engine.checkpointing.task_state import CheckpointMetrics, TaskStateSnapshot
 from engine.elements import CheckpointOptions, CheckpointType
-from engine.errors import IllegalStateError, JobFailedError
+from engine.errors import IllegalStateError, JobFailedError, fenced_cause
 
 #: how many recently ended checkpoint ids are remembered to classify late acks (Flink keeps 16)
 NUM_RECENT_CHECKPOINTS = 16
@@ -110,6 +110,7 @@ class CheckpointCoordinator:
         self._metadata_supplier = metadata_supplier
         self._decider = CheckpointRequestDecider(
             config.get_max_concurrent_checkpoints(), config.get_min_pause_between_checkpoints(), clock)
+        self._fail_job = fail_job
         self._failure_manager = CheckpointFailureManager(config.get_tolerable_checkpoint_failure_number(), fail_job)
         self._pending: dict[int, PendingCheckpoint] = {}
         self._recent_aborted: OrderedDict[int, None] = OrderedDict()
@@ -327,6 +328,12 @@ class CheckpointCoordinator:
             self._store.add_checkpoint_and_subsume_oldest(completed)
         except Exception as exc:
             reason = CheckpointFailureReason.FINALIZE_CHECKPOINT_FAILURE
+            if fenced_cause(exc) is not None:
+                # another master owns the job: never a tolerable failure, and nothing of ours is deleted
+                # (a folder of the same id may be the new holder's); the job stops at once
+                pending.result.reject(checkpoint_exception(reason, checkpoint_id, exc))
+                self._shut_down_fenced(exc)
+                return
             self._discarder.discard_completed_checkpoint(completed)
             pending.result.reject(checkpoint_exception(reason, checkpoint_id, exc))
             self._failure_manager.handle_checkpoint_failure(checkpoint_id, reason, completed.is_savepoint())
@@ -344,6 +351,13 @@ class CheckpointCoordinator:
         pending.result.resolve(completed)
         self._trigger_queued_requests()
 
+    def _shut_down_fenced(self, exc: BaseException) -> None:
+        self._periodic_scheduling = False
+        self._cancel_periodic_task()
+        failure = JobFailedError(f"this job master was fenced and stops without writing anything more: {exc}")
+        failure.__cause__ = exc
+        self._fail_job(failure)
+
     # -- aborts --------------------------------------------------------------------------------
     def _abort_pending(self, pending: PendingCheckpoint, reason: CheckpointFailureReason,
                        cause: BaseException | None = None, trigger_queued: bool = True) -> None:
@@ -353,6 +367,10 @@ class CheckpointCoordinator:
         pending.abort(reason, self._discarder, cause)
         self._pending.pop(pending.checkpoint_id, None)
         self._remember(self._recent_aborted, pending.checkpoint_id, None)
+        if fenced_cause(cause) is not None:  # e.g. a task's upload refused by the lease check
+            self._notify_aborted(pending.checkpoint_id, pending.timestamp_ms)
+            self._shut_down_fenced(cause)  # type: ignore[arg-type]
+            return
         self._failure_manager.handle_checkpoint_failure(pending.checkpoint_id, reason, pending.properties.is_savepoint())
         self._notify_aborted(pending.checkpoint_id, pending.timestamp_ms)
         if trigger_queued:

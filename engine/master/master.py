@@ -83,6 +83,10 @@ class MasterConfig:
     runtime_options: dict[str, Any] = field(default_factory=dict)
     #: who started this master, recorded with the job's desired state (``airflow:<dag>/<run>/<task>``, ``cli``)
     started_by: str = "cli"
+    #: the job's lease in storage (checkpoints.lease): how long it lasts without a renewal
+    lease_ttl_ms: int = 15_000
+    #: how long to wait for another master's lease to expire before refusing to start
+    lease_wait_s: float = 0.0
 
 
 class JobMaster:
@@ -92,8 +96,16 @@ class JobMaster:
         self.client: Any = None
         self.server: ControlServer | None = None
         self._stop_publishing = threading.Event()
+        self._lease_done = threading.Event()
+        #: the job's lease (checkpoints.lease.LeaseKeeper) while the master runs with storage
+        self.lease: Any = None
+        #: why this master was fenced (another master owns the job now); it then writes nothing more
+        self.fenced: BaseException | None = None
+        #: called once when the master is fenced; the default cancels the job without recording anything.
+        #: ``sluice run`` exits the process at once instead.
+        self.on_fenced: Any = None
 
-    def _environment(self) -> Any:
+    def _environment(self, job_id: str) -> Any:
         from engine.api.environment import StreamExecutionEnvironment
 
         c = self.config
@@ -103,6 +115,9 @@ class JobMaster:
             env.set_parallelism(c.parallelism)
         for key, value in c.runtime_options.items():
             env.set_runtime_option(key, value)
+        env.set_runtime_option("job_id", job_id)
+        if self.lease is not None:
+            env.set_runtime_option("fence", self.lease)
         if c.checkpoint_interval_ms:
             env.enable_checkpointing(c.checkpoint_interval_ms)
             cfg = env.get_checkpoint_config()
@@ -117,10 +132,41 @@ class JobMaster:
         build_job(env, c.job_spec, c.params, c.output_dir)
         return env
 
+    def _acquire_lease(self, job_id: str) -> None:
+        """One job, one master: take the job's lease (refused while another master holds it), then fence the
+        retained-checkpoints index so a former holder's in-flight writes fail."""
+        if not self.config.storage_uri:
+            return
+        from checkpoints.backends import open_store
+        from checkpoints.index import fence_index
+        from checkpoints.lease import LeaseKeeper
+
+        store = open_store(self.config.storage_uri)
+        keeper = LeaseKeeper(store, job_id, ttl_ms=self.config.lease_ttl_ms, started_by=self.config.started_by)
+        keeper.acquire(wait_s=self.config.lease_wait_s)
+        self.lease = keeper
+        threading.Thread(target=self._renew_loop, name="sluice-lease", daemon=True).start()
+        try:
+            fence_index(store, job_id, keeper.holder, keeper.fencing_token, int(time.time() * 1000))
+        except BaseException:
+            self._lease_done.set()
+            keeper.release()
+            raise
+
     def start(self) -> JobMaster:
-        env = self._environment()
-        self.client = env.execute_async(self.config.job_name, from_savepoint=self.config.from_savepoint,
-                                        savepoint_dir=self.config.savepoint_dir)
+        from engine.runtime.handle import stable_job_id
+
+        job_id = stable_job_id(self.config.job_name, self.config.runtime_options.get("job_id"))
+        self._acquire_lease(job_id)
+        try:
+            env = self._environment(job_id)
+            self.client = env.execute_async(self.config.job_name, from_savepoint=self.config.from_savepoint,
+                                            savepoint_dir=self.config.savepoint_dir)
+        except BaseException:
+            self._lease_done.set()
+            if self.lease is not None:  # the next master need not wait for it to expire
+                self.lease.release()
+            raise
         control = _ClientControl(self.client, self._record_intent)
         self._record_intent("running", f"started by {self.config.started_by}"
                             + (f" from {self.config.from_savepoint}" if self.config.from_savepoint else ""))
@@ -137,17 +183,44 @@ class JobMaster:
         return self.server.url
 
     def wait(self) -> Any:
-        """Block until the job ends; returns its JobExecutionResult (raises if it failed)."""
+        """Block until the job ends; returns its JobExecutionResult (raises if it failed or was fenced)."""
         try:
-            return self.client.get_job_execution_result().result()
+            result = self.client.get_job_execution_result().result()
+        except Exception as exc:
+            if self.fenced is not None:
+                raise self.fenced from exc
+            raise
         finally:
             self._stop_publishing.set()
             try:
-                self._publish_once()
+                if self.fenced is None:
+                    self._publish_once()
             finally:
+                self._lease_done.set()
+                if self.lease is not None and self.fenced is None:
+                    self.lease.release()
                 if self.server is not None:
                     time.sleep(self.config.linger_after_end_s)
                     self.server.stop()
+        if self.fenced is not None:
+            raise self.fenced
+        return result
+
+    def _on_lease_lost(self, exc: BaseException) -> None:
+        """Another master owns the job: write nothing more (no status, no intent, no checkpoint) and stop."""
+        if self.fenced is not None:
+            return
+        self.fenced = exc
+        self._stop_publishing.set()
+        self._lease_done.set()
+        log.critical("job master fenced, stopping at once: %s", exc)
+        if self.on_fenced is not None:
+            self.on_fenced(exc)
+            return
+        try:
+            self.client.cancel()
+        except Exception:  # noqa: BLE001 - the job is already ending
+            log.exception("cancelling the fenced job failed")
 
     def _record_intent(self, state: str, reason: str, savepoint: str | None = None) -> None:
         """Record what the operators want (``checkpoints.desired_state``): supervision restarts only a running job.
@@ -155,7 +228,7 @@ class JobMaster:
         Every on-purpose stop reaches the master through its control API (CLI, Airflow, the
         plugin page, curl), so the master records it; a crash records nothing and the job
         stays meant to run."""
-        if not self.config.storage_uri:
+        if not self.config.storage_uri or self.fenced is not None:
             return
         from checkpoints.backends import open_store
         from checkpoints.desired_state import DesiredState, JobState, write_desired_state
@@ -174,9 +247,29 @@ class JobMaster:
         interval = self.config.status_interval_ms / 1000
         while not self._stop_publishing.wait(interval):
             try:
-                self._publish_once()
+                if self.fenced is None:
+                    self._publish_once()
             except Exception:  # status publication must never take the job down; it is retried next tick
                 log.exception("could not publish the status document")
+
+    def _renew_loop(self) -> None:
+        """Renew the lease three times per ttl from the moment it is held (the job may take long to start:
+        a Spark session); a storage hiccup is retried, a lease that ran out unrenewed fences the master."""
+        from checkpoints.errors import JobMasterFenced
+
+        interval = self.config.lease_ttl_ms / 3000
+        while not self._lease_done.wait(interval):
+            try:
+                try:
+                    self.lease.renew(control_url=self.server.url if self.server else None)
+                except JobMasterFenced:
+                    raise
+                except Exception:
+                    log.warning("could not renew the job's lease; retrying", exc_info=True)
+                    self.lease.check("keep running")
+            except JobMasterFenced as exc:
+                self._on_lease_lost(exc)
+                return
 
     def _publish_once(self) -> None:
         if not self.config.storage_uri:
@@ -197,7 +290,8 @@ class JobMaster:
             records_per_second=s.get("records_per_second"),
             failures=tuple(s.get("failures", ())),
             extra={"control_url": self.server.url if self.server else None, "runtime": self.config.runtime,
-                   "job_spec": self.config.job_spec, "parallelism": s.get("parallelism")},
+                   "job_spec": self.config.job_spec, "parallelism": s.get("parallelism"),
+                   "fencing_token": self.lease.fencing_token if self.lease is not None else None},
         )
         write_status(open_store(self.config.storage_uri), doc)
 

@@ -163,7 +163,7 @@ class CheckpointStorageAdapter:
     """One job's bridge from task snapshots to memory or the ``checkpoints`` package; see the module docstring."""
 
     def __init__(self, job_id: str, job_name: str, max_parallelism: int, storage_dir: str | None,
-                 num_retained: int) -> None:
+                 num_retained: int, fence: Any = None) -> None:
         self.job_id = job_id
         self.job_name = job_name
         self.max_parallelism = max_parallelism
@@ -181,11 +181,20 @@ class CheckpointStorageAdapter:
             from checkpoints import CheckpointStorage, CompletedCheckpointStore as PersistentStore, open_store
 
             self._storage = CheckpointStorage(open_store(storage_dir), job_id)
-            self._persistent_store = PersistentStore(self._storage, retained=num_retained)
+            self._persistent_store = PersistentStore(self._storage, retained=num_retained, fence=fence)
             self._persistent_store.recover()
         self.completed_store = AdapterCompletedCheckpointStore(self)
         #: uid -> static window-operator config for _metadata (set per attempt from the plan)
         self.operator_configs: dict[str, dict[str, Any]] = {}
+
+    # -- fencing (checkpoints.lease) ----------------------------------------------------------------
+    def has_fence(self) -> bool:
+        return self._persistent_store is not None and self._persistent_store.fence is not None
+
+    def check_fence(self, action: str) -> None:
+        """Raise JobMasterFenced unless the job master still holds the job's lease (no-op without one)."""
+        if self._persistent_store is not None:
+            self._persistent_store.check_fence(action)
 
     # -- where each checkpoint goes --------------------------------------------------------------
     def register_savepoint(self, checkpoint_id: int, target_dir: str) -> None:
@@ -223,6 +232,8 @@ class CheckpointStorageAdapter:
         materialized: dict[str, MaterializedOperatorSnapshot] = {}
         for uid, snap in snapshot.operator_snapshots.items():
             materialized[uid] = snap.materialize() if isinstance(snap, OperatorSnapshot) else snap
+        if cid not in self._savepoint_targets:  # a fenced master's files could land in the new holder's chk-<id>
+            self.check_fence(f"write the state of task {task_id} for checkpoint {cid}")
         location = self._location(cid)
         subtask = subtask_of(task_id)
         handles: dict[str, Any] = {uid: self._write(location, uid, subtask, m) for uid, m in materialized.items()}
@@ -282,6 +293,8 @@ class CheckpointStorageAdapter:
             job_id=self.job_id, checkpoint_id=cid, job_name=self.job_name, properties=properties,
             trigger_timestamp_ms=completed.timestamp_ms, complete_timestamp_ms=completed.completion_timestamp_ms,
             source_positions=dict(completed.source_positions), operators=operators, watermarks=watermarks)
+        if not savepoint:  # a fenced master must not even write _metadata into chk-<id>: the id may be taken
+            self._persistent_store.check_fence(f"finalize checkpoint {cid}")
         uri = self._location(cid).finalize(metadata)
         if not savepoint:
             self._persistent_store.add_checkpoint(metadata)

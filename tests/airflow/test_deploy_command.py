@@ -33,6 +33,7 @@ def test_the_local_command_is_sluice_run_with_the_deployments_flags_and_json_par
     assert flags["--name"] == sluice_env["job_id"] and flags["--parallelism"] == "3"
     assert flags["--storage"] == sluice_env["storage_uri"] and flags["--savepoint-dir"] == sluice_env["savepoint_dir"]
     assert (flags["--retained"], flags["--checkpoint-interval"]) == ("4", "2500")
+    assert flags["--lease-wait"] == "20"  # a restarted master outwaits its dead predecessor's lease
     assert flags["--from-savepoint"] == "s3://b/savepoints/x/savepoint-4-ab"
     params = [argv[i + 1] for i, a in enumerate(argv) if a == "--param"]
     assert params == ["events_per_split=null", "label=a b", "late_fraction=0.5"]

@@ -22,7 +22,7 @@ from engine.api.environment import JobExecutionResult
 from engine.api.restart import restart_strategy_of
 from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
 from engine.checkpointing.job_status import JobStatus
-from engine.errors import JobFailedError
+from engine.errors import JobFailedError, fenced_cause
 from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter, RestorePoint, load_restore_point
 from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.local.runtime import JobStopped, LocalJob
@@ -51,7 +51,7 @@ class JobRun:
         self.checkpointing_enabled = self.env.is_checkpointing_enabled()
         self.adapter = CheckpointStorageAdapter(
             self.job_id, job_name, self.env.get_max_parallelism(), config.get_checkpoint_storage_dir(),
-            config.get_num_retained_checkpoints())
+            config.get_num_retained_checkpoints(), fence=self.env.get_runtime_options().get("fence"))
         self.store = self.adapter.completed_store
         self.initial_restore: RestorePoint | None = load_restore_point(from_savepoint) if from_savepoint else None
         start_after = self.initial_restore.checkpoint_id if self.initial_restore is not None else None
@@ -102,7 +102,8 @@ class JobRun:
                     break
                 except Exception as exc:  # noqa: BLE001 - any task failure fails the attempt (seed 002 "Recovery")
                     self.records_before_attempt += job.records_read()
-                    if not self.strategy.can_restart(self.restarts):
+                    # a fenced master (another one owns the job) must stop, never restart and recover
+                    if fenced_cause(exc) is not None or not self.strategy.can_restart(self.restarts):
                         self.state = "failed"
                         final_status = JobStatus.FAILED
                         raise JobFailedError(

@@ -206,6 +206,9 @@ class LocalJob:
             self.scheduler = ClockScheduler(self.clock)
             self.gateway = LocalTaskGateway(self)
         self._build()
+        if run.adapter.has_fence():
+            for task in self.tasks:
+                task.fence_check = run.adapter.check_fence
         if self.checkpointing:
             self.coordinator = CheckpointCoordinator(
                 self.job_id, self.config, self.gateway, run.store, run.counter, run.adapter.discarder,

@@ -40,6 +40,8 @@ class Subtask:
     suspended: bool = False
     #: the task's SubtaskCheckpointCoordinator when checkpointing is enabled
     checkpointing: Any = None
+    #: raises JobMasterFenced when the job master lost the job's lease (set by the job when it holds one)
+    fence_check: Any = None
     operators: list[Any]
     outputs: list[FanOutOutput]
 
@@ -63,6 +65,8 @@ class Subtask:
             op.advance_processing_time(now_ms)
 
     def finish_chain(self) -> None:
+        if self.fence_check is not None:  # finishing flushes windows into sinks that commit at end of input
+            self.fence_check(f"finish task {self.name} (end of input commits its sinks)")
         for op in self.operators:
             op.finish()
         self.flush()

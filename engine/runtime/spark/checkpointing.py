@@ -54,7 +54,7 @@ from engine.checkpointing.discarder import CheckpointDiscarder
 from engine.checkpointing.job_status import JobStatus
 from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
-from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
+from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError, JobMasterFenced
 from engine.runtime.spark.rows import DEST_STATE, ROW_DDL, RowBuffer, snapshot_from_row_parts, snapshot_to_row_parts
 
 ACK_DDL = "subtask int, ack string"
@@ -122,8 +122,14 @@ class _StorageDiscarder(CheckpointDiscarder):
 
     def discard_task_state(self, job_id: str, checkpoint_id: int, task_id: str, state: Any) -> None:
         location = self.owner.locations.pop(checkpoint_id, None)
-        if location is not None:
-            location.discard()
+        if location is None:
+            return
+        if not location.is_savepoint:
+            try:  # a fenced master deletes nothing: chk-<id> may be the new holder's checkpoint in progress
+                self.owner.store.persistent.check_fence(f"discard aborted checkpoint {checkpoint_id}")
+            except JobMasterFenced:
+                return
+        location.discard()
 
     def discard_completed_checkpoint(self, checkpoint: CompletedCheckpoint) -> None:
         pass  # the persistent store deletes subsumed checkpoints itself (index first, then files)
@@ -144,6 +150,8 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
 
     def add_checkpoint_and_subsume_oldest(self, checkpoint: CompletedCheckpoint) -> list[CompletedCheckpoint]:
         metadata = self.owner.build_metadata(checkpoint)
+        if not checkpoint.is_savepoint():  # a fenced master must not write _metadata into chk-<id>: the id may be taken
+            self.persistent.check_fence(f"finalize checkpoint {checkpoint.checkpoint_id}")
         location = self.owner.locations.pop(checkpoint.checkpoint_id)
         uri = location.finalize(metadata)
         self.owner.uris[checkpoint.checkpoint_id] = uri
@@ -239,7 +247,7 @@ class SparkCheckpointing:
 
             self.storage = CheckpointStorage(self._open(self.storage_dir), job.job_id)
             retained = self.config.get_num_retained_checkpoints()
-            persistent = PersistentStore(self.storage, retained=retained)
+            persistent = PersistentStore(self.storage, retained=retained, fence=env.get_runtime_options().get("fence"))
             persistent.recover()
             self.scheduler = ClockScheduler(job.clock)
             self.store = StorageCompletedCheckpointStore(self, persistent, retained)
@@ -291,6 +299,8 @@ class SparkCheckpointing:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         if job.finished:
+            if self.coordinator is not None:  # end-of-input commits count as a last checkpoint: fenced, none
+                self.store.persistent.check_fence("commit its sink transactions at end of input")
             final_id = (self.coordinator._counter.get() if self.coordinator is not None else 1)
             for writer in job.sink_writers.values():
                 if hasattr(writer, "finish"):
@@ -417,6 +427,8 @@ class SparkCheckpointing:
 
         def upload() -> dict[str, Any]:
             window_acks: dict[str, Any] = {}
+            if not pending.properties.is_savepoint():  # a fenced master's files could land in the new holder's chk-<id>
+                self.store.persistent.check_fence(f"write the state files of checkpoint {checkpoint_id}")
             for v, state in states:
                 uid = window_uid(v)
                 written: dict[int, dict] = {}

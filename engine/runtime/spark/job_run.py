@@ -32,7 +32,7 @@ from typing import Any
 
 from engine.api.environment import JobExecutionResult
 from engine.api.restart import restart_strategy_of
-from engine.errors import JobFailedError
+from engine.errors import JobFailedError, fenced_cause
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
 from engine.runtime.recovery import discard_orphaned_staging, wait_restart_delay
 
@@ -80,7 +80,8 @@ class SparkJobRun:
             except Exception as exc:  # noqa: BLE001 - any failure fails the attempt (seed 002 "Recovery")
                 self._attempt_ended(job)
                 self.failures = (self.failures + [f"{type(exc).__name__}: {exc}"])[-_FAILURES_KEPT:]
-                if not self.strategy.can_restart(self.restarts):
+                # a fenced master (another one owns the job) must stop, never restart and recover
+                if fenced_cause(exc) is not None or not self.strategy.can_restart(self.restarts):
                     self._set_state("failed")
                     raise JobFailedError(
                         f"job {self.job_name!r} failed after {self.restarts} restart(s) "

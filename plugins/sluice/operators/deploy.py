@@ -30,6 +30,10 @@ from sluice.exceptions import ControlApiError, JobAlreadyRunning, SluiceAirflowE
 from sluice.hook import now_ms
 from sluice.operators.base import SluiceBaseOperator, as_bool
 
+#: seconds a started master waits for a former master's lease to expire (``sluice run --lease-wait``):
+#: the default lease ttl (15 s) plus a margin, since supervision restarts a master it killed or saw die
+LEASE_WAIT_S = 20
+
 
 def state_dir() -> Path:
     """Where deployment records and master logs live on this worker (``$SLUICE_STATE_DIR``)."""
@@ -174,8 +178,10 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
         spec = self.spec
         if spec is None:
             raise ValueError(f"{self.task_id}: deploying needs deployment= (the job spec)")
+        # a master killed by supervision (or crashed) holds the job's lease until it expires: wait for that
         args = ["run", spec.job, "--name", job_id, "--runtime", spec.runtime,
-                "--storage", self.hook.storage_uri, "--retained", str(spec.retained)]
+                "--storage", self.hook.storage_uri, "--retained", str(spec.retained),
+                "--lease-wait", str(LEASE_WAIT_S)]
         parallelism = self.parallelism if self.parallelism not in (None, "", "None") else spec.parallelism
         if parallelism:
             args += ["--parallelism", str(int(parallelism))]
