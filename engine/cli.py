@@ -65,18 +65,36 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, Any]:
     return params
 
 
+def _location(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A storage location option is checked before anything starts: s3://, file:// or a plain path."""
+    if value is None:
+        return None
+    from checkpoints.backends import open_store
+    from checkpoints.errors import InvalidStorageUri
+
+    try:
+        open_store(value)
+    except InvalidStorageUri as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return value
+
+
 def _run_options(fn: Any) -> Any:
     """The options shared by ``run`` and ``restore``."""
     options = [
         click.option("--name", "job_name", default=None, help="job id in storage (default: the spec's module name)"),
         click.option("--runtime", type=click.Choice(["local", "spark"]), default="local", show_default=True),
-        click.option("--parallelism", type=int, default=None),
-        click.option("--storage", default=None, help="checkpoint storage: s3://bucket/prefix or file:///path"),
-        click.option("--savepoint-dir", default=None, help="default savepoint root (s3:// or file://)"),
-        click.option("--retained", type=int, default=3, show_default=True, help="completed checkpoints to retain"),
+        click.option("--parallelism", type=click.IntRange(min=1), default=None),
+        click.option("--storage", default=None, callback=_location,
+                     help="checkpoint storage: s3://bucket/prefix or file:///path"),
+        click.option("--savepoint-dir", default=None, callback=_location,
+                     help="default savepoint root (s3:// or file://)"),
+        click.option("--retained", type=click.IntRange(min=1), default=3, show_default=True,
+                     help="completed checkpoints to retain"),
         click.option("--checkpoint-interval", "interval_ms", type=int, default=5_000, show_default=True,
                      help="ms between checkpoints; 0 disables checkpointing"),
-        click.option("--output", default=None, help="folder for the job's result streams (exactly-once files)"),
+        click.option("--output", default=None, callback=_location,
+                     help="folder for the job's result streams (exactly-once files)"),
         click.option("--host", default="127.0.0.1", show_default=True, help="control API bind address"),
         click.option("--port", type=int, default=0, help="control API port (0: any free port)"),
         click.option("--token", envvar="SLUICE_CONTROL_TOKEN", default=None, help="bearer token for the control API"),

@@ -190,3 +190,19 @@ def test_checkpoints_of_a_cancelled_supervised_job_are_retained_for_restarts(run
     assert 1 <= len(retained) <= 3
     latest = store.get_latest()
     assert latest is not None and latest.metadata.checkpoint_id == max(r.checkpoint_id for r in retained)
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--parallelism", "0"], "--parallelism"),
+    (["--retained", "0"], "--retained"),
+    (["--output", "hdfs://cluster/out"], "--output"),
+    (["--savepoint-dir", "gs://bucket/sp"], "--savepoint-dir"),
+    (["--storage", "s3:///no-bucket"], "--storage"),
+])
+def test_bad_run_options_are_refused_before_anything_starts(args: list[str], named: str) -> None:
+    from click.testing import CliRunner
+
+    from engine.cli import main
+
+    result = CliRunner().invoke(main, ["run", "engine.examples.purchases:build", *args])
+    assert result.exit_code == 2 and f"Invalid value for '{named}'" in result.output, result.output

