@@ -188,13 +188,16 @@ def restore(job: str, snapshot: str, **kwargs: Any) -> None:
     _run_job(job, snapshot, **kwargs)
 
 
-def _client(job_id: str, url: str | None, storage: str | None, token: str | None) -> Any:
-    from engine.master.client import ControlClient, discover_control_url
+def _client(job_id: str, url: str | None, storage: str | None, token: str | None,
+           control_hosts: str | None) -> Any:
+    from engine.master.client import ControlClient, discover_control_url, trusted_control_url
 
     if url is None:
         if storage is None:
             raise click.UsageError("give --url of the job master, or --storage where its status document lives")
         url = discover_control_url(storage, job_id)
+        if token:  # storage is no authority on where the token may go
+            url = trusted_control_url(url, (control_hosts or "").split(","))
     return ControlClient(url, job_id, token)
 
 
@@ -203,6 +206,9 @@ _locate = [
     click.option("--url", default=None, help="job master control URL"),
     click.option("--storage", default=None, help="checkpoint storage to find the master's status document in"),
     click.option("--token", envvar="SLUICE_CONTROL_TOKEN", default=None),
+    click.option("--control-hosts", envvar="SLUICE_CONTROL_HOSTS", default=None,
+                 help="comma-separated hosts (name, .domain suffix or CIDR network) besides loopback that the "
+                      "token may be sent to when the control URL is read from --storage"),
 ]
 
 
@@ -214,9 +220,10 @@ def _with_locate(fn: Any) -> Any:
 
 @main.command()
 @_with_locate
-def status(job_id: str, url: str | None, storage: str | None, token: str | None) -> None:
+def status(job_id: str, url: str | None, storage: str | None, token: str | None,
+           control_hosts: str | None) -> None:
     """Print a running job's status."""
-    click.echo(json.dumps(_client(job_id, url, storage, token).status(), indent=2))
+    click.echo(json.dumps(_client(job_id, url, storage, token, control_hosts).status(), indent=2))
 
 
 def _wait_for(client: Any, kind: str, trigger_id: str) -> None:
@@ -235,10 +242,11 @@ def _wait_for(client: Any, kind: str, trigger_id: str) -> None:
 @_with_locate
 @click.option("--target", default=None, help="savepoint directory (default: the job's --savepoint-dir)")
 @click.option("--trigger-id", default=None, help="idempotency key: retrying with it never takes a second savepoint")
-def savepoint(job_id: str, url: str | None, storage: str | None, token: str | None, target: str | None,
+def savepoint(job_id: str, url: str | None, storage: str | None, token: str | None,
+           control_hosts: str | None, target: str | None,
               trigger_id: str | None) -> None:
     """Take a savepoint of a running job and print its location."""
-    client = _client(job_id, url, storage, token)
+    client = _client(job_id, url, storage, token, control_hosts)
     _wait_for(client, "savepoint", client.trigger_savepoint(target, trigger_id))
 
 
@@ -249,10 +257,11 @@ def savepoint(job_id: str, url: str | None, storage: str | None, token: str | No
               help="emit MAX_WATERMARK first: fire all event-time windows (Flink --drain); for a job that will not "
                    "be resumed: restoring its savepoint needs --allow-drained")
 @click.option("--target", default=None, help="savepoint directory")
-def stop(job_id: str, url: str | None, storage: str | None, token: str | None, with_savepoint: bool, drain: bool,
+def stop(job_id: str, url: str | None, storage: str | None, token: str | None,
+           control_hosts: str | None, with_savepoint: bool, drain: bool,
          target: str | None) -> None:
     """Stop a running job, with a savepoint (default) or by cancelling it."""
-    client = _client(job_id, url, storage, token)
+    client = _client(job_id, url, storage, token, control_hosts)
     if not with_savepoint:
         client.cancel()
         click.echo("cancelled")
@@ -262,9 +271,10 @@ def stop(job_id: str, url: str | None, storage: str | None, token: str | None, w
 
 @main.command()
 @_with_locate
-def cancel(job_id: str, url: str | None, storage: str | None, token: str | None) -> None:
+def cancel(job_id: str, url: str | None, storage: str | None, token: str | None,
+           control_hosts: str | None) -> None:
     """Cancel a running job without a savepoint."""
-    _client(job_id, url, storage, token).cancel()
+    _client(job_id, url, storage, token, control_hosts).cancel()
     click.echo("cancelled")
 
 

@@ -11,10 +11,18 @@ POST     /jobs/{job_id}/stop                   stop with savepoint ``{"target_di
 GET      /jobs/{job_id}/stop/{trigger}         stop status
 PATCH    /jobs/{job_id}?mode=cancel            cancel without savepoint
 GET      /metrics                              Prometheus text format
+GET      /openapi.json                         the API's OpenAPI document
 =======  ====================================  ==========================================
 
 Every route but ``/healthz`` requires ``Authorization: Bearer <token>`` when the
-master was given a token (always, when it is bound to a non-loopback address).
+master was given a token (always, when it is bound to a non-loopback address),
+``/openapi.json`` included; the browsable ``/docs`` and ``/redoc`` pages are served
+only without a token (they fetch the document without one).
+
+Savepoint and stop requests may name a ``target_directory`` only inside the
+master's savepoint root (``--savepoint-dir``; without one, its checkpoint storage):
+a request cannot make the master write a snapshot to another bucket or, with
+``..``, outside its folder (:func:`engine.master.targets.confine_target`).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from pydantic import BaseModel
 
 from engine.master.client import ControlRoutes
 from engine.master.operations import OperationRegistry
+from engine.master.targets import confine_target
 
 
 class JobControl(Protocol):
@@ -57,8 +66,12 @@ class StopRequest(BaseModel):
 
 
 def create_app(job: JobControl, operations: OperationRegistry, token: str | None,
-               metrics_text: Any = None) -> FastAPI:
-    app = FastAPI(title="Sluice job master", version="1")
+               metrics_text: Any = None, savepoint_roots: tuple[str, ...] | None = None) -> FastAPI:
+    """``savepoint_roots``: where a request's ``target_directory`` may point (None: anywhere, for tests of
+    the protocol alone; the job master always passes its roots)."""
+    browsable = token is None
+    app = FastAPI(title="Sluice job master", version="1", openapi_url="/openapi.json" if browsable else None,
+                  docs_url="/docs" if browsable else None, redoc_url="/redoc" if browsable else None)
 
     def authorize(request: Request) -> None:
         if token is None:
@@ -71,6 +84,19 @@ def create_app(job: JobControl, operations: OperationRegistry, token: str | None
     def check_job(job_id: str) -> None:
         if job_id != job.job_id:
             raise HTTPException(status_code=404, detail=f"this master runs job {job.job_id!r}, not {job_id!r}")
+
+    def target(requested: str | None) -> str | None:
+        if requested is None or savepoint_roots is None:
+            return requested
+        try:
+            return confine_target(requested, savepoint_roots)
+        except ValueError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from None
+
+    if not browsable:
+        @app.get("/openapi.json", dependencies=[Depends(authorize)], include_in_schema=False)
+        def openapi() -> dict[str, Any]:
+            return app.openapi()
 
     @app.get(ControlRoutes.HEALTH)
     def healthz() -> dict[str, str]:
@@ -93,15 +119,17 @@ def create_app(job: JobControl, operations: OperationRegistry, token: str | None
     @app.post(ControlRoutes.SAVEPOINTS, status_code=202, dependencies=[Depends(authorize)])
     def trigger_savepoint(job_id: str, body: SavepointRequest) -> dict[str, Any]:
         check_job(job_id)
+        directory = target(body.target_directory)
         op, _ = operations.start("savepoint", body.trigger_id, body.model_dump(),
-                                 lambda: job.trigger_savepoint(body.target_directory))
+                                 lambda: job.trigger_savepoint(directory))
         return {"request-id": op.trigger_id}
 
     @app.post(ControlRoutes.STOP, status_code=202, dependencies=[Depends(authorize)])
     def stop(job_id: str, body: StopRequest) -> dict[str, Any]:
         check_job(job_id)
+        directory = target(body.target_directory)
         op, _ = operations.start("stop", body.trigger_id, body.model_dump(),
-                                 lambda: job.stop_with_savepoint(body.target_directory, body.drain))
+                                 lambda: job.stop_with_savepoint(directory, body.drain))
         return {"request-id": op.trigger_id}
 
     def operation(job_id: str, trigger_id: str, kind: str) -> dict[str, Any]:

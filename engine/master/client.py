@@ -9,15 +9,19 @@ answers to errors with the same :func:`_decode`:
 * :class:`ControlApiError` — the master answered with an error status (``status_code`` set).
 
 A client talks to the URL it was given.  :func:`discover_control_url` reads the
-URL a master published in storage; callers that hold a token decide whether to
-trust such a URL (see its docstring).
+URL a master published in storage.  Storage is not an authority on where a token
+may go (anyone who can write the bucket could name their own server), so a caller
+holding a token uses such a URL only through :func:`trusted_control_url`: a
+loopback address, or a host on the operator's allow list.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import time
-from typing import Any, Final, Literal
+from typing import Any, Final, Iterable, Literal
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -52,11 +56,57 @@ class ControlApiUnavailable(ControlApiError):
     """No job master answered at the control URL (not running, not yet started, or another address)."""
 
 
+class UntrustedControlUrl(ControlApiUnavailable):
+    """A control URL read from storage points at a host the client may not send its token to."""
+
+
+#: environment variable listing extra hosts a token may be sent to (comma-separated; see trusted_control_url)
+CONTROL_HOSTS_ENV = "SLUICE_CONTROL_HOSTS"
+
+
+def _host_allowed(host: str, allowed: Iterable[str]) -> bool:
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if host == "localhost" or (address is not None and address.is_loopback):
+        return True
+    for entry in (e.strip().lower() for e in allowed if e and e.strip()):
+        if "/" in entry and address is not None:
+            try:
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                continue
+        elif entry.startswith(".") and host.lower().endswith(entry):
+            return True
+        elif host.lower() == entry:
+            return True
+    return False
+
+
+def trusted_control_url(url: str, allowed_hosts: Iterable[str] = (), *, source: str = "storage") -> str:
+    """``url`` if a token may be sent there: http(s) to a loopback host or to one on ``allowed_hosts``.
+
+    ``allowed_hosts`` entries: a host name (``master-1.jobs.internal``), a domain suffix
+    (``.jobs.internal``) or a network (``10.0.0.0/8``).  Anything else raises
+    :class:`UntrustedControlUrl`, saying how to allow it."""
+    parsed = urlsplit(url)
+    host = parsed.hostname or ""
+    if parsed.scheme in ("http", "https") and host and _host_allowed(host, allowed_hosts):
+        return url
+    raise UntrustedControlUrl(
+        f"the control URL {url!r} read from {source} is not a loopback address or an allowed host, so the "
+        f"control token is not sent there. If that master is yours, allow its host (--control-hosts / "
+        f"{CONTROL_HOSTS_ENV}, or the Airflow connection's extra 'control_hosts'), or give the URL directly "
+        "(--url, or the connection's extra 'control_url')")
+
+
 def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) -> str:
     """The control URL the job's master last published in ``_status.json``.
 
     Storage is not an authority on where to send a token: a client holding one
-    should only use such a URL when it points at an address it trusts."""
+    passes the result through :func:`trusted_control_url`."""
     from checkpoints.backends import open_store
     from checkpoints.status import read_status
 

@@ -171,11 +171,16 @@ class JobMaster:
         self._record_intent("running", f"started by {self.config.started_by}"
                             + (f" from {self.config.from_savepoint}" if self.config.from_savepoint else ""))
         app = create_app(control, self.operations, self.config.token,
-                         metrics_renderer(control.job_id, control.status))
+                         metrics_renderer(control.job_id, control.status), savepoint_roots=self._savepoint_roots())
         self.server = ControlServer(app, self.config.host, self.config.port, self.config.token).start()
         threading.Thread(target=self._publish_loop, name="sluice-status", daemon=True).start()
         log.info("job %s running; control API at %s", control.job_id, self.server.url)
         return self
+
+    def _savepoint_roots(self) -> tuple[str, ...]:
+        """Where a control request may put a savepoint: the savepoint root, else the checkpoint storage."""
+        root = self.config.savepoint_dir or self.config.storage_uri
+        return (root,) if root else ()
 
     @property
     def url(self) -> str:

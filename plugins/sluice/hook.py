@@ -38,7 +38,14 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from checkpoints.restore_points import RestoreCandidate, RestoreChoice, choose_restore_point
-from engine.master.client import ControlApiError, ControlApiUnavailable, ControlClient, OperationKind
+from engine.master.client import (
+    ControlApiError,
+    ControlApiUnavailable,
+    ControlClient,
+    OperationKind,
+    UntrustedControlUrl,
+    trusted_control_url,
+)
 from sluice.exceptions import SluiceAirflowError
 
 #: the shortest orphan grace period while the job runs (see SluiceHook.clean_orphans)
@@ -221,12 +228,26 @@ class SluiceHook(BaseHook):
 
     # -- control API -----------------------------------------------------------------------------
 
+    @property
+    def control_hosts(self) -> list[str]:
+        """Hosts besides loopback the token may be sent to when the control URL comes from storage
+        (extra ``control_hosts``: a list, or comma-separated; names, ``.domain`` suffixes, CIDR networks)."""
+        raw = self.extra.get("control_hosts") or []
+        return [h.strip() for h in (raw.split(",") if isinstance(raw, str) else raw) if str(h).strip()]
+
+    def _url_from_storage(self, url: str) -> str:
+        """A control URL read from the status document, if the token may go there (UntrustedControlUrl if not)."""
+        if not self.token:
+            return url
+        return trusted_control_url(url, self.control_hosts, source=f"the status document in {self.storage_uri}")
+
     def control_url(self, job_id: str | None = None) -> str | None:
         url = self.configured_control_url()
         if url:
             return url
         doc = self.read_status_document(job_id)
-        return (doc.extra or {}).get("control_url") if doc is not None else None
+        published = (doc.extra or {}).get("control_url") if doc is not None else None
+        return self._url_from_storage(published) if published else None
 
     def client(self, job_id: str | None = None, *, url: str | None = None) -> ControlClient:
         """The engine's control-API client for the job (the one the CLI and the triggers use too)."""
@@ -241,7 +262,13 @@ class SluiceHook(BaseHook):
         """The job's status from the control API, or from its status document when the master is unreachable."""
         job = self.job_id(job_id)
         doc = self.read_status_document(job)
-        url = self.configured_control_url() or ((doc.extra or {}).get("control_url") if doc else None)
+        url = self.configured_control_url()
+        published = (doc.extra or {}).get("control_url") if doc is not None else None
+        if url is None and published:
+            try:
+                url = self._url_from_storage(published)
+            except UntrustedControlUrl as exc:
+                self.log.warning("job %s: %s; using the status document only", job, exc)
         api: dict[str, Any] | None = None
         failed = 0
         if url:

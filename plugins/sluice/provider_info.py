@@ -24,6 +24,9 @@ CONN_FIELDS: dict[str, tuple[str, str, dict[str, Any]]] = {
                     {"type": ["string", "null"]}),
     "control_url": ("Control URL", "The job master's control API, e.g. http://10.0.0.5:8081; empty: the URL "
                                    "the master publishes in its status document", {"type": ["string", "null"]}),
+    "control_hosts": ("Trusted control hosts", "Comma-separated hosts besides loopback (names, .domain suffixes, "
+                                               "CIDR networks) the token may be sent to when the control URL comes "
+                                               "from the status document in storage", {"type": ["string", "null"]}),
     "job_id": ("Job id", "Default job of calls that name none (the job's folder in storage)",
                {"type": ["string", "null"]}),
 }

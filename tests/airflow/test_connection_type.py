@@ -16,7 +16,8 @@ def test_airflow_lists_the_sluice_connection_type_with_its_form_fields():
     assert manager.hooks["sluice"].hook_class_name == "sluice.hook.SluiceHook"
     fields = {name.removeprefix("extra__sluice__") for name in manager.connection_form_widgets
               if name.startswith("extra__sluice__")}
-    assert fields == {"storage_uri", "savepoint_dir", "data_docs_dir", "aws_conn_id", "control_url", "job_id"}
+    assert fields == {"storage_uri", "savepoint_dir", "data_docs_dir", "aws_conn_id", "control_url", "control_hosts",
+                      "job_id"}
     assert manager.field_behaviours["sluice"]["relabeling"] == {"password": "Control API token"}
 
 

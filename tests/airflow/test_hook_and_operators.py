@@ -171,3 +171,25 @@ def test_a_deployment_declared_suspended_is_stopped_with_a_savepoint_and_not_sup
     with pytest.raises(AirflowSkipException, match="declared suspended"):  # already down: nothing more to do
         SluiceCheckDesiredStateOperator(task_id="desired_state", deployment="purchases").execute(fake_context())
     assert len(hook.list_savepoints(job_id)) == 1
+
+
+def test_the_hook_keeps_its_token_from_a_control_url_in_storage_that_is_not_an_allowed_host(sluice_env, hook,
+                                                                                           monkeypatch):
+    from checkpoints.status import StatusDocument, write_status
+    from engine.master.client import UntrustedControlUrl
+    from sluice.hook import SluiceHook, now_ms
+
+    job_id = sluice_env["job_id"]
+    write_status(hook.store, StatusDocument(job_id=job_id, heartbeat_ms=now_ms(),
+                                            extra={"control_url": "http://203.0.113.7:8081"}))
+    with pytest.raises(UntrustedControlUrl, match="not sent there"):
+        hook.client(job_id)
+    status = hook.get_status(job_id)  # supervision still reads the document; it just does not call the URL
+    assert status.source == "status-document" and status.control_url is None
+
+    connection = json.loads(os.environ["AIRFLOW_CONN_SLUICE_TEST"])
+    connection["extra"]["control_hosts"] = "198.51.100.0/24, 203.0.113.0/24"
+    monkeypatch.setenv("AIRFLOW_CONN_SLUICE_TEST", json.dumps(connection))
+    allowed = SluiceHook("sluice_test")
+    assert allowed.control_hosts == ["198.51.100.0/24", "203.0.113.0/24"]
+    assert allowed.control_url(job_id) == "http://203.0.113.7:8081"
