@@ -209,9 +209,21 @@ def open_snapshot(
     snapshot = Snapshot(metadata, uri, store, snapshot_dir, shared_dir)
     problems.extend(key_group_problems(metadata))
     problems.extend(delta_chain_problems(metadata))
+    problems.extend(_sink_handle_problems(metadata))
     if not any("not self-contained" in p for p in problems):
         problems.extend(_file_problems(snapshot, verify_checksums))
     return snapshot, problems
+
+
+def _sink_handle_problems(metadata: CheckpointMetadata) -> list[str]:
+    """Sink commit handles a restore would commit are checked now: names confined to the sink's own
+    staging and final names, well-formed checksums (engine/io/file_sink.py)."""
+    from engine.io.file_sink import file_sink_handle_problems
+
+    problems: list[str] = []
+    for op in metadata.operators:
+        problems.extend(file_sink_handle_problems(op.config, f"operator {op.uid}"))
+    return problems
 
 
 def read_snapshot_metadata(uri: str, **store_options: Any) -> CheckpointMetadata:

@@ -16,6 +16,14 @@ final files exist was committed already and commits as a no-op.
 Readers see committed files only: names starting with ``_`` are not data (see
 :func:`read_committed`).  Zero-padded numbers make name order commit order.
 
+Nothing in a handle is trusted when it comes back from a checkpoint: a handle names
+only its own staging parts (``_staging/<its txn>/part-<n>`` or, staged by Spark
+tasks, ``_staging/<its txn>/e<epoch>-<digest>``) and exactly the final names its
+checkpoint, subtask and part number give, and carries each part's sha256 and size
+(format version 2).  An edited or corrupt handle is refused with
+:class:`CorruptSnapshotError` before any file is touched, so a tampered snapshot
+cannot move, overwrite or delete committed output.
+
 ``mode="at_least_once"``: every ``write`` puts a visible file at once
 (``part-alo-<txn>-<n>.<ext>``) and pre-commit/commit have nothing to do; after a
 replay the replayed values appear again, which AT_LEAST_ONCE allows.
@@ -23,18 +31,26 @@ replay the replayed values appear again, which AT_LEAST_ONCE allows.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from engine.errors import IllegalStateError, JobDefinitionError, UnsupportedFormatVersion
+from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError, UnsupportedFormatVersion
 from engine.io.formats import EXTENSIONS, check_format, decode, encode
 from engine.io.sink import CommitHandle, Transaction, TwoPhaseCommitSink
 from engine.io.storage import check_folder_uri, is_visible_name, open_folder
 
 STAGING = "_staging"
-HANDLE_FORMAT_VERSION = 1
+#: 2 adds each part's sha256 and size; version 1 handles (no checksums) are still read
+HANDLE_FORMAT_VERSION = 2
+_READABLE_HANDLE_VERSIONS = (1, 2)
+_TXN_ID = re.compile(r"^(\d{5})-[0-9a-f]{32}$")
+#: a staged part's name inside its transaction folder: written by the sink, or by a Spark task
+_STAGED_PART = re.compile(r"^(?:part-\d{5}|e\d{10}-[0-9a-f]{20})$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 MODES = ("exactly_once", "at_least_once")
 
 
@@ -99,8 +115,10 @@ class FileSink(TwoPhaseCommitSink):
 
     def _stage_part(self, txn: Transaction, values: Sequence[Any]) -> None:
         key = f"{STAGING}/{txn.txn_id}/part-{len(txn.staged):05d}.{self.extension}"
-        self._folder().put_bytes(key, encode(self.format, values))
+        data = encode(self.format, values)
+        self._folder().put_bytes(key, data)
         txn.staged.append(key)
+        txn.digests[key] = (hashlib.sha256(data).hexdigest(), len(data))
 
     def pre_commit(self, txn: Transaction, checkpoint_id: int) -> CommitHandle:
         if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, int) or checkpoint_id < 0:
@@ -112,8 +130,8 @@ class FileSink(TwoPhaseCommitSink):
             if txn.values:
                 self._stage_part(txn, txn.values)
                 txn.values = []
-            files = [[staged, f"part-{checkpoint_id:010d}-{txn.subtask_index:05d}-{n:05d}.{self.extension}"]
-                     for n, staged in enumerate(txn.staged)]
+            files = [[staged, _final_name(checkpoint_id, txn.subtask_index, n, self.extension),
+                      *txn.digests.get(staged, ())] for n, staged in enumerate(txn.staged)]
         txn.is_closed = True
         return {"format_version": HANDLE_FORMAT_VERSION, "sink": "file", "mode": self.mode,
                 "txn": txn.txn_id, "checkpoint_id": checkpoint_id, "subtask": txn.subtask_index,
@@ -121,7 +139,7 @@ class FileSink(TwoPhaseCommitSink):
 
     def commit(self, handle: CommitHandle) -> None:
         store = self._folder()
-        for staged, final in _files(handle):
+        for staged, final, _sha, _size in self._files(handle):
             if store.exists(staged):
                 store.copy(staged, final)  # overwrites: the same bytes again if a commit was cut short
                 store.delete(staged)
@@ -134,8 +152,32 @@ class FileSink(TwoPhaseCommitSink):
 
     def abort(self, handle: CommitHandle) -> None:
         store = self._folder()
-        for staged, _final in _files(handle):
+        for staged, _final, _sha, _size in self._files(handle):
             store.delete(staged)
+
+    def recover_and_commit(self, handles: Iterable[CommitHandle]) -> None:
+        """On restore: check every handle (names, then the bytes against its checksums) before committing any."""
+        handles = list(handles)
+        store = self._folder()
+        for handle in handles:
+            for staged, final, sha, size in self._files(handle):
+                if sha is None:
+                    continue  # a version-1 handle: names checked, no checksum to compare
+                for key in (staged, final):
+                    if store.exists(key):
+                        data = store.get_bytes(key)
+                        if len(data) != size or hashlib.sha256(data).hexdigest() != sha:
+                            raise CorruptSnapshotError(
+                                f"file sink handle of transaction {handle['txn']} (checkpoint "
+                                f"{handle['checkpoint_id']}): {store.key_uri(key)} has {len(data)} bytes with a "
+                                f"different sha256 than the {size} the snapshot recorded; refusing to commit "
+                                "anything from this snapshot")
+                        break
+        for handle in handles:
+            self.commit(handle)
+
+    def _files(self, handle: CommitHandle) -> list[tuple[str, str, str | None, int | None]]:
+        return _files(handle, self.extension)
 
     def abort_transaction(self, txn: Transaction) -> None:
         if self.is_exactly_once:
@@ -153,20 +195,84 @@ class FileSink(TwoPhaseCommitSink):
         their pre-commit reached a checkpoint are garbage then.  Deleting while
         other subtasks have open transactions would destroy their staging.
         """
-        keep = {staged for handle in keep_handles for staged, _ in _files(handle)}
+        keep = {staged for handle in keep_handles for staged, *_ in self._files(handle)}
         store = self._folder()
         orphans = [info.key for info in store.list(STAGING + "/") if info.key not in keep]
         return store.delete_many(orphans)
 
 
-def _files(handle: CommitHandle) -> list[tuple[str, str]]:
+def _final_name(checkpoint_id: int, subtask: int, n: int, extension: str) -> str:
+    return f"part-{checkpoint_id:010d}-{subtask:05d}-{n:05d}.{extension}"
+
+
+def file_sink_handle_problems(document: Any, where: str = "") -> list[str]:
+    """Every file-sink commit handle anywhere in ``document`` (a snapshot's operator config, as JSON) that
+    ``_files`` would refuse, with the reason: checked when a snapshot is opened, before any restore."""
+    problems: list[str] = []
+    if isinstance(document, dict):
+        if document.get("sink") == "file" and "files" in document:
+            files = document.get("files")
+            first = files[0] if isinstance(files, list) and files and isinstance(files[0], list) else None
+            extension = str(first[0]).rpartition(".")[2] if first else "jsonl"
+            try:
+                if extension not in EXTENSIONS.values():
+                    raise CorruptSnapshotError(f"file sink commit handle {document.get('txn')!r} names a part "
+                                               f"with extension {extension!r}")
+                _files(document, extension)
+            except (CorruptSnapshotError, UnsupportedFormatVersion, JobDefinitionError) as exc:
+                problems.append(f"{where}: {exc}" if where else str(exc))
+            return problems
+        for key, value in document.items():
+            problems.extend(file_sink_handle_problems(value, f"{where}.{key}" if where else str(key)))
+    elif isinstance(document, list):
+        for i, value in enumerate(document):
+            problems.extend(file_sink_handle_problems(value, f"{where}[{i}]"))
+    return problems
+
+
+def _files(handle: CommitHandle, extension: str) -> list[tuple[str, str, str | None, int | None]]:
+    """A handle's (staged, final, sha256, bytes) parts, each name checked against what the handle may name.
+
+    Refuses (CorruptSnapshotError) a handle whose transaction id, subtask or checkpoint
+    id is malformed, a staged name outside its own transaction folder, a final name other
+    than the one its checkpoint, subtask and part number give, or a malformed checksum."""
     if not isinstance(handle, dict) or handle.get("sink") != "file":
         raise JobDefinitionError("handle", handle, "must be a handle returned by FileSink.pre_commit")
-    if handle.get("format_version") != HANDLE_FORMAT_VERSION:
+    version = handle.get("format_version")
+    if version not in _READABLE_HANDLE_VERSIONS:
         raise UnsupportedFormatVersion(
-            f"file sink handle of transaction {handle.get('txn')!r} has format_version "
-            f"{handle.get('format_version')!r}; this Sluice reads version {HANDLE_FORMAT_VERSION}")
-    return [(str(staged), str(final)) for staged, final in handle["files"]]
+            f"file sink handle of transaction {handle.get('txn')!r} has format_version {version!r}; this Sluice "
+            f"reads versions {list(_READABLE_HANDLE_VERSIONS)}")
+    txn, subtask, checkpoint_id = handle.get("txn"), handle.get("subtask"), handle.get("checkpoint_id")
+    match = _TXN_ID.match(txn) if isinstance(txn, str) else None
+
+    def refuse(why: str) -> CorruptSnapshotError:
+        return CorruptSnapshotError(f"file sink commit handle of transaction {txn!r} (checkpoint {checkpoint_id!r}) "
+                                    f"{why}: the snapshot was edited or is corrupt; refusing to commit or abort it")
+
+    if match is None or type(subtask) is not int or int(match.group(1)) != subtask:
+        raise refuse(f"has a malformed transaction id or subtask ({subtask!r})")
+    if type(checkpoint_id) is not int or checkpoint_id < 0 or not isinstance(handle.get("files"), list):
+        raise refuse("has a malformed checkpoint id or file list")
+    parts: list[tuple[str, str, str | None, int | None]] = []
+    for n, entry in enumerate(handle["files"]):
+        if not isinstance(entry, list) or len(entry) not in ((2, 4) if version == 2 else (2,)):
+            raise refuse(f"has a malformed entry {n}")
+        staged, final = entry[0], entry[1]
+        folder, _, name = str(staged).rpartition("/")
+        stem, dot, ext = name.rpartition(".")
+        if folder != f"{STAGING}/{txn}" or not dot or ext != extension or not _STAGED_PART.match(stem):
+            raise refuse(f"names {staged!r} as a staged part; a handle may only name parts under "
+                         f"{STAGING}/{txn}/ with extension .{extension}")
+        expected = _final_name(checkpoint_id, subtask, n, extension)
+        if final != expected:
+            raise refuse(f"names {final!r} as the committed name of part {n}; it must be {expected!r}")
+        sha, size = (entry[2], entry[3]) if len(entry) == 4 else (None, None)
+        if sha is not None and (not isinstance(sha, str) or not _SHA256.match(sha) or type(size) is not int
+                                or size < 0):
+            raise refuse(f"has a malformed checksum for part {n}")
+        parts.append((staged, final, sha, size))
+    return parts
 
 
 def committed_files(path: str, storage_options: dict[str, Any] | None = None) -> list[str]:

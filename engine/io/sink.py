@@ -68,7 +68,7 @@ class Transaction:
     Not persisted: only the handle ``pre_commit`` returns goes into a checkpoint.
     """
 
-    __slots__ = ("txn_id", "subtask_index", "values", "staged", "is_closed")
+    __slots__ = ("txn_id", "subtask_index", "values", "staged", "digests", "is_closed")
 
     def __init__(self, txn_id: str, subtask_index: int) -> None:
         self.txn_id = txn_id
@@ -76,6 +76,8 @@ class Transaction:
         self.values: list = []
         #: keys of parts already flushed to staging (a large transaction rolls files before pre-commit)
         self.staged: list[str] = []
+        #: staged key -> (sha256 hex, bytes) of the part as written, carried into the commit handle
+        self.digests: dict[str, tuple[str, int]] = {}
         self.is_closed = False
 
     def __repr__(self) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.errors import IllegalStateError, UnsupportedFormatVersion
+from engine.errors import CorruptSnapshotError, IllegalStateError, UnsupportedFormatVersion
 from engine.io.sink import CommitHandle, Transaction, TwoPhaseCommitSink
 
 STATE_FORMAT_VERSION = 1
@@ -52,7 +52,14 @@ class TwoPhaseCommitDriver:
                 raise UnsupportedFormatVersion(
                     f"two-phase commit sink state has format_version {state.get('format_version')!r}; "
                     f"this Sluice reads version {STATE_FORMAT_VERSION}")
-            self.sink.recover_and_commit(handle for _, handle in state["pending"])
+            pending = state.get("pending")
+            if not isinstance(pending, list) or any(
+                    not isinstance(p, list) or len(p) != 2 or type(p[0]) is not int
+                    or (isinstance(p[1], dict) and p[1].get("checkpoint_id") not in (p[0], None)) for p in pending):
+                raise CorruptSnapshotError(
+                    "two-phase commit sink state: every pending entry must be [checkpoint id, handle] with the "
+                    "handle's own checkpoint id; the snapshot was edited or is corrupt")
+            self.sink.recover_and_commit(handle for _, handle in pending)
         if self._current is not None:  # started fresh by create_writer, now restored: drop the unused one
             self.sink.abort_transaction(self._current)
         self._pending = []

@@ -289,8 +289,8 @@ class Router:
         for node_id, chunks in self._staged_chunks.items():
             count = sum(map(len, chunks))
             if count:
-                key = self.staging[node_id].write(self.channel, chunks)
-                self.rows.add(DEST_STAGED, value=json.dumps({"key": key, "records": count}), tag=str(node_id))
+                part = self.staging[node_id].write(self.channel, chunks)
+                self.rows.add(DEST_STAGED, value=json.dumps({**part, "records": count}), tag=str(node_id))
         self._staged_chunks = {}
         # the router and its context refer to each other: drop the per-task caches now, not at a later collection
         self._seen, self._behind, self._str_keys, self._ops = {}, {}, {}, {}

@@ -611,13 +611,13 @@ class SparkJob:
         from engine.runtime.spark.staged_sinks import adopt_parts
 
         by_sink: dict[int, list[str]] = {}
-        staged: dict[int, list[str]] = {}
+        staged: dict[int, list[dict[str, Any]]] = {}
         for dest, value, tag in rows:
             if dest == DEST_DRIVER:
                 by_sink.setdefault(int(tag), []).append(value)
             elif dest == DEST_STAGED:
                 part = json.loads(value)
-                staged.setdefault(int(tag), []).append(part["key"])
+                staged.setdefault(int(tag), []).append(part)
                 self.records_out += int(part["records"])
             elif dest == DEST_DEAD_LETTER:
                 doc = json.loads(value)

@@ -45,15 +45,16 @@ class StagingTarget:
         digest = hashlib.sha256(channel.encode("utf-8")).hexdigest()[:20]
         return f"_staging/{self.txn_id}/{STAGED_PART_PREFIX}{self.epoch:010d}-{digest}.{self.extension}"
 
-    def write(self, channel: str, chunks: list[Any]) -> str:
+    def write(self, channel: str, chunks: list[Any]) -> dict[str, Any]:
         """Runs in the task: one staged part with the values of ``chunks`` (lists of values and
-        TupleColumns, in order, engine/io/formats.py ``encode_chunks``); its key."""
+        TupleColumns, in order, engine/io/formats.py ``encode_chunks``); its key, sha256 and size."""
         from engine.io.formats import encode_chunks
         from engine.io.storage import open_folder
 
         key = self.part_key(channel)
-        open_folder(self.path, self.storage_options).put_bytes(key, encode_chunks(self.format, chunks))
-        return key
+        data = encode_chunks(self.format, chunks)
+        open_folder(self.path, self.storage_options).put_bytes(key, data)
+        return {"key": key, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
 
 
 def stages_on_executors(sink: Any) -> bool:
@@ -70,6 +71,10 @@ def staging_target(writer: Any, epoch: int) -> StagingTarget:
                          writer.open_transaction().txn_id, epoch)
 
 
-def adopt_parts(writer: Any, keys: list[str]) -> None:
-    """Add staged parts written by tasks to the writer's open transaction, in key order."""
-    writer.open_transaction().staged.extend(sorted(keys))
+def adopt_parts(writer: Any, parts: list[dict[str, Any]]) -> None:
+    """Add staged parts written by tasks (``StagingTarget.write``'s answers) to the writer's open
+    transaction, in key order, with their checksums."""
+    txn = writer.open_transaction()
+    for part in sorted(parts, key=lambda p: p["key"]):
+        txn.staged.append(part["key"])
+        txn.digests[part["key"]] = (part["sha256"], int(part["bytes"]))

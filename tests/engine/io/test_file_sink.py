@@ -61,7 +61,7 @@ def test_a_commit_cut_short_after_the_copy_is_finished_by_the_recommit_without_d
     sink.write(txn, ["a", "b", "c", "d", "e"])
     handle = sink.pre_commit(txn, 3)
     assert len(handle["files"]) == 3  # rolled at 2 records per file
-    staged, final = handle["files"][0]
+    staged, final, _sha256, _size = handle["files"][0]
     (tmp_path / final).write_bytes((tmp_path / staged).read_bytes())  # the crash: copied, not yet deleted
     sink.commit(handle)
     assert read_committed(str(tmp_path)) == ["a", "b", "c", "d", "e"]
@@ -166,3 +166,69 @@ def test_handles_from_an_unknown_format_version_or_another_sink_are_refused(tmp_
 def test_invalid_sink_definitions_are_refused_by_name(tmp_path, kwargs, parameter):
     with pytest.raises(JobDefinitionError, match=f"`{parameter}`"):
         FileSink(str(tmp_path), **kwargs)
+
+
+def _committed_handle(tmp_path):
+    sink = _sink(tmp_path, max_records_per_file=2)
+    txn = sink.begin_transaction()
+    sink.write(txn, ["a", "b", "c"])
+    handle = sink.pre_commit(txn, 3)
+    sink.commit(handle)
+    return sink, handle
+
+
+@pytest.mark.parametrize("edit", [
+    "staged names a committed file",
+    "final names another file",
+    "final names another checkpoint's part",
+    "staged leaves its transaction folder",
+    "wrong subtask",
+])
+def test_an_edited_handle_is_refused_before_any_file_is_touched(tmp_path, edit):
+    import copy
+
+    from engine.errors import CorruptSnapshotError
+
+    sink, handle = _committed_handle(tmp_path)
+    before = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    committed = sorted(k for k in before if str(k).startswith("part-"))
+    bad = copy.deepcopy(handle)
+    if edit == "staged names a committed file":
+        bad["files"][1][0] = str(committed[0])  # old code: copied it elsewhere and deleted it
+    elif edit == "final names another file":
+        bad["files"][0][1] = "stolen.jsonl"
+    elif edit == "final names another checkpoint's part":
+        bad["files"][0][1] = bad["files"][0][1].replace("part-0000000003", "part-0000000001")
+    elif edit == "staged leaves its transaction folder":
+        bad["files"][0][0] = f"_staging/{handle['txn']}/../../{committed[0]}"
+    else:
+        bad["subtask"] = 7
+    with pytest.raises(CorruptSnapshotError, match="refusing"):
+        sink.recover_and_commit([handle, bad])
+    with pytest.raises(CorruptSnapshotError):
+        sink.abort(bad)
+    assert {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_a_part_whose_bytes_changed_is_refused_on_restore(tmp_path):
+    from engine.errors import CorruptSnapshotError
+
+    sink = _sink(tmp_path)
+    txn = sink.begin_transaction()
+    sink.write(txn, [1, 2, 3])
+    handle = sink.pre_commit(txn, 1)  # pre-committed, the crash came before the commit
+    staged = tmp_path / handle["files"][0][0]
+    staged.write_bytes(staged.read_bytes().replace(b"2", b"9"))
+    with pytest.raises(CorruptSnapshotError, match="sha256"):
+        sink.recover_and_commit([handle])
+    assert read_committed(str(tmp_path)) == []
+
+
+def test_a_version_1_handle_without_checksums_still_commits(tmp_path):
+    sink = _sink(tmp_path)
+    txn = sink.begin_transaction()
+    sink.write(txn, [1, 2])
+    handle = sink.pre_commit(txn, 2)
+    old = {**handle, "format_version": 1, "files": [entry[:2] for entry in handle["files"]]}
+    sink.recover_and_commit([old])
+    assert read_committed(str(tmp_path)) == [1, 2]
