@@ -132,12 +132,14 @@ class StreamExecutionEnvironment:
         return self._clock
 
     def set_restart_strategy(self, restart_strategy: Any) -> StreamExecutionEnvironment:
-        """``RestartStrategies.fixed_delay_restart(attempts, delay)`` or ``no_restart()`` (the default)."""
+        """``RestartStrategies.fixed_delay_restart(attempts, delay)``, ``exponential_delay_restart(...)`` or
+        ``no_restart()`` (the engine's default; a job master defaults a checkpointed job to exponential delay)."""
         from engine.api.restart import RestartStrategyConfiguration
 
         if not isinstance(restart_strategy, RestartStrategyConfiguration):
             raise JobDefinitionError("restart_strategy", restart_strategy,
-                                     "must come from RestartStrategies.fixed_delay_restart(...) or no_restart()")
+                                     "must come from RestartStrategies.fixed_delay_restart(...), "
+                                     "exponential_delay_restart(...) or no_restart()")
         self._restart_strategy = restart_strategy
         return self
 

@@ -98,6 +98,8 @@ class CheckpointConfig:
         self._timeout_ms = DEFAULT_CHECKPOINT_TIMEOUT_MS
         self._max_concurrent = DEFAULT_MAX_CONCURRENT_CHECKPOINTS
         self._tolerable_failures = 0
+        #: whether the job chose the number (a job master applies its own default otherwise)
+        self._tolerable_failures_set = False
         self._unaligned = False
         self._aligned_timeout_ms = 0
         self._storage_dir: str | None = None
@@ -160,6 +162,10 @@ class CheckpointConfig:
         self._tolerable_failures = _int_at_least(
             "tolerable_checkpoint_failure_number", tolerable_checkpoint_failure_number, 0,
             "0 fails the job on the first checkpoint failure that counts")
+        self._tolerable_failures_set = True
+
+    def is_tolerable_checkpoint_failure_number_set(self) -> bool:
+        return self._tolerable_failures_set
 
     def get_tolerable_checkpoint_failure_number(self) -> int:
         return self._tolerable_failures

@@ -336,7 +336,7 @@ class CheckpointCoordinator:
                 return
             self._discarder.discard_completed_checkpoint(completed)
             pending.result.reject(checkpoint_exception(reason, checkpoint_id, exc))
-            self._failure_manager.handle_checkpoint_failure(checkpoint_id, reason, completed.is_savepoint())
+            self._failure_manager.handle_checkpoint_failure(checkpoint_id, reason, completed.is_savepoint(), exc)
             self._notify_aborted(checkpoint_id, pending.timestamp_ms)
             self._trigger_queued_requests()
             return
@@ -371,7 +371,8 @@ class CheckpointCoordinator:
             self._notify_aborted(pending.checkpoint_id, pending.timestamp_ms)
             self._shut_down_fenced(cause)  # type: ignore[arg-type]
             return
-        self._failure_manager.handle_checkpoint_failure(pending.checkpoint_id, reason, pending.properties.is_savepoint())
+        self._failure_manager.handle_checkpoint_failure(pending.checkpoint_id, reason,
+                                                        pending.properties.is_savepoint(), cause)
         self._notify_aborted(pending.checkpoint_id, pending.timestamp_ms)
         if trigger_queued:
             self._trigger_queued_requests()

@@ -33,8 +33,11 @@ class CheckpointFailureManager:
         return self._continuous_failures
 
     def handle_checkpoint_failure(self, checkpoint_id: int | None, reason: CheckpointFailureReason,
-                                  is_savepoint: bool = False) -> bool:
-        """Account one failed checkpoint; returns True if this call failed the job."""
+                                  is_savepoint: bool = False, cause: BaseException | None = None) -> bool:
+        """Account one failed checkpoint; returns True if this call failed the job.
+
+        ``cause`` (the task's or the store's error) becomes the job failure's ``__cause__`` and is named in
+        its message, so the reason a checkpoint failed is not lost behind the threshold."""
         if is_savepoint or not reason.counts_as_failure:
             return False
         if checkpoint_id is not None:
@@ -44,11 +47,14 @@ class CheckpointFailureManager:
         self._continuous_failures += 1
         if self._continuous_failures > self._tolerable and not self._job_failed:
             self._job_failed = True
-            self._fail_job(JobFailedError(
+            because = f": {type(cause).__name__}: {cause}" if cause is not None else ""
+            failure = JobFailedError(
                 f"Exceeded checkpoint tolerable failure threshold: {self._continuous_failures} consecutive "
-                f"checkpoint failures (last: {reason.name} for checkpoint {checkpoint_id}), "
+                f"checkpoint failures (last: {reason.name} for checkpoint {checkpoint_id}{because}), "
                 f"tolerable_checkpoint_failure_number={self._tolerable}. Raise it with "
-                "set_tolerable_checkpoint_failure_number(n) or find why checkpoints fail."))
+                "set_tolerable_checkpoint_failure_number(n) or find why checkpoints fail.")
+            failure.__cause__ = cause
+            self._fail_job(failure)
             return True
         return False
 

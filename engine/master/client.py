@@ -60,10 +60,6 @@ class UntrustedControlUrl(ControlApiUnavailable):
     """A control URL read from storage points at a host the client may not send its token to."""
 
 
-#: environment variable listing extra hosts a token may be sent to (comma-separated; see trusted_control_url)
-CONTROL_HOSTS_ENV = "SLUICE_CONTROL_HOSTS"
-
-
 def _host_allowed(host: str, allowed: Iterable[str]) -> bool:
     try:
         address = ipaddress.ip_address(host)
@@ -97,8 +93,8 @@ def trusted_control_url(url: str, allowed_hosts: Iterable[str] = (), *, source: 
         return url
     raise UntrustedControlUrl(
         f"the control URL {url!r} read from {source} is not a loopback address or an allowed host, so the "
-        f"control token is not sent there. If that master is yours, allow its host (--control-hosts / "
-        f"{CONTROL_HOSTS_ENV}, or the Airflow connection's extra 'control_hosts'), or give the URL directly "
+        "control token is not sent there. If that master is yours, allow its host (--control-hosts / "
+        "SLUICE_CONTROL_HOSTS, or the Airflow connection's extra 'control_hosts'), or give the URL directly "
         "(--url, or the connection's extra 'control_url')")
 
 

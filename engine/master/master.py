@@ -87,6 +87,9 @@ class MasterConfig:
     lease_ttl_ms: int = 15_000
     #: how long to wait for another master's lease to expire before refusing to start
     lease_wait_s: float = 0.0
+    #: consecutive checkpoint failures tolerated when the job sets no number of its own, so a short
+    #: storage outage costs checkpoints, not the job (with failures beyond it the job restarts)
+    tolerable_checkpoint_failures: int = 3
 
 
 class JobMaster:
@@ -130,7 +133,20 @@ class JobMaster:
 
             cfg.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
         build_job(env, c.job_spec, c.params, c.output_dir)
+        if c.checkpoint_interval_ms:
+            self._fault_tolerance_defaults(env)
         return env
+
+    def _fault_tolerance_defaults(self, env: Any) -> None:
+        """Flink's defaults for a checkpointed job where the job chose none: exponential-delay restarts (Flink
+        1.19+), and a few tolerable checkpoint failures, so a short storage outage does not end the job."""
+        from engine.api.restart import RestartStrategies
+
+        if env.get_restart_strategy() is None and "restart_strategy" not in env.get_runtime_options():
+            env.set_restart_strategy(RestartStrategies.exponential_delay_restart())
+        cfg = env.get_checkpoint_config()
+        if not cfg.is_tolerable_checkpoint_failure_number_set():
+            cfg.set_tolerable_checkpoint_failure_number(self.config.tolerable_checkpoint_failures)
 
     def _acquire_lease(self, job_id: str) -> None:
         """One job, one master: take the job's lease (refused while another master holds it), then fence the

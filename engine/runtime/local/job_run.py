@@ -13,6 +13,7 @@ or from scratch when there is neither.
 
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from engine.api.environment import JobExecutionResult
 from engine.api.restart import restart_strategy_of
 from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
 from engine.checkpointing.job_status import JobStatus
-from engine.errors import JobFailedError, fenced_cause
+from engine.errors import CorruptSnapshotError, JobFailedError, fenced_cause
 from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter, RestorePoint, load_restore_point
 from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.local.runtime import JobStopped, LocalJob
@@ -30,6 +31,8 @@ from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_
 from engine.runtime.plan import build_plan
 from engine.runtime.recovery import discard_orphaned_staging, wait_restart_delay
 from engine.runtime.snapshot_metadata import window_configs
+
+log = logging.getLogger(__name__)
 
 #: writer threads for the asynchronous part of snapshots
 ASYNC_WRITER_THREADS = 2
@@ -47,6 +50,7 @@ class JobRun:
         self.job_id = stable_job_id(job_name, self.env.get_runtime_options().get("job_id"))
         self.clock = self.env.get_clock()
         self.strategy = restart_strategy_of(self.env)
+        self.backoff = self.strategy.backoff()
         config = self.env.get_checkpoint_config()
         self.checkpointing_enabled = self.env.is_checkpointing_enabled()
         self.adapter = CheckpointStorageAdapter(
@@ -103,20 +107,20 @@ class JobRun:
                 except Exception as exc:  # noqa: BLE001 - any task failure fails the attempt (seed 002 "Recovery")
                     self.records_before_attempt += job.records_read()
                     # a fenced master (another one owns the job) must stop, never restart and recover
-                    if fenced_cause(exc) is not None or not self.strategy.can_restart(self.restarts):
+                    delay_ms = None if fenced_cause(exc) is not None else self.backoff.on_failure(self.clock.now_ms())
+                    if delay_ms is None:
                         self.state = "failed"
                         final_status = JobStatus.FAILED
                         raise JobFailedError(
                             f"job {self.job_name!r} failed after {self.restarts} restart(s) "
-                            f"(restart strategy allows {self.strategy.max_restarts}): {type(exc).__name__}: {exc}"
+                            f"({self.backoff.describe()}): {type(exc).__name__}: {exc}"
                         ) from exc
                     self.restarts += 1
                     self.state = "restarting"
                 finally:
                     job.end(failed)
-                wait_restart_delay(self.clock, self.strategy.delay_ms)
-                latest = self.store.get_latest_checkpoint()
-                restore = self.adapter.restore_point(latest) if latest is not None else self.initial_restore
+                wait_restart_delay(self.clock, delay_ms)
+                restore = self._newest_readable_restore_point()
         finally:
             if self.checkpointing_enabled and self.job is not None:
                 self.job.coordinator.shutdown(final_status)
@@ -131,6 +135,23 @@ class JobRun:
             metrics=job.metrics() if job is not None else {}, dead_letters=self.dead_letters,
             collected=self.collected,
             completed_checkpoints=[r.checkpoint_id for r in self.history], restarts=self.restarts)
+
+    def _newest_readable_restore_point(self) -> RestorePoint | None:
+        """The newest retained checkpoint that loads (files present, checksums right); an unreadable one is
+        logged and passed over for the one before it, as a restarted master does (CompletedCheckpointStore)."""
+        retained = list(self.store.get_all_checkpoints())
+        problems: list[str] = []
+        for completed in reversed(retained):
+            try:
+                return self.adapter.restore_point(completed)
+            except CorruptSnapshotError as exc:
+                problems.append(f"checkpoint {completed.checkpoint_id}: {exc}")
+                log.warning("job %s: retained checkpoint %d is unreadable, trying the previous one: %s",
+                            self.job_id, completed.checkpoint_id, exc)
+        if retained:  # starting over would emit committed results again
+            raise CorruptSnapshotError(f"job {self.job_name!r}: no retained checkpoint can be restored: "
+                                       + "; ".join(problems))
+        return self.initial_restore
 
     # -- checkpoint events (scheduler thread) ------------------------------------------------------
     def record_task_metrics(self, checkpoint_id: int, metrics: Any) -> None:

@@ -28,6 +28,7 @@ job's final checkpoint then commits the sinks.
 
 from __future__ import annotations
 
+import functools
 import gc
 import threading
 import time
@@ -447,7 +448,9 @@ class LocalJob:
                         faults.fire(FaultKind.UPLOAD_ERROR, checkpoint_id)
                     result = run.adapter.write_task_state(task_id, snapshot)
                 except BaseException as exc:  # noqa: BLE001 - becomes a decline on the scheduler thread
-                    mailbox.post(lambda: self._settle(lambda: on_error(exc)))
+                    # bind the error now: Python unbinds ``exc`` when the except block ends, and a lambda that
+                    # read it later raised NameError instead of declining with the real cause
+                    mailbox.post(functools.partial(self._settle, functools.partial(on_error, exc)))
                     return
 
                 def acknowledge() -> None:

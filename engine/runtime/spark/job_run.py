@@ -50,6 +50,7 @@ class SparkJobRun:
         self.collect = collect
         self.job_id = stable_job_id(job_name, self.env.get_runtime_options().get("job_id"))
         self.strategy = restart_strategy_of(self.env)
+        self.backoff = self.strategy.backoff()
         self.clock = self.env.get_clock()
         self.initial_restore = from_savepoint or runtime.restore_from
         #: collect node id -> values, and the dead letters: one list each for the whole run
@@ -81,15 +82,16 @@ class SparkJobRun:
                 self._attempt_ended(job)
                 self.failures = (self.failures + [f"{type(exc).__name__}: {exc}"])[-_FAILURES_KEPT:]
                 # a fenced master (another one owns the job) must stop, never restart and recover
-                if fenced_cause(exc) is not None or not self.strategy.can_restart(self.restarts):
+                delay_ms = None if fenced_cause(exc) is not None else self.backoff.on_failure(self.clock.now_ms())
+                if delay_ms is None:
                     self._set_state("failed")
                     raise JobFailedError(
                         f"job {self.job_name!r} failed after {self.restarts} restart(s) "
-                        f"(restart strategy allows {self.strategy.max_restarts}): {type(exc).__name__}: {exc}"
+                        f"({self.backoff.describe()}): {type(exc).__name__}: {exc}"
                     ) from exc
                 self.restarts += 1
                 self._set_state("restarting")
-            wait_restart_delay(self.clock, self.strategy.delay_ms)
+            wait_restart_delay(self.clock, delay_ms)
             if self._latest is not None:
                 restore, marks = self._latest
             else:

@@ -143,3 +143,65 @@ def test_checkpoints_and_restore_work_on_s3_through_a_moto_server(golden: list, 
     finally:
         server.stop()
         os.environ.pop("AWS_ENDPOINT_URL", None)
+
+
+class _CorruptingPlan(FaultPlan):
+    """Kills the attempt right after checkpoint ``at`` completed, having first flipped a byte in one of its
+    state files on disk: the in-process restart finds its newest retained checkpoint corrupt."""
+
+    def __init__(self, at: int, storage: Path) -> None:
+        super().__init__([Fault(FaultKind.BEFORE_COMMIT, at)])
+        self.storage = storage
+        self.corrupted: list[Path] = []
+
+    def fire(self, kind: FaultKind, value: int) -> None:
+        if kind is FaultKind.BEFORE_COMMIT and any(f.at == value for f in self.faults) and not self.corrupted:
+            files = sorted(p for p in self.storage.rglob(f"chk-{value}/**/*.parquet"))
+            assert files, f"checkpoint {value} wrote no state file under {self.storage}"
+            data = bytearray(files[0].read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            files[0].write_bytes(bytes(data))
+            self.corrupted.append(files[0])
+        super().fire(kind, value)
+
+
+def test_an_in_process_restart_passes_over_a_corrupt_newest_checkpoint_to_the_one_before(golden: list,
+                                                                                         tmp_path: Path) -> None:
+    out = str(tmp_path / "out")
+    plan = _CorruptingPlan(3, tmp_path / "chk")
+    env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE, storage_dir=f"file://{tmp_path}/chk",
+                    retained=3, fault_plan=plan, restarts=2, interval_ms=20)
+    result = env.execute("newest checkpoint corrupt")
+    assert plan.corrupted and result.restarts == 1
+    assert committed(out) == golden
+
+
+class _Opaque:
+    """A value keyed state cannot persist without pickle."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+def test_a_state_upload_that_fails_fails_the_job_with_its_own_cause(tmp_path: Path) -> None:
+    from engine import StreamExecutionEnvironment
+    from engine.errors import StateSerializationError
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.enable_checkpointing(20)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(f"file://{tmp_path}/chk")
+    env.set_runtime_option("bundle_size", 1)
+    (env.from_collection([("k", _Opaque(i)) for i in range(5_000)])
+        .key_by(lambda kv: kv[0])
+        .count_window(10_000)  # never fires: the elements stay in window state, which checkpoints must persist
+        .reduce(lambda a, b: (a[0], _Opaque(a[1].n + b[1].n)))
+        .print())
+    with pytest.raises(JobFailedError) as failed:
+        env.execute("opaque state")
+    chain, error = [], failed.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    assert not any(isinstance(e, NameError) for e in chain), chain
+    assert any(isinstance(e, StateSerializationError) for e in chain), chain
