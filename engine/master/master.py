@@ -216,6 +216,8 @@ class JobMaster:
             try:
                 if self.fenced is None:
                     self._publish_once()
+            except Exception:  # storage still down at exit: the job's own outcome matters more than its status
+                log.exception("could not publish the final status document of job %s", self.client.get_job_id())
             finally:
                 self._lease_done.set()
                 if self.lease is not None and self.fenced is None:

@@ -75,3 +75,18 @@ def test_a_job_that_chose_its_own_strategy_keeps_it(tmp_path: Path) -> None:
 
     assert restart_strategy_of(env) == RestartStrategies.no_restart()
     assert env.get_checkpoint_config().get_tolerable_checkpoint_failure_number() == 3
+
+
+def test_a_status_write_failing_at_exit_does_not_replace_the_jobs_own_outcome(tmp_path: Path, monkeypatch) -> None:
+    from checkpoints.errors import StorageUnavailable
+
+    master = JobMaster(_config(tmp_path, restart_strategy=RestartStrategies.no_restart(),
+                               fault_plan=FaultPlan([Fault(FaultKind.RECORDS, 300)]))).start()
+
+    def storage_down(*args, **kwargs):
+        raise StorageUnavailable("S3 refused the connection (simulated outage at exit)")
+
+    monkeypatch.setattr("checkpoints.status.write_status", storage_down)
+    with pytest.raises(Exception) as failed:
+        master.wait()
+    assert "InjectedFault" in str(failed.value) and not isinstance(failed.value, StorageUnavailable)
