@@ -276,11 +276,11 @@ class JobMaster:
                 log.exception("could not publish the status document")
 
     def _renew_loop(self) -> None:
-        """Renew the lease three times per ttl from the moment it is held (the job may take long to start:
+        """Renew the lease four times per ttl from the moment it is held (the job may take long to start:
         a Spark session); a storage hiccup is retried, a lease that ran out unrenewed fences the master."""
         from checkpoints.errors import JobMasterFenced
 
-        interval = self.config.lease_ttl_ms / 3000
+        interval = self.config.lease_ttl_ms / 4000
         while not self._lease_done.wait(interval):
             try:
                 try:

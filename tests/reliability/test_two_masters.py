@@ -42,11 +42,26 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
-def _start(tmp_path: Path, tag: str, *extra: str) -> subprocess.Popen:
-    args = [sys.executable, "-m", "engine.cli", "run", JOB, "--name", "purchases",
-            "--storage", (tmp_path / "chk").as_uri(), "--savepoint-dir", (tmp_path / "sp").as_uri(),
-            "--output", str(tmp_path / "out"), "--checkpoint-interval", "300", "--parallelism", "2",
-            "--option", "bundle_size=64", *extra]
+class Where:
+    """Where a test's masters keep their state: a file store, or a bucket on a moto S3 server over HTTP."""
+
+    def __init__(self, tmp_path: Path, runtime: str = "local", s3: str | None = None) -> None:
+        self.tmp_path, self.runtime = tmp_path, runtime
+        self.storage = f"s3://{s3}/chk" if s3 else (tmp_path / "chk").as_uri()
+        self.savepoints = f"s3://{s3}/sp" if s3 else (tmp_path / "sp").as_uri()
+
+    def checkpoint_uri(self, checkpoint_id: int) -> str:
+        return f"{self.storage}/purchases/chk-{checkpoint_id}"
+
+
+def _start(where: Where | Path, tag: str, *extra: str) -> subprocess.Popen:
+    where = where if isinstance(where, Where) else Where(where)
+    tmp_path = where.tmp_path
+    args = [sys.executable, "-m", "engine.cli", "run", JOB, "--name", "purchases", "--runtime", where.runtime,
+            "--storage", where.storage, "--savepoint-dir", where.savepoints,
+            "--output", str(tmp_path / "out"), "--checkpoint-interval", "300" if where.runtime == "local" else "1000",
+            "--parallelism", "2", "--option", "bundle_size=64" if where.runtime == "local" else "epoch_interval_ms=200",
+            *extra]
     for key, value in REAL_JOB_PARAMS.items():
         args += ["--param", f"{key}={json.dumps(value)}"]
     log = open(tmp_path / f"{tag}.log", "w")  # noqa: SIM115 - closed with the process
@@ -57,16 +72,16 @@ def _log(tmp_path: Path, tag: str) -> str:
     return (tmp_path / f"{tag}.log").read_text()
 
 
-def _store(tmp_path: Path):
+def _store(where: Where | Path):
     from checkpoints.backends import open_store
 
-    return open_store((tmp_path / "chk").as_uri())
+    return open_store(where.storage if isinstance(where, Where) else (where / "chk").as_uri())
 
 
-def _retained(tmp_path: Path) -> list[int]:
+def _retained(where: Where | Path) -> list[int]:
     from checkpoints.index import read_index
 
-    return read_index(_store(tmp_path), "purchases").index.ids()
+    return read_index(_store(where), "purchases").index.ids()
 
 
 def _wait(predicate, timeout_s: float, what: str, *processes: subprocess.Popen, tmp_path: Path | None = None):
@@ -100,10 +115,11 @@ def _kill(*processes: subprocess.Popen) -> None:
             p.wait(timeout=30)
 
 
-def _every_retained_checkpoint_is_intact(tmp_path: Path) -> list[int]:
+def _every_retained_checkpoint_is_intact(where: Where | Path) -> list[int]:
     from checkpoints import CheckpointStorage, CompletedCheckpointStore, load_snapshot
 
-    store = CompletedCheckpointStore(CheckpointStorage((tmp_path / "chk").as_uri(), "purchases"), retained=3)
+    storage = where.storage if isinstance(where, Where) else (where / "chk").as_uri()
+    store = CompletedCheckpointStore(CheckpointStorage(storage, "purchases"), retained=3)
     ids = [h.checkpoint_id for h in store.recover()]
     assert ids, "no retained checkpoint"
     for cid in ids:
@@ -157,43 +173,67 @@ def test_a_second_master_for_a_running_job_is_refused_and_names_the_holder(tmp_p
         _kill(first)
 
 
-def test_a_master_frozen_past_its_lease_is_fenced_when_it_wakes_and_nothing_is_lost_or_doubled(tmp_path: Path) -> None:
-    ttl = ["--lease-ttl", "3"]
-    first = _start(tmp_path, "first", *ttl)
+@pytest.fixture(params=["local-file", pytest.param("spark-moto-s3", marks=pytest.mark.spark)])
+def where(request, tmp_path: Path, monkeypatch):
+    if request.param == "local-file":
+        yield Where(tmp_path)
+        return
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+                        "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}.items():
+        monkeypatch.setenv(name, value)
+    boto3.client("s3").create_bucket(Bucket="sluice-two-masters")
+    try:
+        yield Where(tmp_path, "spark", "sluice-two-masters")
+    finally:
+        server.stop()
+
+
+def test_a_master_frozen_past_its_lease_is_fenced_when_it_wakes_and_nothing_is_lost_or_doubled(where: Where) -> None:
+    tmp_path = where.tmp_path
+    # Spark drivers under load (two JVMs and the S3 server on two cores) renew late: a longer lease
+    ttl = ["--lease-ttl", "3" if where.runtime == "local" else "10"]
+    first = _start(where, "first", *ttl)
     second = None
     try:
-        _wait(lambda: len(_retained(tmp_path)) >= 3, 120, "three retained checkpoints", first, tmp_path=tmp_path)
+        _wait(lambda: len(_retained(where)) >= 3, 300, "three retained checkpoints", first, tmp_path=tmp_path)
         os.killpg(first.pid, signal.SIGSTOP)  # frozen: no heartbeat, no lease renewal
-        frozen_at = max(_retained(tmp_path))
-        latest = (tmp_path / "chk" / "purchases" / f"chk-{frozen_at}").as_uri()
+        frozen_at = max(_retained(where))
+        latest = where.checkpoint_uri(frozen_at)
         # what supervision does once the heartbeat is stale: a new master from the latest checkpoint,
         # waiting for the frozen master's lease to run out
-        second = _start(tmp_path, "second", *ttl, "--lease-wait", "30", "--from-savepoint", latest)
-        _wait(lambda: max(_retained(tmp_path)) >= frozen_at + 3, 180, "the new master's checkpoints", second,
+        second = _start(where, "second", *ttl, "--lease-wait", "30", "--from-savepoint", latest)
+        _wait(lambda: max(_retained(where)) >= frozen_at + 3, 300, "the new master's checkpoints", second,
               tmp_path=tmp_path)
         from checkpoints.index import read_index
         from checkpoints.lease import read_lease
 
-        lease = read_lease(_store(tmp_path), "purchases")
+        lease = read_lease(_store(where), "purchases")
         assert lease is not None and lease.lease.pid == second.pid and lease.lease.fencing_token == 2
-        assert read_index(_store(tmp_path), "purchases").index.fencing_token == 2
+        assert read_index(_store(where), "purchases").index.fencing_token == 2
 
         os.killpg(first.pid, signal.SIGCONT)  # the old master wakes up mid-job
         woke = time.monotonic()
-        assert first.wait(timeout=60) == EXIT_FENCED, _log(tmp_path, "first")[-3000:]
+        assert first.wait(timeout=120) == EXIT_FENCED, _log(tmp_path, "first")[-3000:]
         fenced_after_s = time.monotonic() - woke
         assert "FENCED" in _log(tmp_path, "first")
         assert second.poll() is None, "the new master must keep running"
-        before = max(_retained(tmp_path))
-        _wait(lambda: max(_retained(tmp_path)) > before, 60, "the new master to keep checkpointing", second)
-        intact = _every_retained_checkpoint_is_intact(tmp_path)
-        assert read_lease(_store(tmp_path), "purchases").lease.pid == second.pid
+        before = max(_retained(where))
+        _wait(lambda: max(_retained(where)) > before, 120, "the new master to keep checkpointing", second)
+        intact = _every_retained_checkpoint_is_intact(where)
+        assert read_lease(_store(where), "purchases").lease.pid == second.pid
 
-        stop = _cli("stop", "purchases", "--storage", (tmp_path / "chk").as_uri())
+        stop = _cli("stop", "purchases", "--storage", where.storage, timeout=300)
         assert stop.returncode == 0, stop.stderr
-        assert second.wait(timeout=120) == 0, _log(tmp_path, "second")[-3000:]
+        assert second.wait(timeout=300) == 0, _log(tmp_path, "second")[-3000:]
         rows = _committed_output_matches_the_reference(tmp_path / "out")
-        _record("frozen-master-fenced", {"fenced_exit_after_wake_s": round(fenced_after_s, 2),
+        _record(f"frozen-master-fenced-{where.runtime}", {"fenced_exit_after_wake_s": round(fenced_after_s, 2),
                                          "retained_checkpoints_intact": intact, "rows_compared": rows,
                                          "duplicated": 0, "lost": 0})
     finally:
