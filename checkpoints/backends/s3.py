@@ -5,7 +5,10 @@ Why it looks like this:
 - **Clients per process.**  A store is sent to Spark executors, so it holds only
   configuration; the boto3 client is created on first use in each process (and
   again after a fork) and dropped by ``__getstate__``.  Credentials come from
-  the standard chain (environment, profile, instance role); none are stored.
+  the standard chain (environment, profile, instance role) of each process; none
+  are stored or sent.  The endpoint and region are: a store pickled for another
+  process carries the ones this process resolved (``resolved_settings``), since
+  an executor's environment was fixed when it started and may not name them.
 - **Retries with backoff** are botocore's: ``retry_mode="standard"`` (or
   ``"adaptive"``, which also rate-limits the client after throttling) retries
   throttling errors, 500/502/503/504 and connection errors and timeouts with
@@ -91,7 +94,16 @@ class S3Store(ObjectStore):
         state = self.__dict__.copy()
         state["_client"] = None
         state["_client_pid"] = None
+        state.update(self.resolved_settings())
         return state
+
+    def resolved_settings(self) -> dict[str, Any]:
+        """``endpoint_url`` and ``region`` as this process's boto3 resolves them (options, environment,
+        config files): what another process must use to reach the same store."""
+        if self.endpoint_url is not None and self.region is not None:
+            return {"endpoint_url": self.endpoint_url, "region": self.region}
+        meta = self.client.meta
+        return {"endpoint_url": self.endpoint_url or meta.endpoint_url, "region": self.region or meta.region_name}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -101,13 +113,16 @@ class S3Store(ObjectStore):
         return f"S3Store({self.uri!r}{endpoint})"
 
     def __eq__(self, other: object) -> bool:
+        """Same bucket and prefix, at the same endpoint; no endpoint (None) means the one this process
+        resolves, so it matches a copy that carries the resolved one (``__getstate__``)."""
         return (
             isinstance(other, S3Store)
-            and (other.bucket, other.prefix, other.endpoint_url) == (self.bucket, self.prefix, self.endpoint_url)
+            and (other.bucket, other.prefix) == (self.bucket, self.prefix)
+            and (other.endpoint_url is None or self.endpoint_url is None or other.endpoint_url == self.endpoint_url)
         )
 
     def __hash__(self) -> int:
-        return hash(("s3", self.bucket, self.prefix, self.endpoint_url))
+        return hash(("s3", self.bucket, self.prefix))
 
     @property
     def client(self) -> Any:

@@ -67,8 +67,21 @@ def stages_on_executors(sink: Any) -> bool:
 def staging_target(writer: Any, epoch: int) -> StagingTarget:
     """The target for the writer's open transaction (the driver's TwoPhaseCommitDriver over a FileSink)."""
     sink = writer.sink
-    return StagingTarget(sink.path, sink.format, sink.extension, dict(sink.storage_options),
+    return StagingTarget(sink.path, sink.format, sink.extension, executor_storage_options(sink.path,
+                                                                                          sink.storage_options),
                          writer.open_transaction().txn_id, epoch)
+
+
+def executor_storage_options(path: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` for opening ``path`` in a task: for S3, with the endpoint and region the driver resolved
+    (an executor's environment was fixed when it started); credentials stay with each executor's chain."""
+    from checkpoints.backends import S3Store
+    from engine.io.storage import open_folder
+
+    store = open_folder(path, options)
+    if isinstance(store, S3Store):
+        return {**options, **store.resolved_settings()}
+    return dict(options)
 
 
 def adopt_parts(writer: Any, parts: list[dict[str, Any]]) -> None:
