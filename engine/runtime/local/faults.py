@@ -52,10 +52,15 @@ class Fault:
 
 @dataclass
 class FaultPlan:
-    """The faults of one job run; ``fired`` lists those that went off, in order."""
+    """The faults of one job run; ``fired`` lists those that went off, in order, and ``fired_attempts`` the
+    attempt each one hit (two faults can hit one attempt: an upload error fails the attempt through the
+    checkpoint failure manager, and another task's fault may go off before the attempt has ended)."""
 
     faults: list[Fault] = field(default_factory=list)
     fired: list[Fault] = field(default_factory=list)
+    fired_attempts: list[int] = field(default_factory=list)
+    #: the attempt now running, set by the runtime when it starts one
+    attempt: int = 0
     _fired_index: set[int] = field(default_factory=set, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -80,6 +85,7 @@ class FaultPlan:
                 if due:
                     self._fired_index.add(i)
                     self.fired.append(fault)
+                    self.fired_attempts.append(self.attempt)
                     raise InjectedFault(f"injected {kind.value} fault at {fault.at} (observed {value})")
 
     def next_record_threshold(self) -> int | None:

@@ -82,6 +82,8 @@ class JobRun:
         try:
             while True:
                 self.attempt += 1
+                if self.runtime.fault_plan is not None:
+                    self.runtime.fault_plan.attempt = self.attempt
                 if restore is None:
                     for target in self.collected.values():
                         target.clear()  # from scratch: nothing of a failed attempt counts
