@@ -116,7 +116,9 @@ class SparkJobRun:
             old, new = previous.checkpointing.coordinator, job.checkpointing.coordinator
             if old is not None and new is not None:  # ids continue: a pending id of the failed attempt is not reused
                 new._counter.set_count(max(new._counter.get(), old._counter.get()))
-            discard_orphaned_staging(self.sinks)
+        # parts staged by a failed attempt, or by a killed process before this one, that no restored handle
+        # named are garbage: the restored handles were committed when the sinks were initialized just now
+        discard_orphaned_staging(self.sinks)
         with self._changed:
             self.attempt += 1
             self.job = job

@@ -1,0 +1,100 @@
+"""Seeded SIGKILLs of a real ``sluice run`` master, each followed by a restart from the newest retained checkpoint
+the way supervision does it (issue 17's "Done means").
+
+Each round starts a master (the first fresh, later ones ``--from-savepoint chk-<newest>`` with ``--lease-wait``),
+waits for a checkpoint newer than any seen, then a seeded random extra delay, and SIGKILLs the whole process group
+(the Spark JVM included).  After the last round a master is stopped cleanly.  Then:
+
+- the committed tumbling output equals the generator's reference: no window lost, none written twice;
+- exactly N (3) checkpoints are retained: the index names N, and no other ``chk-<id>`` folder holds a ``_metadata``;
+- after housekeeping (``sluice checkpoints clean --job-stopped --delete``) no orphan is left, and no sink has a
+  staged part left under ``_staging/``.
+
+CI runs a few kills (``SLUICE_RELIABILITY_KILLS``, default 3 local / 2 Spark); by hand, e.g.
+``SLUICE_RELIABILITY_KILLS=50 .venv/bin/python -m pytest -n 0 tests/reliability/test_kills.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from purchases_reference import REAL_JOB_PARAMS
+from test_two_masters import (
+    Where,
+    _cli,
+    _committed_output_matches_the_reference,
+    _every_retained_checkpoint_is_intact,
+    _kill,
+    _record,
+    _retained,
+    _start,
+    _store,
+    _wait,
+    where,  # noqa: F401 - the fixture
+)
+
+pytestmark = pytest.mark.slow
+
+KILLS = int(os.environ.get("SLUICE_RELIABILITY_KILLS", "0"))
+
+
+def test_seeded_kills_lose_nothing_duplicate_nothing_and_leave_exactly_n_checkpoints(where: Where) -> None:
+    kills = KILLS or (3 if where.runtime == "local" else 2)
+    rng = random.Random(17)
+    ttl = ["--lease-ttl", "3" if where.runtime == "local" else "10"]
+    startup_s = 120 if where.runtime == "local" else 300
+    tmp_path = where.tmp_path
+    seen = 0
+    timings = []
+    process = None
+    try:
+        for round_no in range(kills + 1):
+            extra = [] if round_no == 0 else ["--lease-wait", "40", "--from-savepoint", where.checkpoint_uri(seen)]
+            started = time.monotonic()
+            process = _start(where, f"round-{round_no}", *ttl, *extra)
+            before = seen
+            _wait(lambda: _retained(where) and max(_retained(where)) > before, startup_s,
+                  f"a checkpoint after {before} in round {round_no}", process, tmp_path=tmp_path)
+            timings.append(round(time.monotonic() - started, 1))
+            if round_no == kills:
+                break
+            time.sleep(rng.uniform(0.0, 2.0))  # somewhere in the middle of an epoch, an upload, a commit
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=60)
+            seen = max(_retained(where))
+        stop = _cli("stop", "purchases", "--storage", where.storage, timeout=300)
+        assert stop.returncode == 0, stop.stderr
+        assert process.wait(timeout=300) == 0
+
+        rows = _committed_output_matches_the_reference(tmp_path / "out")
+        retained = _every_retained_checkpoint_is_intact(where)
+        assert len(retained) == 3
+        store = _store(where)
+        with_metadata = sorted({info.key.split("/")[1] for info in store.list("purchases/chk-")
+                                if info.key.endswith("/_metadata")})
+        assert with_metadata == [f"chk-{i}" for i in retained], with_metadata
+
+        clean = _cli("checkpoints", "clean", "purchases", "--storage", where.storage, "--job-stopped", "--delete",
+                     "--grace-period", "0", "--json")
+        assert clean.returncode == 0, clean.stderr
+        again = _cli("checkpoints", "clean", "purchases", "--storage", where.storage, "--job-stopped",
+                     "--grace-period", "0", "--json")
+        assert json.loads(again.stdout)["orphans"] == []
+        staged = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "out").glob("*/_staging/**/*")
+                        if p.is_file())
+        assert staged == [], staged
+        _record(f"kills-{where.runtime}", {"kills": kills, "rows_compared": rows, "lost": 0, "duplicated": 0,
+                                           "retained": retained, "orphans_deleted": len(json.loads(clean.stdout)["orphans"]),
+                                           "seconds_to_first_checkpoint_per_round": timings,
+                                           "params": REAL_JOB_PARAMS, "python": sys.version.split()[0]})
+    finally:
+        if process is not None:
+            _kill(process)
