@@ -21,8 +21,10 @@ __all__ = [
     "IndexUpdateOutcomeUnknown",
     "InvalidStorageUri",
     "JobMasterFenced",
+    "LeaseExpired",
     "LeaseHeld",
     "LeaseLost",
+    "LeaseNotHeld",
     "ObjectNotFound",
     "PreconditionFailed",
     "SnapshotNotFound",
@@ -59,8 +61,17 @@ class LeaseHeld(CheckpointStorageError):
     """Another job master holds the job's lease and keeps renewing it: a second master is refused."""
 
 
-class LeaseLost(CheckpointStorageError, JobMasterFenced):
-    """This master's lease expired or was taken over: it must stop before writing anything more."""
+class LeaseNotHeld(CheckpointStorageError):
+    """This master may not write the job's storage now (see the two kinds below)."""
+
+
+class LeaseExpired(LeaseNotHeld):
+    """The lease ran out unrenewed (storage unreachable, or the process was paused): no write until a renewal
+    succeeds, which it does only if no other master took the lease meanwhile.  A failure like any other."""
+
+
+class LeaseLost(LeaseNotHeld, JobMasterFenced):
+    """Another master took the lease over (or it was released): this master stops before writing anything more."""
 
 
 class StorageUnavailable(CheckpointStorageError, OSError):

@@ -23,7 +23,11 @@ way the index does:
   the holder checks its lease *locally*: valid until the monotonic time of its last
   successful renewal + ``ttl_ms`` - ``safety_margin_ms``.  A master paused past its
   lease (GC, SIGSTOP, a frozen VM) finds it expired the moment it wakes, before
-  any write, even if it never got to renew.
+  any write, even if it never got to renew (:class:`LeaseExpired`).  Expiry alone
+  is not the end: storage may just have been unreachable.  The next renewal is a
+  conditional write on the entity tag this master last wrote, so it succeeds only
+  if nobody acquired the lease since, and then writes resume; if somebody did, it
+  fails and the master is fenced for good (:class:`LeaseLost`).
 
 Liveness across masters compares the holder's ``renewed_ms`` with the reader's
 wall clock, so the hosts' clocks must agree to within ``safety_margin_ms`` (NTP
@@ -49,7 +53,14 @@ from typing import Callable
 
 from checkpoints._documents import Fields, check_version, dumps, loads
 from checkpoints.backends.base import ObjectStore
-from checkpoints.errors import LeaseHeld, LeaseLost, ObjectNotFound, PreconditionFailed, StorageUnavailable
+from checkpoints.errors import (
+    LeaseExpired,
+    LeaseHeld,
+    LeaseLost,
+    ObjectNotFound,
+    PreconditionFailed,
+    StorageUnavailable,
+)
 from checkpoints.layout import lease_key
 
 log = logging.getLogger(__name__)
@@ -174,17 +185,22 @@ class LeaseKeeper:
         return self._view is not None and self._lost is None
 
     def check(self, action: str) -> None:
-        """Raise :class:`LeaseLost` unless this master may still ``action`` (a short description)."""
+        """Raise unless this master may ``action`` (a short description) now: :class:`LeaseLost` once another
+        master took the lease (for good), :class:`LeaseExpired` while the lease is out of date (until a
+        renewal succeeds)."""
         with self._lock:
             if self._view is None:
                 raise LeaseLost(f"job {self.job_id!r}: cannot {action}: this master never acquired the job's lease")
-            if self._lost is None and self._monotonic() >= self._valid_until:
-                self._lost = (f"the lease was last renewed {self._since_renewal_s():.1f} s ago and its ttl is "
-                              f"{self.ttl_ms / 1000:.1f} s (was this process paused?)")
             if self._lost is not None:
                 raise LeaseLost(f"job {self.job_id!r}: this master (fencing token {self.fencing_token}) may no "
-                                f"longer {action}: {self._lost}. It stops without writing; another master may "
-                                "own the job now")
+                                f"longer {action}: {self._lost}. It stops without writing; another master "
+                                "owns the job now")
+            if self._monotonic() >= self._valid_until:
+                raise LeaseExpired(
+                    f"job {self.job_id!r}: this master may not {action} now: its lease was last renewed "
+                    f"{self._since_renewal_s():.1f} s ago and its ttl is {self.ttl_ms / 1000:.1f} s (storage "
+                    "unreachable, or the process was paused). Writes resume once a renewal succeeds, which it "
+                    "does only if no other master took the lease meanwhile")
 
     def _since_renewal_s(self) -> float:
         return self._monotonic() - (self._valid_until - (self.ttl_ms - self.safety_margin_ms) / 1000)
@@ -245,8 +261,8 @@ class LeaseKeeper:
             self.check("renew its lease")
             return
         sent = self._monotonic()
-        if sent >= self._valid_until:
-            self.check("renew its lease")  # too late: another master may already hold it
+        # past its validity the conditional write is still safe: it succeeds only if nobody took the lease
+        # since (an acquisition changes the entity tag), and then this master is the holder again
         lease = replace(view.lease, renewed_ms=self._wall_ms(),
                         control_url=control_url if control_url is not None else view.lease.control_url)
         try:

@@ -56,6 +56,7 @@ from checkpoints.errors import (
     IncompleteCheckpoint,
     IndexUpdateOutcomeUnknown,
     LeaseLost,
+    LeaseNotHeld,
     ObjectNotFound,
     PreconditionFailed,
 )
@@ -564,7 +565,7 @@ class CompletedCheckpointStore:
                 warnings.append(f"cannot read retained checkpoint {h.checkpoint_id}; keeping all shared files: {exc}")
         try:
             self.check_fence(f"delete subsumed checkpoints {[h.checkpoint_id for h in subsumed]}")
-        except LeaseLost as exc:  # out of the index already: orphan clean-up of the new holder collects them
+        except LeaseNotHeld as exc:  # out of the index already: orphan clean-up collects them later
             log.warning("job %r: %s", self.job_id, exc)
             return AddResult(tuple(h.checkpoint_id for h in subsumed), 0, (str(exc),))
         for h in subsumed:

@@ -267,11 +267,15 @@ class JobMaster:
             log.info("job %s desired state: %s (%s)", desired.job_id, state, reason)
 
     def _publish_loop(self) -> None:
+        from checkpoints.errors import LeaseNotHeld
+
         interval = self.config.status_interval_ms / 1000
         while not self._stop_publishing.wait(interval):
             try:
                 if self.fenced is None:
                     self._publish_once()
+            except LeaseNotHeld as exc:  # until a renewal succeeds (or for good, once fenced)
+                log.warning("not publishing the status document: %s", exc)
             except Exception:  # status publication must never take the job down; it is retried next tick
                 log.exception("could not publish the status document")
 
@@ -283,20 +287,18 @@ class JobMaster:
         interval = self.config.lease_ttl_ms / 4000
         while not self._lease_done.wait(interval):
             try:
-                try:
-                    self.lease.renew(control_url=self.server.url if self.server else None)
-                except JobMasterFenced:
-                    raise
-                except Exception:
-                    log.warning("could not renew the job's lease; retrying", exc_info=True)
-                    self.lease.check("keep running")
-            except JobMasterFenced as exc:
+                self.lease.renew(control_url=self.server.url if self.server else None)
+            except JobMasterFenced as exc:  # another master took the lease: stop for good
                 self._on_lease_lost(exc)
                 return
+            except Exception as exc:  # storage unreachable: writes stop once the lease runs out, and resume
+                log.warning("could not renew the job's lease (%s); retrying", exc)  # when a renewal succeeds
 
     def _publish_once(self) -> None:
         if not self.config.storage_uri:
             return
+        if self.lease is not None:  # only the lease holder speaks for the job (a woken master must not)
+            self.lease.check("publish the job's status document")
         from checkpoints.backends import open_store
         from checkpoints.status import StatusDocument, write_status
 

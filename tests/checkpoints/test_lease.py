@@ -9,7 +9,7 @@ import pytest
 from ckpt_helpers import complete_checkpoint, write_checkpoint
 
 from checkpoints import CheckpointStorage, CompletedCheckpointStore
-from checkpoints.errors import ConcurrentIndexUpdate, JobMasterFenced, LeaseHeld, LeaseLost
+from checkpoints.errors import ConcurrentIndexUpdate, JobMasterFenced, LeaseExpired, LeaseHeld, LeaseLost
 from checkpoints.index import fence_index, read_index
 from checkpoints.lease import LeaseKeeper, read_lease
 from engine.errors import JobDefinitionError
@@ -53,9 +53,10 @@ def test_an_expired_lease_is_taken_over_and_the_former_holder_is_fenced_on_renew
     a.acquire()
     a.check("write")
     clocks.advance(11)  # a was frozen: no renewal for longer than the ttl
-    with pytest.raises(LeaseLost) as local:
+    with pytest.raises(LeaseExpired) as local:
         a.check("retain checkpoint 7")
     assert "paused" in str(local.value) and "retain checkpoint 7" in str(local.value)
+    assert not isinstance(local.value, JobMasterFenced)  # expired is not yet lost
     assert b.acquire().fencing_token == 2
     with pytest.raises(LeaseLost) as lost:
         a.renew()
@@ -71,11 +72,23 @@ def test_the_holder_stops_trusting_its_lease_a_safety_margin_before_others_may_t
     clocks.advance(7.9)
     a.check("write")
     clocks.advance(0.2)
-    with pytest.raises(LeaseLost):
+    with pytest.raises(LeaseExpired):
         a.check("write")
     other = keeper(backend, clocks, "master-b")
     with pytest.raises(LeaseHeld):  # 8.1 s after the renewal the others still see it live
         other.acquire()
+
+
+def test_after_an_outage_longer_than_the_ttl_the_holder_renews_and_writes_again_if_nobody_took_over(backend):
+    clocks = Clocks()
+    a = keeper(backend, clocks, "master-a")
+    a.acquire()
+    clocks.advance(40)  # storage was unreachable: no renewal for four ttls
+    with pytest.raises(LeaseExpired):
+        a.check("write")
+    a.renew()  # the conditional write still matches: nobody acquired the lease meanwhile
+    a.check("write")
+    assert read_lease(backend.store, "job-l").lease.fencing_token == 1
 
 
 def test_waiting_outlasts_a_crashed_holders_lease(backend, monkeypatch):
@@ -105,7 +118,11 @@ def test_fencing_the_index_makes_a_former_writers_next_index_write_fail(backend)
     assert (index.ids(), index.writer_id, index.fencing_token) == ([1], "master-b", 2)
 
     m2, _ = write_checkpoint(storage, 2)
-    with pytest.raises(LeaseLost):  # the local check fires first: a's lease ran out
+    with pytest.raises(LeaseExpired):  # the local check fires first: a's lease ran out
+        old.add_checkpoint(m2)
+    with pytest.raises(LeaseLost):  # and its next renewal finds b's lease: fenced for good
+        a.renew()
+    with pytest.raises(LeaseLost):
         old.add_checkpoint(m2)
     with pytest.raises(ConcurrentIndexUpdate):  # without a lease check, the index write fails its If-Match
         unfenced.add_checkpoint(m2)

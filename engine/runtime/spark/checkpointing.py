@@ -54,7 +54,7 @@ from engine.checkpointing.discarder import CheckpointDiscarder
 from engine.checkpointing.job_status import JobStatus
 from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
-from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError, JobMasterFenced
+from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
 from engine.runtime.spark.rows import DEST_STATE, ROW_DDL, RowBuffer, snapshot_from_row_parts, snapshot_to_row_parts
 
 ACK_DDL = "subtask int, ack string"
@@ -125,9 +125,11 @@ class _StorageDiscarder(CheckpointDiscarder):
         if location is None:
             return
         if not location.is_savepoint:
+            from checkpoints.errors import LeaseNotHeld
+
             try:  # a fenced master deletes nothing: chk-<id> may be the new holder's checkpoint in progress
                 self.owner.store.persistent.check_fence(f"discard aborted checkpoint {checkpoint_id}")
-            except JobMasterFenced:
+            except LeaseNotHeld:
                 return
         location.discard()
 
