@@ -215,9 +215,19 @@ class LeaseKeeper:
         renewing is refused when the wait is over."""
         deadline = self._monotonic() + max(0.0, wait_s)
         key = lease_key(self.job_id)
+        attempted: int | None = None  # the token of a write whose outcome we did not learn
+        sent = self._monotonic()
         while True:
             current = read_lease(self.store, self.job_id)
             now = self._wall_ms()
+            if current is not None and current.lease.holder == self.holder and not current.lease.released \
+                    and attempted is not None and current.lease.fencing_token == attempted:
+                # our conditional write landed although its answer was lost (the client retried and lost)
+                with self._lock:
+                    self._view = current
+                    self._valid_until = sent + (self.ttl_ms - self.safety_margin_ms) / 1000
+                    self._lost = None
+                return current.lease
             if current is not None and current.lease.is_live(now) and current.lease.holder != self.holder:
                 remaining = deadline - self._monotonic()
                 if remaining <= 0:
@@ -238,7 +248,8 @@ class LeaseKeeper:
                 etag = (self.store.put_if_absent(key, data) if current is None
                         else self.store.put_if_match(key, data, current.etag))
             except PreconditionFailed:
-                continue  # another master raced us: look again
+                attempted = token
+                continue  # another master raced us, or our own retried write landed: look again
             with self._lock:
                 self._view = LeaseView(lease, etag)
                 self._valid_until = sent + (self.ttl_ms - self.safety_margin_ms) / 1000
@@ -273,7 +284,13 @@ class LeaseKeeper:
                 current = read_lease(self.store, self.job_id)
                 who = current.lease.describe(now) if current is not None else "nobody (the lease was deleted)"
             except Exception as exc:  # the message matters, not a second failure
-                who = f"unreadable ({exc})"
+                current, who = None, f"unreadable ({exc})"
+            if current is not None and self._is_ours(current.lease):
+                # a retried request whose first attempt had landed: the lease holds our own renewal
+                with self._lock:
+                    self._view = current
+                    self._valid_until = sent + (self.ttl_ms - self.safety_margin_ms) / 1000
+                return
             with self._lock:
                 self._lost = f"the lease was taken over; it is now held by {who}"
             self.check("renew its lease")
@@ -281,6 +298,10 @@ class LeaseKeeper:
         with self._lock:
             self._view = LeaseView(lease, etag)
             self._valid_until = sent + (self.ttl_ms - self.safety_margin_ms) / 1000
+
+    def _is_ours(self, lease: JobLease) -> bool:
+        return (self._view is not None and lease.holder == self.holder and not lease.released
+                and lease.fencing_token == self._view.lease.fencing_token)
 
     def release(self) -> None:
         """Mark the lease released (a clean end), so the next master need not wait; never raises."""

@@ -594,7 +594,11 @@ class CompletedCheckpointStore:
         with self._lock:
             view = self._ensure_view()
             token = self._fencing_token(view)
-            self.check_fence("delete the retained checkpoints at job end")
+            try:
+                self.check_fence("delete the retained checkpoints at job end")
+            except LeaseNotHeld as exc:  # they stay; orphan clean-up or the next holder decides
+                log.warning("job %r: %s", self.job_id, exc)
+                return AddResult((), 0, (str(exc),))
             new_index = RetainedCheckpointsIndex(
                 job_id=self.job_id,
                 version=view.index.version + 1,

@@ -136,3 +136,44 @@ def test_fencing_the_index_makes_a_former_writers_next_index_write_fail(backend)
 def test_a_lease_shorter_than_a_second_is_a_definition_error(backend):
     with pytest.raises(JobDefinitionError, match="lease_ttl_ms"):
         LeaseKeeper(backend.store, "job-l", ttl_ms=200)
+
+
+class _AnswerLost:
+    """The store lands the next conditional put, then answers 412 as a retried request would."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+        self.armed = False
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def _lost(self, put, *args):
+        if self.armed:
+            self.armed = False
+            put(*args)
+            from checkpoints.errors import PreconditionFailed
+
+            raise PreconditionFailed("412 on the retry of a request that had landed")
+        return put(*args)
+
+    def put_if_match(self, key, data, etag):
+        return self._lost(self._store.put_if_match, key, data, etag)
+
+    def put_if_absent(self, key, data):
+        return self._lost(self._store.put_if_absent, key, data)
+
+
+def test_a_renewal_or_acquisition_whose_answer_was_lost_is_recognised_as_our_own(backend):
+    clocks = Clocks()
+    store = _AnswerLost(backend.store)
+    a = LeaseKeeper(store, "job-l", ttl_ms=10_000, holder="master-a", wall_ms=lambda: clocks.wall,
+                    monotonic=lambda: clocks.mono)
+    store.armed = True
+    assert a.acquire().fencing_token == 1  # landed, answer lost: adopted, not a second token
+    clocks.advance(3)
+    store.armed = True
+    a.renew()  # landed, answer lost: still ours
+    a.check("write")
+    a.renew()
+    assert read_lease(backend.store, "job-l").lease.fencing_token == 1

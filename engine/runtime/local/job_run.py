@@ -122,7 +122,7 @@ class JobRun:
                 finally:
                     job.end(failed)
                 wait_restart_delay(self.clock, delay_ms)
-                restore = self._newest_readable_restore_point()
+                restore = self._restore_point_when_storage_answers()
         finally:
             if self.checkpointing_enabled and self.job is not None:
                 self.job.coordinator.shutdown(final_status)
@@ -137,6 +137,24 @@ class JobRun:
             metrics=job.metrics() if job is not None else {}, dead_letters=self.dead_letters,
             collected=self.collected,
             completed_checkpoints=[r.checkpoint_id for r in self.history], restarts=self.restarts)
+
+    def _restore_point_when_storage_answers(self) -> RestorePoint | None:
+        """The restore point of the next attempt; while storage is unreachable, retried with the restart
+        strategy's backoff (reading the checkpoint is part of restarting, Flink retries it the same way)."""
+        from checkpoints.errors import StorageUnavailable
+
+        while True:
+            try:
+                return self._newest_readable_restore_point()
+            except StorageUnavailable as exc:
+                delay_ms = self.backoff.on_failure(self.clock.now_ms())
+                if delay_ms is None:
+                    self.state = "failed"
+                    raise JobFailedError(f"job {self.job_name!r} could not read its checkpoint to restart "
+                                         f"({self.backoff.describe()}): {exc}") from exc
+                log.warning("job %s: storage unreachable while restarting (%s); retrying in %d ms",
+                            self.job_id, exc, delay_ms)
+                wait_restart_delay(self.clock, delay_ms)
 
     def _newest_readable_restore_point(self) -> RestorePoint | None:
         """The newest retained checkpoint that loads (files present, checksums right); an unreadable one is
