@@ -93,6 +93,11 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def delete(self, key: str) -> None: ...
 
+    def delete_unfinished_writes(self, prefix: str = "") -> int:
+        """Delete what writes cut short by a killed process left under ``prefix`` (invisible to ``list``);
+        call only while nobody writes there.  Stores whose writes are atomic have nothing to delete."""
+        return 0
+
     def delete_many(self, keys: Iterable[str]) -> int:
         """Delete every key (missing ones are ignored); returns how many were asked for."""
         count = 0

@@ -110,6 +110,21 @@ class LocalFileSystemStore(ObjectStore):
         found.sort(key=lambda info: info.key)
         yield from found
 
+    def delete_unfinished_writes(self, prefix: str = "") -> int:
+        """Temporary files of writes a killed process never renamed into place (``.tmp-*``) under ``prefix``."""
+        folder_key, _, _ = prefix.rpartition("/")
+        start = self._path(folder_key) if folder_key else self.root
+        deleted = 0
+        if not start.is_dir():
+            return 0
+        for dirpath, _dirnames, filenames in os.walk(start):
+            for name in filenames:
+                full = Path(dirpath, name)
+                if name.startswith(_TMP_PREFIX) and full.relative_to(self.root).as_posix().startswith(prefix):
+                    _unlink_quietly(full)
+                    deleted += 1
+        return deleted
+
     # -- writing -------------------------------------------------------------------------------
 
     def put_bytes(self, key: str, data: bytes) -> str:

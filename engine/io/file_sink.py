@@ -198,7 +198,8 @@ class FileSink(TwoPhaseCommitSink):
         keep = {staged for handle in keep_handles for staged, *_ in self._files(handle)}
         store = self._folder()
         orphans = [info.key for info in store.list(STAGING + "/") if info.key not in keep]
-        return store.delete_many(orphans)
+        # a part whose write a killed process cut short is no part at all (a local store's temporary file)
+        return store.delete_many(orphans) + store.delete_unfinished_writes(STAGING + "/")
 
 
 def _final_name(checkpoint_id: int, subtask: int, n: int, extension: str) -> str:

@@ -22,23 +22,21 @@ import random
 import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from purchases_reference import REAL_JOB_PARAMS
-from test_two_masters import (
+from reliability_support import (
     Where,
-    _cli,
-    _committed_output_matches_the_reference,
-    _every_retained_checkpoint_is_intact,
-    _kill,
-    _record,
-    _retained,
-    _start,
-    _store,
-    _wait,
-    where,  # noqa: F401 - the fixture
+    cli,
+    committed_output_matches_the_reference,
+    every_retained_checkpoint_is_intact,
+    kill,
+    record,
+    retained,
+    start,
+    store_of,
+    wait,
 )
 
 pytestmark = pytest.mark.slow
@@ -59,9 +57,9 @@ def test_seeded_kills_lose_nothing_duplicate_nothing_and_leave_exactly_n_checkpo
         for round_no in range(kills + 1):
             extra = [] if round_no == 0 else ["--lease-wait", "40", "--from-savepoint", where.checkpoint_uri(seen)]
             started = time.monotonic()
-            process = _start(where, f"round-{round_no}", *ttl, *extra)
+            process = start(where, f"round-{round_no}", *ttl, *extra)
             before = seen
-            _wait(lambda: _retained(where) and max(_retained(where)) > before, startup_s,
+            wait(lambda: retained(where) and max(retained(where)) > before, startup_s,
                   f"a checkpoint after {before} in round {round_no}", process, tmp_path=tmp_path)
             timings.append(round(time.monotonic() - started, 1))
             if round_no == kills:
@@ -69,32 +67,32 @@ def test_seeded_kills_lose_nothing_duplicate_nothing_and_leave_exactly_n_checkpo
             time.sleep(rng.uniform(0.0, 2.0))  # somewhere in the middle of an epoch, an upload, a commit
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=60)
-            seen = max(_retained(where))
-        stop = _cli("stop", "purchases", "--storage", where.storage, timeout=300)
+            seen = max(retained(where))
+        stop = cli("stop", "purchases", "--storage", where.storage, timeout=300)
         assert stop.returncode == 0, stop.stderr
         assert process.wait(timeout=300) == 0
 
-        rows = _committed_output_matches_the_reference(tmp_path / "out")
-        retained = _every_retained_checkpoint_is_intact(where)
-        assert len(retained) == 3
-        store = _store(where)
+        rows = committed_output_matches_the_reference(tmp_path / "out")
+        kept = every_retained_checkpoint_is_intact(where)
+        assert len(kept) == 3
+        store = store_of(where)
         with_metadata = sorted({info.key.split("/")[1] for info in store.list("purchases/chk-")
                                 if info.key.endswith("/_metadata")})
-        assert with_metadata == [f"chk-{i}" for i in retained], with_metadata
+        assert with_metadata == [f"chk-{i}" for i in kept], with_metadata
 
-        clean = _cli("checkpoints", "clean", "purchases", "--storage", where.storage, "--job-stopped", "--delete",
+        clean = cli("checkpoints", "clean", "purchases", "--storage", where.storage, "--job-stopped", "--delete",
                      "--grace-period", "0", "--json")
         assert clean.returncode == 0, clean.stderr
-        again = _cli("checkpoints", "clean", "purchases", "--storage", where.storage, "--job-stopped",
+        again = cli("checkpoints", "clean", "purchases", "--storage", where.storage, "--job-stopped",
                      "--grace-period", "0", "--json")
         assert json.loads(again.stdout)["orphans"] == []
         staged = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "out").glob("*/_staging/**/*")
                         if p.is_file())
         assert staged == [], staged
-        _record(f"kills-{where.runtime}", {"kills": kills, "rows_compared": rows, "lost": 0, "duplicated": 0,
-                                           "retained": retained, "orphans_deleted": len(json.loads(clean.stdout)["orphans"]),
+        record(f"kills-{where.runtime}", {"kills": kills, "rows_compared": rows, "lost": 0, "duplicated": 0,
+                                           "retained": kept, "orphans_deleted": len(json.loads(clean.stdout)["orphans"]),
                                            "seconds_to_first_checkpoint_per_round": timings,
                                            "params": REAL_JOB_PARAMS, "python": sys.version.split()[0]})
     finally:
         if process is not None:
-            _kill(process)
+            kill(process)

@@ -20,16 +20,16 @@ from pathlib import Path
 import pytest
 
 from fault_proxy import FaultProxy
-from test_two_masters import (
+from reliability_support import (
     Where,
-    _cli,
-    _committed_output_matches_the_reference,
-    _every_retained_checkpoint_is_intact,
-    _kill,
-    _record,
-    _retained,
-    _start,
-    _wait,
+    cli,
+    committed_output_matches_the_reference,
+    every_retained_checkpoint_is_intact,
+    kill,
+    record,
+    retained,
+    start,
+    wait,
 )
 
 pytestmark = pytest.mark.slow
@@ -57,30 +57,30 @@ def test_a_job_survives_refused_reset_hanging_500_and_throttled_s3_and_its_outpu
     figures: list[dict] = []
     try:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)  # the master goes through the proxy
-        master = _start(where, "master", "--lease-ttl", "5")
+        master = start(where, "master", "--lease-ttl", "5")
         monkeypatch.setenv("AWS_ENDPOINT_URL", direct)
-        _wait(lambda: len(_retained(where)) >= 3, 120, "three retained checkpoints", master, tmp_path=tmp_path)
+        wait(lambda: len(retained(where)) >= 3, 120, "three retained checkpoints", master, tmp_path=tmp_path)
         for mode, seconds in FAULTS:
-            before = max(_retained(where))
+            before = max(retained(where))
             proxy.mode = mode
             time.sleep(seconds)
             proxy.mode = "pass"
             healed = time.monotonic()
-            _wait(lambda: max(_retained(where)) > before + 1, 180, f"checkpoints again after {mode}", master,
+            wait(lambda: max(retained(where)) > before + 1, 180, f"checkpoints again after {mode}", master,
                   tmp_path=tmp_path)
-            intact = _every_retained_checkpoint_is_intact(where)
+            intact = every_retained_checkpoint_is_intact(where)
             figures.append({"fault": mode, "seconds": seconds, "recovered_after_s": round(time.monotonic() - healed, 1),
                             "retained_intact": intact})
-        status = json.loads(_cli("status", "purchases", "--storage", where.storage).stdout)
-        stop = _cli("stop", "purchases", "--storage", where.storage, timeout=300)
+        status = json.loads(cli("status", "purchases", "--storage", where.storage).stdout)
+        stop = cli("stop", "purchases", "--storage", where.storage, timeout=300)
         assert stop.returncode == 0, stop.stderr
         assert master.wait(timeout=300) == 0, (tmp_path / "master.log").read_text()[-3000:]
-        rows = _committed_output_matches_the_reference(tmp_path / "out")
-        _record("s3-faults", {"faults": figures, "rows_compared": rows, "lost": 0, "duplicated": 0,
+        rows = committed_output_matches_the_reference(tmp_path / "out")
+        record("s3-faults", {"faults": figures, "rows_compared": rows, "lost": 0, "duplicated": 0,
                               "restarts": status.get("restarts"), "failures_seen": len(status.get("failures", [])),
                               "proxy_connections": proxy.connections})
     finally:
         if master is not None:
-            _kill(master)
+            kill(master)
         proxy.stop()
         server.stop()

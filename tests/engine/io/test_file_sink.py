@@ -232,3 +232,15 @@ def test_a_version_1_handle_without_checksums_still_commits(tmp_path):
     old = {**handle, "format_version": 1, "files": [entry[:2] for entry in handle["files"]]}
     sink.recover_and_commit([old])
     assert read_committed(str(tmp_path)) == [1, 2]
+
+
+def test_discarding_orphans_also_removes_writes_a_killed_process_cut_short(tmp_path):
+    sink = _sink(tmp_path)
+    txn = sink.begin_transaction()
+    sink.write(txn, [1, 2])
+    sink.pre_commit(txn, 1)  # staged, never committed: an orphan once its process died
+    cut_short = tmp_path / "_staging" / "00000-" / ".tmp-abc123"
+    cut_short.parent.mkdir(parents=True)
+    cut_short.write_bytes(b"half a part")
+    assert sink.discard_orphaned_staging() == 2
+    assert [p for p in (tmp_path / "_staging").rglob("*") if p.is_file()] == []
