@@ -189,6 +189,10 @@ class JobMaster:
         app = create_app(control, self.operations, self.config.token,
                          metrics_renderer(control.job_id, control.status), savepoint_roots=self._savepoint_roots())
         self.server = ControlServer(app, self.config.host, self.config.port, self.config.token).start()
+        try:  # at once: until then the status document names the previous master's (dead) control URL
+            self._publish_once()
+        except Exception as exc:  # noqa: BLE001 - the publishing loop retries
+            log.warning("could not publish the first status document: %s", exc)
         threading.Thread(target=self._publish_loop, name="sluice-status", daemon=True).start()
         log.info("job %s running; control API at %s", control.job_id, self.server.url)
         return self
