@@ -89,8 +89,9 @@ def test_seeded_kills_lose_nothing_duplicate_nothing_and_leave_exactly_n_checkpo
         staged = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "out").glob("*/_staging/**/*")
                         if p.is_file())
         assert staged == [], staged
+        orphans_deleted = len(json.loads(clean.stdout)["orphans"])
         record(f"kills-{where.runtime}", {"kills": kills, "rows_compared": rows, "lost": 0, "duplicated": 0,
-                                           "retained": kept, "orphans_deleted": len(json.loads(clean.stdout)["orphans"]),
+                                           "retained": kept, "orphans_deleted": orphans_deleted,
                                            "seconds_to_first_checkpoint_per_round": timings,
                                            "params": REAL_JOB_PARAMS, "python": sys.version.split()[0]})
     finally:
