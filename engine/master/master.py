@@ -165,8 +165,7 @@ class JobMaster:
         try:
             fence_index(store, job_id, keeper.holder, keeper.fencing_token, int(time.time() * 1000))
         except BaseException:
-            self._lease_done.set()
-            keeper.release()
+            self._end_lease()
             raise
 
     def start(self) -> JobMaster:
@@ -179,9 +178,7 @@ class JobMaster:
             self.client = env.execute_async(self.config.job_name, from_savepoint=self.config.from_savepoint,
                                             savepoint_dir=self.config.savepoint_dir)
         except BaseException:
-            self._lease_done.set()
-            if self.lease is not None:  # the next master need not wait for it to expire
-                self.lease.release()
+            self._end_lease()
             raise
         control = _ClientControl(self.client, self._record_intent)
         self._record_intent("running", f"started by {self.config.started_by}"
@@ -223,15 +220,19 @@ class JobMaster:
             except Exception:  # storage still down at exit: the job's own outcome matters more than its status
                 log.exception("could not publish the final status document of job %s", self.client.get_job_id())
             finally:
-                self._lease_done.set()
-                if self.lease is not None and self.fenced is None:
-                    self.lease.release()
+                self._end_lease()
                 if self.server is not None:
                     time.sleep(self.config.linger_after_end_s)
                     self.server.stop()
         if self.fenced is not None:
             raise self.fenced
         return result
+
+    def _end_lease(self) -> None:
+        """Stop renewing, and release the lease unless another master took it: the next master need not wait."""
+        self._lease_done.set()
+        if self.lease is not None and self.fenced is None:
+            self.lease.release()
 
     def _on_lease_lost(self, exc: BaseException) -> None:
         """Another master owns the job: write nothing more (no status, no intent, no checkpoint) and stop."""

@@ -11,6 +11,16 @@ import time
 from typing import Any, Iterable
 
 
+def restart_delay_after(failure: BaseException, backoff: Any, clock: Any) -> int | None:
+    """How long to wait before restarting after ``failure``, or None when the job must not restart: its
+    restart strategy allows no more, or the master was fenced (another master owns the job)."""
+    from engine.errors import fenced_cause
+
+    if fenced_cause(failure) is not None:
+        return None
+    return backoff.on_failure(clock.now_ms())
+
+
 def wait_restart_delay(clock: Any, delay_ms: int) -> None:
     """The restart strategy's delay: a manual clock (tests) advances at once, a real one is slept on."""
     if delay_ms <= 0:

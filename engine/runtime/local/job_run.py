@@ -23,13 +23,13 @@ from engine.api.environment import JobExecutionResult
 from engine.api.restart import restart_strategy_of
 from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
 from engine.checkpointing.job_status import JobStatus
-from engine.errors import CorruptSnapshotError, JobFailedError, fenced_cause
+from engine.errors import CorruptSnapshotError, JobFailedError
 from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter, RestorePoint, load_restore_point
 from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.local.runtime import JobStopped, LocalJob
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id  # noqa: F401 - re-exported
 from engine.runtime.plan import build_plan
-from engine.runtime.recovery import discard_orphaned_staging, wait_restart_delay
+from engine.runtime.recovery import discard_orphaned_staging, restart_delay_after, wait_restart_delay
 from engine.runtime.snapshot_metadata import window_configs
 
 log = logging.getLogger(__name__)
@@ -108,8 +108,7 @@ class JobRun:
                     break
                 except Exception as exc:  # noqa: BLE001 - any task failure fails the attempt (seed 002 "Recovery")
                     self.records_before_attempt += job.records_read()
-                    # a fenced master (another one owns the job) must stop, never restart and recover
-                    delay_ms = None if fenced_cause(exc) is not None else self.backoff.on_failure(self.clock.now_ms())
+                    delay_ms = restart_delay_after(exc, self.backoff, self.clock)
                     if delay_ms is None:
                         self.state = "failed"
                         final_status = JobStatus.FAILED

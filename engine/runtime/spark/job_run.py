@@ -32,9 +32,9 @@ from typing import Any
 
 from engine.api.environment import JobExecutionResult
 from engine.api.restart import restart_strategy_of
-from engine.errors import JobFailedError, fenced_cause
+from engine.errors import JobFailedError
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
-from engine.runtime.recovery import discard_orphaned_staging, wait_restart_delay
+from engine.runtime.recovery import discard_orphaned_staging, restart_delay_after, wait_restart_delay
 
 #: failures kept for status(), newest last
 _FAILURES_KEPT = 10
@@ -81,8 +81,7 @@ class SparkJobRun:
             except Exception as exc:  # noqa: BLE001 - any failure fails the attempt (seed 002 "Recovery")
                 self._attempt_ended(job)
                 self.failures = (self.failures + [f"{type(exc).__name__}: {exc}"])[-_FAILURES_KEPT:]
-                # a fenced master (another one owns the job) must stop, never restart and recover
-                delay_ms = None if fenced_cause(exc) is not None else self.backoff.on_failure(self.clock.now_ms())
+                delay_ms = restart_delay_after(exc, self.backoff, self.clock)
                 if delay_ms is None:
                     self._set_state("failed")
                     raise JobFailedError(
