@@ -16,8 +16,10 @@ way the index does:
   retained-checkpoints index (same handles, its writer id and token), so any
   index write a former holder still has in flight fails its If-Match and raises
   ConcurrentIndexUpdate.  A paused master that wakes up cannot retain a checkpoint.
-- **renew**: the holder rewrites the lease with If-Match every heartbeat.  A lost
-  race means somebody took the lease: :class:`LeaseLost`.
+- **renew**: the holder rewrites the lease with If-Match four times per ``ttl_ms``,
+  from a thread of its own (engine/master).  A lost race means somebody took the
+  lease (:class:`LeaseLost`), unless the lease now holds this master's own write
+  (a retried request whose first attempt landed), which is adopted.
 - **check**: before anything that changes the job's storage or output (retaining a
   checkpoint, deleting subsumed ones, committing sink transactions at end of input),
   the holder checks its lease *locally*: valid until the monotonic time of its last
@@ -34,10 +36,12 @@ wall clock, so the hosts' clocks must agree to within ``safety_margin_ms`` (NTP
 does far better).  The holder's own check uses the monotonic clock only.
 
 Residual window (documented, not closed): a write already past its check when the
-master freezes lands when it wakes.  For the index that write fails its If-Match;
-state files are written into ``chk-<id>`` folders the new holder does not use
-(its ids continue after every folder it finds), and ``_metadata`` is written
-with If-None-Match, so neither can replace a checkpoint of the new holder.
+master freezes lands when it wakes.  For the index that write fails its If-Match,
+and ``_metadata`` is written with If-None-Match, so neither can replace a
+checkpoint of the new holder (whose ids continue after every ``chk-<id>`` folder
+it finds).  A state file of an id the old holder had triggered but not yet
+written could still land in a folder the new holder reuses; that checkpoint then
+fails its size check and is refused, never restored wrong.
 """
 
 from __future__ import annotations
