@@ -1,14 +1,20 @@
 """What both runtimes do between a failed attempt and the next (seed 002 "Recovery").
 
 engine/runtime/local/job_run.py and engine/runtime/spark/job_run.py each run a job as attempts;
-these are the steps they share: waiting out the restart strategy's delay, and deleting the staged
-sink parts no completed checkpoint covers.
+these are the steps they share: waiting out the restart strategy's delay, reading the restore point
+of the next attempt, and deleting the staged sink parts no completed checkpoint covers.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
+
+log = logging.getLogger(__name__)
+
+C = TypeVar("C")
+R = TypeVar("R")
 
 
 def restart_delay_after(failure: BaseException, backoff: Any, clock: Any) -> int | None:
@@ -30,6 +36,54 @@ def wait_restart_delay(clock: Any, delay_ms: int) -> None:
         advance(delay_ms)
     else:
         time.sleep(delay_ms / 1000)
+
+
+def newest_readable_restore_point(job_name: str, candidates: Iterable[tuple[int, C]], load: Callable[[C], R],
+                                  backoff: Any, clock: Any) -> tuple[int, R] | None:
+    """The restore point of the next attempt: ``(checkpoint id, load(candidate))`` of the newest candidate that
+    loads, or None when there are no candidates (the caller then starts from its savepoint, or from scratch).
+
+    ``candidates``: ``(checkpoint id, candidate)`` of the run's retained checkpoints, newest first; ``load``
+    reads and verifies one (files present, sizes and checksums right) before anything is restored.
+
+    - An unreadable one (``CorruptSnapshotError``, or ``SnapshotNotFound``: its ``_metadata`` is gone) is logged
+      and passed over for the one before it, as a restarted Flink master passes over a checkpoint its
+      CompletedCheckpointStore cannot retrieve.
+    - While storage is unreachable (``StorageUnavailable``), the same candidate is read again after the restart
+      strategy's backoff: reading the checkpoint is part of restarting, so an outage costs restart attempts,
+      not the job.  When the strategy allows no more, the job fails (``JobFailedError``).
+    - When candidates exist but none is readable, the job fails with a ``CorruptSnapshotError`` naming each
+      problem: starting over instead would emit results the sinks already committed a second time.
+    """
+    from checkpoints.errors import SnapshotNotFound, StorageUnavailable
+    from engine.errors import CorruptSnapshotError, JobFailedError
+
+    problems: list[str] = []
+    for checkpoint_id, candidate in candidates:
+        while True:
+            try:
+                return checkpoint_id, load(candidate)
+            except (CorruptSnapshotError, SnapshotNotFound) as exc:
+                problems.append(f"checkpoint {checkpoint_id}: {exc}")
+                log.warning("job %s: retained checkpoint %d is unreadable, trying the previous one: %s",
+                            job_name, checkpoint_id, exc)
+                break
+            except StorageUnavailable as exc:
+                delay_ms = backoff.on_failure(clock.now_ms())
+                if delay_ms is None:
+                    raise JobFailedError(
+                        f"job {job_name!r} could not read checkpoint {checkpoint_id} to restart "
+                        f"({backoff.describe()}): {exc}; once storage answers, restart the job from its retained "
+                        "checkpoints (sluice run --from-savepoint <chk folder>)") from exc
+                log.warning("job %s: storage unreachable while restarting (%s); retrying in %d ms",
+                            job_name, exc, delay_ms)
+                wait_restart_delay(clock, delay_ms)
+    if problems:
+        raise CorruptSnapshotError(
+            f"job {job_name!r}: no retained checkpoint can be restored, and starting over would emit committed "
+            f"results again: {'; '.join(problems)}. Restore an older savepoint by hand "
+            "(sluice run --from-savepoint <folder>) or inspect the checkpoints (sluice inspect <folder> --verify)")
+    return None
 
 
 def discard_orphaned_staging(roots: Iterable[Any]) -> None:

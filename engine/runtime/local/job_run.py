@@ -13,7 +13,6 @@ or from scratch when there is neither.
 
 from __future__ import annotations
 
-import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,16 +22,19 @@ from engine.api.environment import JobExecutionResult
 from engine.api.restart import restart_strategy_of
 from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
 from engine.checkpointing.job_status import JobStatus
-from engine.errors import CorruptSnapshotError, JobFailedError
+from engine.errors import JobFailedError
 from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter, RestorePoint, load_restore_point
 from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.local.runtime import JobStopped, LocalJob
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id  # noqa: F401 - re-exported
 from engine.runtime.plan import build_plan
-from engine.runtime.recovery import discard_orphaned_staging, restart_delay_after, wait_restart_delay
+from engine.runtime.recovery import (
+    discard_orphaned_staging,
+    newest_readable_restore_point,
+    restart_delay_after,
+    wait_restart_delay,
+)
 from engine.runtime.snapshot_metadata import window_configs
-
-log = logging.getLogger(__name__)
 
 #: writer threads for the asynchronous part of snapshots
 ASYNC_WRITER_THREADS = 2
@@ -121,7 +123,12 @@ class JobRun:
                 finally:
                     job.end(failed)
                 wait_restart_delay(self.clock, delay_ms)
-                restore = self._restore_point_when_storage_answers()
+                try:
+                    restore = self._restore_point_when_storage_answers()
+                except Exception:
+                    self.state = "failed"
+                    final_status = JobStatus.FAILED  # not FINISHED, which deletes the retained checkpoints
+                    raise
         finally:
             if self.checkpointing_enabled and self.job is not None:
                 self.job.coordinator.shutdown(final_status)
@@ -138,39 +145,13 @@ class JobRun:
             completed_checkpoints=[r.checkpoint_id for r in self.history], restarts=self.restarts)
 
     def _restore_point_when_storage_answers(self) -> RestorePoint | None:
-        """The restore point of the next attempt; while storage is unreachable, retried with the restart
-        strategy's backoff (reading the checkpoint is part of restarting, Flink retries it the same way)."""
-        from checkpoints.errors import StorageUnavailable
-
-        while True:
-            try:
-                return self._newest_readable_restore_point()
-            except StorageUnavailable as exc:
-                delay_ms = self.backoff.on_failure(self.clock.now_ms())
-                if delay_ms is None:
-                    self.state = "failed"
-                    raise JobFailedError(f"job {self.job_name!r} could not read its checkpoint to restart "
-                                         f"({self.backoff.describe()}): {exc}") from exc
-                log.warning("job %s: storage unreachable while restarting (%s); retrying in %d ms",
-                            self.job_id, exc, delay_ms)
-                wait_restart_delay(self.clock, delay_ms)
-
-    def _newest_readable_restore_point(self) -> RestorePoint | None:
-        """The newest retained checkpoint that loads (files present, checksums right); an unreadable one is
-        logged and passed over for the one before it, as a restarted master does (CompletedCheckpointStore)."""
-        retained = list(self.store.get_all_checkpoints())
-        problems: list[str] = []
-        for completed in reversed(retained):
-            try:
-                return self.adapter.restore_point(completed)
-            except CorruptSnapshotError as exc:
-                problems.append(f"checkpoint {completed.checkpoint_id}: {exc}")
-                log.warning("job %s: retained checkpoint %d is unreadable, trying the previous one: %s",
-                            self.job_id, completed.checkpoint_id, exc)
-        if retained:  # starting over would emit committed results again
-            raise CorruptSnapshotError(f"job {self.job_name!r}: no retained checkpoint can be restored: "
-                                       + "; ".join(problems))
-        return self.initial_restore
+        """The restore point of the next attempt: the newest retained checkpoint that loads, read again with
+        the restart strategy's backoff while storage is unreachable (engine/runtime/recovery.py); the
+        savepoint the run started from, or nothing, when no checkpoint completed."""
+        retained = [(c.checkpoint_id, c) for c in reversed(list(self.store.get_all_checkpoints()))]
+        found = newest_readable_restore_point(self.job_name, retained, self.adapter.restore_point, self.backoff,
+                                              self.clock)
+        return found[1] if found is not None else self.initial_restore
 
     # -- checkpoint events (scheduler thread) ------------------------------------------------------
     def record_task_metrics(self, checkpoint_id: int, metrics: Any) -> None:

@@ -9,9 +9,17 @@ restore a new job master does after a crash (sources rewound to S(k), keyed stat
 k, exactly-once sinks re-committing k's pre-committed transactions) — or, without one, from the
 savepoint the run started from, or from scratch.  Checkpoint ids continue across attempts.
 
+The restore point is read and fully verified (sizes and checksums) on the driver before the attempt
+is built, as on the local runtime (engine/runtime/recovery.py ``newest_readable_restore_point``):
+an unreadable newest checkpoint is passed over for the retained one before it, with a warning; if
+none of the run's retained checkpoints is readable the job fails rather than starting over; while
+storage is unreachable the read is retried with the strategy's backoff.  A failure while building
+a restarted attempt fails that attempt like any other.
+
 What the driver itself holds is cut back to the restore point, so replayed epochs do not add it
 twice: the ``execute_and_collect`` lists and the dead letters keep what they held at k's barrier
-(:meth:`SparkJob.output_marks`), and everything when the attempt starts from a savepoint or from
+(:meth:`SparkJob.output_marks`, kept for each retained checkpoint, so a fall-back to an older one
+cuts back to its marks), and everything when the attempt starts from a savepoint or from
 scratch.  Staged parts of exactly-once file sinks that no completed checkpoint covers are deleted
 (engine/runtime/recovery.py), as on the local runtime.  Sinks written on the driver
 without transactions (console, at-least-once files) may repeat what the failed attempt wrote after
@@ -24,20 +32,37 @@ that arrives while the run waits to restart is served by the next attempt.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import threading
 import time
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from engine.api.environment import JobExecutionResult
 from engine.api.restart import restart_strategy_of
-from engine.errors import JobFailedError
+from engine.errors import CorruptSnapshotError, JobFailedError
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
-from engine.runtime.recovery import discard_orphaned_staging, restart_delay_after, wait_restart_delay
+from engine.runtime.recovery import (
+    discard_orphaned_staging,
+    newest_readable_restore_point,
+    restart_delay_after,
+    wait_restart_delay,
+)
 
 #: failures kept for status(), newest last
 _FAILURES_KEPT = 10
+
+
+@dataclass(frozen=True, slots=True)
+class _RetainedCheckpoint:
+    """A completed checkpoint of this run that a restart may restore: where it is, and the driver's output
+    marks at its barrier (SparkJob.output_marks; None: cut back to nothing)."""
+
+    checkpoint_id: int
+    pointer: str
+    marks: dict[str, Any] | None
 
 
 class SparkJobRun:
@@ -63,8 +88,9 @@ class SparkJobRun:
         self.failures: list[str] = []
         #: checkpoint records of the attempts that ended, oldest first
         self._history: list[CheckpointRecord] = []
-        #: the newest completed checkpoint so far: (pointer, output marks at its barrier)
-        self._latest: tuple[str, dict[str, Any] | None] | None = None
+        #: this run's completed checkpoints that storage retains, oldest first: the restore candidates
+        retained = self.env.get_checkpoint_config().get_num_retained_checkpoints()
+        self._retained: collections.deque[_RetainedCheckpoint] = collections.deque(maxlen=max(1, retained))
         self._result: Future = Future()
         self._changed = threading.Condition()
 
@@ -72,29 +98,23 @@ class SparkJobRun:
     def run(self) -> JobExecutionResult:
         """Attempts until one ends (finished, stopped, cancelled) or the strategy allows no more restarts."""
         started = time.monotonic()
-        restore, marks = self.initial_restore, None
+        job = self._next_attempt(self.initial_restore, None)  # a restore the run was asked for that fails, fails it
         while True:
-            job = self._next_attempt(restore, marks)
             try:
                 job.run()
                 break
             except Exception as exc:  # noqa: BLE001 - any failure fails the attempt (seed 002 "Recovery")
                 self._attempt_ended(job)
-                self.failures = (self.failures + [f"{type(exc).__name__}: {exc}"])[-_FAILURES_KEPT:]
-                delay_ms = restart_delay_after(exc, self.backoff, self.clock)
-                if delay_ms is None:
+                self._restart_or_fail(exc)
+            job = None
+            while job is None:
+                try:
+                    job = self._restarted_attempt()
+                except (JobFailedError, CorruptSnapshotError):
                     self._set_state("failed")
-                    raise JobFailedError(
-                        f"job {self.job_name!r} failed after {self.restarts} restart(s) "
-                        f"({self.backoff.describe()}): {type(exc).__name__}: {exc}"
-                    ) from exc
-                self.restarts += 1
-                self._set_state("restarting")
-            wait_restart_delay(self.clock, delay_ms)
-            if self._latest is not None:
-                restore, marks = self._latest
-            else:
-                restore, marks = self.initial_restore, None
+                    raise
+                except Exception as exc:  # noqa: BLE001 - building the attempt failed: restart it again
+                    self._restart_or_fail(exc)
         self._set_state(job.status().state)
         result = job.result(int((time.monotonic() - started) * 1000))
         return dataclasses.replace(result, restarts=self.restarts, dead_letters=self.dead_letters,
@@ -102,15 +122,51 @@ class SparkJobRun:
                                    completed_checkpoints=[r.checkpoint_id for r in self.checkpoint_history()
                                                           if r.kind == "checkpoint"])
 
-    def _next_attempt(self, restore: str | None, marks: dict[str, Any] | None) -> Any:
-        """Build attempt n+1 from ``restore`` with the driver's outputs cut back to ``marks`` (None: to nothing)."""
+    def _restart_or_fail(self, exc: Exception) -> None:
+        """Count the failed attempt and wait the strategy's delay, or fail the job when it allows no more."""
+        self.failures = (self.failures + [f"{type(exc).__name__}: {exc}"])[-_FAILURES_KEPT:]
+        delay_ms = restart_delay_after(exc, self.backoff, self.clock)
+        if delay_ms is None:
+            self._set_state("failed")
+            raise JobFailedError(
+                f"job {self.job_name!r} failed after {self.restarts} restart(s) "
+                f"({self.backoff.describe()}): {type(exc).__name__}: {exc}"
+            ) from exc
+        self.restarts += 1
+        self._set_state("restarting")
+        wait_restart_delay(self.clock, delay_ms)
+
+    def _restarted_attempt(self) -> Any:
+        """The next attempt, from the newest of this run's retained checkpoints that reads and verifies, or
+        from the savepoint the run started from (or scratch) when none completed."""
+        from checkpoints import load_snapshot
+
+        options = self.runtime.storage_options
+
+        def verified(retained: _RetainedCheckpoint) -> Any:
+            uri = retained.pointer
+            return load_snapshot(uri, verify_checksums=True, **(options if uri.startswith(("s3://", "s3a://")) else {}))
+
+        candidates = [(r.checkpoint_id, r) for r in reversed(self._retained)]
+        found = newest_readable_restore_point(self.job_name, candidates, verified, self.backoff, self.clock)
+        if found is None:
+            return self._next_attempt(self.initial_restore, None)
+        checkpoint_id, snapshot = found
+        while self._retained[-1].checkpoint_id != checkpoint_id:
+            self._retained.pop()  # passed over as unreadable: not worth reading again at the next restart
+        retained = self._retained[-1]
+        return self._next_attempt(retained.pointer, retained.marks, snapshot)
+
+    def _next_attempt(self, restore: str | None, marks: dict[str, Any] | None, snapshot: Any = None) -> Any:
+        """Build attempt n+1 from ``restore`` (``snapshot``: already loaded and verified) with the driver's
+        outputs cut back to ``marks`` (None: to nothing)."""
         kept = marks or {"collected": {}, "dead_letters": 0}
         for node, values in self.collected.items():
             del values[kept["collected"].get(node, 0):]
         del self.dead_letters[kept["dead_letters"]:]
         previous = self.job
         job = self.runtime.start(self.job_name, self.sinks, self.collect, restore,
-                                 collected=self.collected, dead_letters=self.dead_letters)
+                                 collected=self.collected, dead_letters=self.dead_letters, restore_snapshot=snapshot)
         if previous is not None:
             old, new = previous.checkpointing.coordinator, job.checkpointing.coordinator
             if old is not None and new is not None:  # ids continue: a pending id of the failed attempt is not reused
@@ -129,7 +185,8 @@ class SparkJobRun:
         for record, entry in zip(job.checkpoint_history(), job.checkpointing.history):
             self._history.append(dataclasses.replace(record, attempt=self.attempt))
             if record.kind == "checkpoint":
-                self._latest = (record.external_pointer, entry.get("outputs"))
+                self._retained.append(_RetainedCheckpoint(record.checkpoint_id, record.external_pointer,
+                                                          entry.get("outputs")))
 
     def _set_state(self, state: str) -> None:
         with self._changed:

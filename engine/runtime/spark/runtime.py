@@ -145,11 +145,12 @@ class SparkRuntime:
 
     def start(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
               from_savepoint: str | None = None, *, collected: dict[int, list[Any]] | None = None,
-              dead_letters: list[dict[str, Any]] | None = None) -> SparkJob:
+              dead_letters: list[dict[str, Any]] | None = None, restore_snapshot: Any = None) -> SparkJob:
         """Build one attempt of the job without running it: ``run()`` it, or ``step()`` it epoch by epoch.
 
         ``collected`` (collect node id -> list) and ``dead_letters`` are the lists of an earlier attempt
-        to go on filling (engine/runtime/spark/job_run.py); by default they are new.
+        to go on filling (engine/runtime/spark/job_run.py); by default they are new.  ``restore_snapshot``:
+        ``from_savepoint`` already loaded and verified (``checkpoints.load_snapshot``), so it is not read twice.
         """
         collected = {} if collected is None else collected
         roots: list[Transformation] = list(sinks)
@@ -157,7 +158,8 @@ class SparkRuntime:
             target = collected.setdefault(node.id, [])
             roots.append(_CollectNode(name="Collect", inputs=[node], sink=target))
         plan = build_plan(roots, self.env.get_parallelism(), self.env.get_max_parallelism())
-        return SparkJob(self, plan, job_name, collected, from_savepoint or self.restore_from, dead_letters)
+        return SparkJob(self, plan, job_name, collected, from_savepoint or self.restore_from, dead_letters,
+                        restore_snapshot)
 
     def submit(self, job_name: str, sinks: list[Transformation], collect: list[Transformation] = (),  # type: ignore[assignment]
                from_savepoint: str | None = None) -> Any:
@@ -183,11 +185,13 @@ class SparkJob:
 
     def __init__(self, runtime: SparkRuntime, plan: PhysicalPlan, job_name: str,
                  collected: dict[int, list[Any]], restore_from: str | None = None,
-                 dead_letters: list[dict[str, Any]] | None = None) -> None:
+                 dead_letters: list[dict[str, Any]] | None = None, restore_snapshot: Any = None) -> None:
         from engine.runtime.spark.session import get_or_create_spark
 
         self.runtime = runtime
         self.restore_from = restore_from
+        #: ``restore_from`` already loaded and verified by the caller, or None (restore loads it)
+        self.restore_snapshot = restore_snapshot
         self.env = runtime.env
         self.plan = plan
         self.job_name = job_name
