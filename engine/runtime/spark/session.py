@@ -10,7 +10,9 @@ Why a helper rather than ``SparkSession.builder`` at each call site (ARCHITECTUR
 * Local defaults suited to one machine: few shuffle partitions (Spark's 200 would make every
   epoch schedule 200 tiny tasks), Arrow for pandas/Arrow UDFs, no UI, WARN logs, and a fresh
   ``spark.local.dir`` per session so shuffle files of concurrent runs never mix and are removed by
-  :func:`stop_spark`.
+  :func:`stop_spark`.  A driver killed before that leaves its folder behind; the owner marker the
+  folder gets at creation (:mod:`engine.runtime.spark.scratch`) lets ``sluice checkpoints clean
+  --scratch`` find and remove it once that driver is gone.
 
 Masters:
 
@@ -34,10 +36,10 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from typing import Any, Mapping
 
 from engine.errors import JobDefinitionError
+from engine.runtime.spark.scratch import create_scratch_dir
 
 _LOCAL_DIR_CONF = "spark.local.dir"
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]$")
@@ -143,7 +145,7 @@ def get_or_create_spark(
         active.sparkContext.setLogLevel(log_level)
         return active
 
-    local_dir = tempfile.mkdtemp(prefix="sluice-spark-")
+    local_dir = create_scratch_dir()
     settings = default_conf(
         master,
         shuffle_partitions=shuffle_partitions,
