@@ -1,4 +1,4 @@
-"""Click commands for the lead's ``sluice`` CLI to mount: ``checkpoints list <job>`` and ``inspect <snapshot>``.
+"""Click commands for the lead's ``sluice`` CLI to mount: ``checkpoints list|clean <job>`` and ``inspect <snapshot>``.
 
 Mount with ``cli.add_command(checkpoints_cli, "checkpoints")`` and
 ``cli.add_command(inspect_command, "inspect")``.  Both print a short human
@@ -92,34 +92,70 @@ def list_command(job_id: str, storage: str, savepoint_root: str | None, endpoint
 @checkpoints_cli.command("clean")
 @click.argument("job_id")
 @click.option("--storage", required=True, help="checkpoint root: s3://bucket/prefix or file:///path")
-@click.option("--savepoints", "savepoint_root", default=None, help="savepoint root, to clean failed savepoints too")
+@click.option("--savepoints", "savepoint_root", default=None,
+              help="savepoint root (the job's --savepoint-dir; its --storage when it has none): failed savepoints "
+                   "there are cleaned too, and savepoints' commit handles keep their staged parts")
 @click.option("--grace-period", "grace_s", type=int, default=3600, show_default=True,
-              help="seconds a folder must be untouched before it counts as an orphan")
+              help="seconds a folder or a sink transaction must be untouched before it counts as an orphan")
 @click.option("--job-stopped", is_flag=True,
               help="no master runs for the job: folders newer than every indexed checkpoint are orphans too")
+@click.option("--output", "outputs", multiple=True,
+              help="a folder the job's sinks write to (sluice run's --output, or one sink's path; repeatable): "
+                   "staged parts there that no retained checkpoint or savepoint names are orphans too. Lists "
+                   "every object below it; no other job may write there. Needs --savepoints")
+@click.option("--scratch", is_flag=True,
+              help="also sluice-spark-* scratch folders in this host's temp dir whose Spark driver is gone "
+                   "(per host: whatever JOB_ID is)")
+@click.option("--scratch-dir", type=click.Path(file_okay=False), default=None,
+              help="look for scratch folders here instead of the temp dir ($TMPDIR); implies --scratch")
 @click.option("--delete", is_flag=True, help="delete the orphans (default: list them only)")
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
 @click.option("--region", default=None)
 @click.option("--json", "as_json", is_flag=True, help="print the plain data as JSON")
 def clean_command(job_id: str, storage: str, savepoint_root: str | None, grace_s: int, job_stopped: bool,
-                  delete: bool, endpoint_url: str | None, region: str | None, as_json: bool) -> None:
-    """List (or with --delete remove) files of aborted, failed or subsumed checkpoints of JOB_ID."""
+                  outputs: tuple[str, ...], scratch: bool, scratch_dir: str | None, delete: bool,
+                  endpoint_url: str | None, region: str | None, as_json: bool) -> None:
+    """List (or with --delete remove) what no snapshot of JOB_ID owns: files of aborted, failed or subsumed
+    checkpoints and failed savepoints; with --output, sinks' staged parts; with --scratch, Spark scratch folders.
+
+    Scratch folders belong to a host, not to a job, yet they are reported here, behind a flag: this is the
+    verb an operator runs to reclaim what crashes leave (a killed driver leaves both staged parts and its
+    scratch folder), and a folder is removed only when the process that made it is gone, so running it for
+    any job of the host is safe.  JSON: each orphan has a key, reason, bytes and kind (checkpoint_file and
+    savepoint_file: a key relative to its root; staged_part: a URI; scratch_folder: a path).
+    """
+    import tempfile
+
+    from checkpoints.errors import InvalidStorageUri
     from checkpoints.orphans import clean_orphans
 
+    if outputs and not savepoint_root:
+        raise click.UsageError(
+            "--output needs --savepoints: a staged part may be named only by a savepoint's commit handle, and "
+            "deleting it would leave that savepoint unrestorable. Pass the job's savepoint root (its "
+            "--savepoint-dir; the --storage URI when it has none)")
     options = _store_options(endpoint_url, region)
     store = open_store(storage, **(options if storage.startswith("s3") else {}))
     savepoint_store = (
         open_store(savepoint_root, **(options if savepoint_root.startswith("s3") else {})) if savepoint_root else None
     )
+    try:
+        output_stores = [open_store(uri, **(options if uri.startswith("s3") else {})) for uri in outputs]
+    except InvalidStorageUri as exc:
+        raise click.BadParameter(str(exc), param_hint="--output") from None
+    if scratch and scratch_dir is None:
+        scratch_dir = tempfile.gettempdir()
     report = clean_orphans(store, job_id, grace_period_ms=grace_s * 1000, dry_run=not delete,
-                           savepoint_store=savepoint_store, job_stopped=job_stopped)
+                           savepoint_store=savepoint_store, job_stopped=job_stopped, outputs=output_stores,
+                           scratch_dir=scratch_dir)
     if as_json:
         click.echo(json.dumps({"deleted": report.deleted, "total_bytes": report.total_bytes, "notes": list(report.notes),
-                               "orphans": [{"key": o.key, "reason": o.reason, "bytes": o.bytes} for o in report.orphans]},
+                               "orphans": [{"key": o.key, "reason": o.reason, "bytes": o.bytes, "kind": o.kind.value}
+                                           for o in report.orphans]},
                               indent=2))
         return
     verb = "deleted" if report.deleted else "would delete (dry run; pass --delete)"
-    click.echo(f"job {job_id}: {len(report.orphans)} orphaned object(s), {report.total_bytes} B {verb}")
+    click.echo(f"job {job_id}: {len(report.orphans)} orphan(s), {report.total_bytes} B {verb}")
     for o in report.orphans:
         click.echo(f"  {o.key}  ({o.reason})")
     for note in report.notes:

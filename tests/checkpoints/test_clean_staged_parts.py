@@ -1,0 +1,160 @@
+"""``sluice checkpoints clean --output`` finds the staged sink parts no retained snapshot's handle names
+(issue 17, "Clean-up"): a job stopped for good after its process died keeps them under
+``<output>/<sink>/_staging/`` forever, since only a restore of that job discards them.
+
+The job is real: a keyed tumbling window over the local runtime writing an exactly-once FileSink,
+checkpointing to storage, killed by a fault right after checkpoint 3 completed and before any sink
+committed it.  chk-3's handles then name staged parts that a restore still commits: those must
+stay.  Around them, the sink API stages what a killed process leaves: parts of a transaction
+still open, and of one pre-committed for a checkpoint that never completed.  Both layouts,
+a local folder and a bucket on a moto S3 server over HTTP.
+
+    chk-2 ── committed ─┐ chk-3 completed ──✗ killed before the commit
+                        │   staged, named by chk-3's handle: kept
+    open txn, pre-committed txn of chk-4 (never completed): orphans
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+import boto3
+import pytest
+from click.testing import CliRunner
+
+from checkpoints.backends import open_store
+from checkpoints.cli import checkpoints_cli
+from engine import (
+    CheckpointingMode,
+    ExternalizedCheckpointRetention,
+    ManualClock,
+    StreamExecutionEnvironment,
+    Time,
+    TumblingEventTimeWindows,
+    WatermarkStrategy,
+)
+from engine.api.restart import RestartStrategies
+from engine.errors import JobFailedError
+from engine.io.collection_source import CollectionSource
+from engine.io.file_sink import FileSink
+from engine.runtime.local.faults import Fault, FaultKind, FaultPlan
+
+JOB = "staged"
+EVENTS = [(f"k{i % 11}", 1 + i % 7, 1_000 + i * 40) for i in range(1_200)]
+
+
+def _run_until_killed_before_the_commit_of_checkpoint_3(output: str, storage: str) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.set_clock(ManualClock())
+    env.set_runtime_option("bundle_size", 16)
+    env.set_runtime_option("clock_step_ms", 10)
+    env.enable_checkpointing(50, CheckpointingMode.EXACTLY_ONCE)
+    config = env.get_checkpoint_config()
+    config.set_checkpoint_storage_dir(storage)
+    config.set_num_retained_checkpoints(2)
+    config.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
+    env.set_runtime_option("fault_plan", FaultPlan([Fault(FaultKind.BEFORE_COMMIT, 3)]))
+    env.set_runtime_option("restart_strategy", RestartStrategies.fixed_delay_restart(0, 0))
+    (env.from_source(CollectionSource(EVENTS, num_splits=2))
+     .assign_timestamps_and_watermarks(
+         WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e[2]))
+     .key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Time.seconds(2))).sum(1)
+     .map(lambda e: [e[0], e[1], e[2]])
+     .sink_to(FileSink(output + "/tumbling", "jsonl")))
+    with pytest.raises(JobFailedError):
+        env.execute(JOB)
+
+
+def _what_a_killed_process_leaves(output: str) -> set[str]:
+    """Staged parts of an open transaction and of one pre-committed for a checkpoint that never completed."""
+    sink = FileSink(output + "/tumbling", "jsonl", max_records_per_file=2)
+    sink.open(1, 2)
+    open_txn = sink.begin_transaction()
+    sink.write(open_txn, [["k0", 1, 2], ["k1", 3, 4], ["k2", 5, 6], ["k3", 7, 8], ["k4", 9, 10]])
+    never_checkpointed = sink.begin_transaction()
+    sink.write(never_checkpointed, [["k5", 11, 12]])
+    handle = sink.pre_commit(never_checkpointed, 4)
+    staged = list(open_txn.staged) + [entry[0] for entry in handle["files"]]
+    assert len(staged) == 3
+    root = open_store(output + "/tumbling").uri
+    return {f"{root}/{key}" for key in staged}
+
+
+def _handles(document, found: list) -> list:
+    if isinstance(document, dict):
+        if document.get("sink") == "file" and document.get("files"):
+            found.append(document)
+        for value in document.values():
+            _handles(value, found)
+    elif isinstance(document, list):
+        for value in document:
+            _handles(value, found)
+    return found
+
+
+def _objects(store) -> dict[str, bytes]:
+    return {info.key: store.get_bytes(info.key) for info in store.list("")}
+
+
+@pytest.fixture(params=("file", "moto_server"))
+def where(request, tmp_path, monkeypatch) -> dict:
+    if request.param == "file":
+        return {"output": str(tmp_path / "out"), "storage": (tmp_path / "chk").as_uri(),
+                "savepoints": (tmp_path / "sp").as_uri(), "options": []}
+    endpoint = request.getfixturevalue("moto_endpoint")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)  # the job's sink and checkpoint storage
+    bucket = "sluice-" + uuid.uuid4().hex[:12]
+    boto3.client("s3", region_name="us-east-1", endpoint_url=endpoint).create_bucket(Bucket=bucket)
+    return {"output": f"s3://{bucket}/out", "storage": f"s3://{bucket}/chk", "savepoints": f"s3://{bucket}/sp",
+            "options": ["--endpoint-url", endpoint]}
+
+
+def _clean(where: dict, *flags: str) -> dict:
+    result = CliRunner().invoke(checkpoints_cli, [
+        "clean", JOB, "--storage", where["storage"], "--savepoints", where["savepoints"],
+        "--output", where["output"], "--json", *where["options"], *flags])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def _staged(report: dict) -> set[str]:
+    return {o["key"] for o in report["orphans"] if o["kind"] == "staged_part"}
+
+
+def test_clean_lists_and_deletes_exactly_the_staged_parts_no_retained_handle_names(where: dict) -> None:
+    _run_until_killed_before_the_commit_of_checkpoint_3(where["output"], where["storage"])
+    checkpoint_store = open_store(where["storage"])
+    metadata = json.loads(checkpoint_store.get_bytes(f"{JOB}/chk-3/_metadata"))
+    output = open_store(where["output"])
+    named = {f"tumbling/{part[0]}": part for h in _handles(metadata, []) for part in h["files"]}
+    assert named and all(output.exists(key) for key in named), "chk-3's handles name no staged part still there"
+    orphans = _what_a_killed_process_leaves(where["output"])
+    before = _objects(output)
+
+    # the grace period protects every transaction written to lately: a running job's open or pending ones
+    assert _staged(_clean(where)) == set() and _staged(_clean(where, "--job-stopped")) == set()
+
+    listed = _clean(where, "--job-stopped", "--grace-period", "0")
+    assert _staged(listed) == orphans
+    assert all("no retained checkpoint or savepoint" in o["reason"] for o in listed["orphans"]
+               if o["kind"] == "staged_part")
+    assert not listed["deleted"] and _objects(output) == before
+
+    deleted = _clean(where, "--job-stopped", "--grace-period", "0", "--delete")
+    assert deleted["deleted"] and _staged(deleted) == orphans
+    after = _objects(output)
+    assert set(after) == {key for key in before if output.key_uri(key) not in orphans}
+    assert all(after[key] == before[key] for key in after)  # committed output and named parts untouched
+    for key, (_staged_name, _final, sha256, size) in named.items():
+        assert len(after[key]) == size and hashlib.sha256(after[key]).hexdigest() == sha256
+    assert _staged(_clean(where, "--job-stopped", "--grace-period", "0")) == set()
+
+
+def test_output_without_the_savepoint_root_is_refused_with_the_way_out(tmp_path) -> None:
+    result = CliRunner().invoke(checkpoints_cli, [
+        "clean", JOB, "--storage", (tmp_path / "chk").as_uri(), "--output", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "--savepoints" in result.output and "savepoint's commit handle" in result.output
