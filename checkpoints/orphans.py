@@ -45,7 +45,7 @@ from typing import Any
 
 from checkpoints import layout
 from checkpoints.backends import ObjectInfo, ObjectStore
-from checkpoints.errors import ObjectNotFound
+from checkpoints.errors import ObjectNotFound, StorageUnavailable
 from checkpoints.index import read_index
 from checkpoints.metadata import CheckpointMetadata
 from checkpoints.retention import shared_files_in_use
@@ -258,14 +258,20 @@ def find_staged_orphans(
         return [], (f"staged sink parts were not examined: {unreadable}",)
     cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - grace_period_ms
     found: list[tuple[ObjectStore, str, Orphan]] = []
+    notes: list[str] = []
     seen: set[str] = set()  # an output named twice, or inside another one
     for output in outputs:
         transactions: dict[tuple[str, str], list[tuple[ObjectInfo, str]]] = {}
-        for info in output.list(""):
-            part = _staged_part(info)
-            if part is not None and output.key_uri(info.key) not in seen:
-                seen.add(output.key_uri(info.key))
-                transactions.setdefault(part[:2], []).append((info, part[2]))
+        try:
+            for info in output.list(""):
+                part = _staged_part(info)
+                if part is not None and output.key_uri(info.key) not in seen:
+                    seen.add(output.key_uri(info.key))
+                    transactions.setdefault(part[:2], []).append((info, part[2]))
+        except (StorageUnavailable, ObjectNotFound) as exc:  # no such bucket, no s3:ListBucket: the rest runs
+            notes.append(f"staged sink parts under {output.uri} were not examined ({exc}); grant list and delete "
+                         "there, or leave that output out")
+            continue
         for (_sink, txn), parts in sorted(transactions.items()):
             if max(info.last_modified_ms for info, _ in parts) > cutoff:
                 continue  # a transaction a running job may still have open or pending
@@ -274,7 +280,7 @@ def find_staged_orphans(
             found.extend((output, info.key, Orphan(output.key_uri(info.key), reason, info.size, info.last_modified_ms,
                                                    OrphanKind.STAGED_PART))
                          for info, name in parts if name not in named)
-    return found, ()
+    return found, tuple(notes)
 
 
 def clean_orphans(
