@@ -4,7 +4,8 @@
 Daily, once per deployment (one mapped task group each; give `deployment` for one only):
 
 1. **clean_orphans** — files that no retained checkpoint or savepoint owns and that are
-   older than `grace_period_s` are deleted; with `dry_run` they are only listed (in the
+   older than `grace_period_s` are deleted, and so are the staged sink parts under the
+   deployment's `output` that none names; with `dry_run` they are only listed (in the
    task log and its XCom), and nothing is deleted;
 2. **retention_audit** — fails unless exactly N handles are retained (the deployment's
    `retained`), each loads, and nothing dangles (in a dry run it reports and does not fail).
@@ -36,7 +37,8 @@ with DAG(
                             description="Clean only this deployment's storage; empty: every deployment"),
         "grace_period_s": Param(3600, type="integer", minimum=0,
                                 description="Leave files younger than this alone (they may belong to a checkpoint "
-                                            "in flight); keep it well above the checkpoint timeout"),
+                                            "in flight or a sink transaction still open); keep it well above "
+                                            "the checkpoint timeout and interval"),
         "dry_run": Param(False, type="boolean",
                          description="Only list what would be deleted; delete nothing"),
     },

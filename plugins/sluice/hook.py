@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -406,13 +407,20 @@ class SluiceHook(BaseHook):
         return [s.uri for s in doomed]
 
     def clean_orphans(self, *, job_id: str | None = None, grace_period_ms: int = 60 * 60 * 1000,
-                      dry_run: bool = True, live_min_grace_ms: int = LIVE_MIN_GRACE_MS) -> dict[str, Any]:
+                      dry_run: bool = True, live_min_grace_ms: int = LIVE_MIN_GRACE_MS,
+                      outputs: Sequence[str] = ()) -> dict[str, Any]:
         """Find (and unless ``dry_run``, delete) files no retained checkpoint owns, older than the grace period.
 
         While a master is live, the grace period is at least ``live_min_grace_ms``: a
         checkpoint that just completed is in storage before its handle is in the
         index, and a shorter grace period would delete it (seen in the tests: the
-        index then named a checkpoint whose ``_metadata`` was gone)."""
+        index then named a checkpoint whose ``_metadata`` was gone).
+
+        ``outputs``: the job's output folders (local or s3://, opened with this connection's AWS
+        options); their staged sink parts that no retained checkpoint or savepoint names and
+        whose transaction is older than the grace period are orphans too.  Savepoints are read
+        from ``savepoint_dir``, else from the checkpoint storage, where a master started without
+        ``--savepoint-dir`` puts them."""
         from checkpoints.orphans import clean_orphans
 
         job = self.job_id(job_id)
@@ -423,10 +431,13 @@ class SluiceHook(BaseHook):
             grace_period_ms = live_min_grace_ms
         # with no live master nothing can add a newer checkpoint to the index, so folders above it are
         # orphans too (checkpoints.orphans leaves them alone while the job may run)
+        output_stores = [self.open_store(uri) for uri in outputs if uri]
+        savepoint_store = self.savepoint_store or (self.store if output_stores else None)
         report = clean_orphans(self.store, job, grace_period_ms=grace_period_ms, dry_run=dry_run,
-                               savepoint_store=self.savepoint_store, job_stopped=not live)
+                               savepoint_store=savepoint_store, job_stopped=not live, outputs=output_stores)
         return {"deleted": report.deleted, "total_bytes": report.total_bytes, "notes": list(report.notes),
-                "orphans": [{"key": o.key, "reason": o.reason, "bytes": o.bytes} for o in report.orphans]}
+                "orphans": [{"key": o.key, "reason": o.reason, "bytes": o.bytes, "kind": o.kind.value}
+                            for o in report.orphans]}
 
     def retention_audit(self, *, job_id: str | None = None, expected_retained: int) -> dict[str, Any]:
         """Check that exactly ``expected_retained`` handles are retained, each loads, and nothing dangles.

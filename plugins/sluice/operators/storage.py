@@ -88,24 +88,35 @@ class SluiceApplySavepointPolicyOperator(SluiceBaseOperator):
 
 
 class SluiceCleanOrphansOperator(SluiceBaseOperator):
-    """Find (and unless ``dry_run``, delete) files no retained checkpoint or savepoint owns.
+    """Find (and unless ``dry_run``, delete) files no retained checkpoint or savepoint owns, and the staged
+    sink parts under the job's output that none names (a job stopped for good after a crash keeps them).
 
     :param grace_period_s: files written more recently are left alone: they may belong
-        to a checkpoint still in flight.  Keep it well above the checkpoint timeout.
+        to a checkpoint still in flight, or to a sink transaction a running job has open or
+        pending.  Keep it well above the checkpoint timeout and interval.
     :param dry_run: only report.
+    :param outputs: the job's output folders (local or s3://); the deployment's ``output`` by
+        default.  Nothing but this job may write below them: another job's staged parts
+        would look orphaned.  Empty: staged parts are not examined.
     """
 
-    template_fields = (*SluiceBaseOperator.template_fields, "grace_period_s", "dry_run")
+    template_fields = (*SluiceBaseOperator.template_fields, "grace_period_s", "dry_run", "outputs")
 
-    def __init__(self, *, grace_period_s: int | str = 3600, dry_run: bool | str = False, **kwargs: Any) -> None:
+    def __init__(self, *, grace_period_s: int | str = 3600, dry_run: bool | str = False,
+                 outputs: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.grace_period_s = grace_period_s
         self.dry_run = dry_run
+        self.outputs = outputs
 
     def execute(self, context: Any) -> dict[str, Any]:
         dry_run = as_bool("dry_run", self.dry_run)
+        if self.outputs is not None:
+            outputs = list(self.outputs)
+        else:
+            outputs = [self.spec.output] if self.spec and self.spec.output else []
         report = self.hook.clean_orphans(job_id=self.resolved_job_id, grace_period_ms=int(self.grace_period_s) * 1000,
-                                         dry_run=dry_run)
+                                         dry_run=dry_run, outputs=outputs)
         self.log.info("%d orphaned file(s), %d bytes, %s", len(report["orphans"]), report["total_bytes"],
                       "deleted" if report["deleted"] else "not deleted (dry run)" if dry_run else "not deleted")
         return report
