@@ -43,6 +43,10 @@ class PurchaseJobConfig:
     late_by_max_ms: int = 60_000
     malformed_fraction: float = 0.001
     seed: int = 7
+    #: a feed whose events happen now: offset i is read once the wall clock reaches its event time
+    #: (GeneratorSource's live mode; needs ``start_timestamp_ms``, the same on every restore)
+    live: bool = False
+    start_timestamp_ms: int | None = None
 
 
 class SessionTotal(ProcessWindowFunction):
@@ -77,6 +81,8 @@ def purchase_source(config: PurchaseJobConfig) -> GeneratorSource:
         late_by_max_ms=config.late_by_max_ms,
         malformed_fraction=config.malformed_fraction,
         seed=config.seed,
+        live=config.live,
+        start_timestamp_ms=config.start_timestamp_ms,
     )
 
 

@@ -32,6 +32,17 @@ deliver ``end - start`` records, this one delivers none, and its event time
 afterwards has moved on as if the time had passed.  ``events_per_split`` counts
 offsets, idle ones included.
 
+Live mode (``live=True``): offset ``i`` becomes readable only once the wall clock has reached
+``nominal(i)``, so the source behaves like a feed whose events happen now, at
+``events_per_second`` per split, instead of a backlog read as fast as the job can.  The schedule
+is absolute (``start_timestamp_ms`` is the wall-clock time of offset 0, and must be the same on
+every restore), so it survives readers being re-created (the Spark runtime makes one per epoch)
+and restores: a job restored after an outage finds the offsets released meanwhile and catches
+up, as it would on a real feed with a backlog.  A read with nothing released returns an empty
+batch, which both runtimes treat as an unbounded source with nothing right now.  Replay is
+unchanged: record ``i`` is the same record whenever it is read.  ``now - watermark`` is then
+the job's event-time lag, which the soak test measures.
+
 Malformed events (``malformed_fraction``) lack ``"ts"`` or carry it as a
 string, to exercise dead letters at timestamp assignment.  In the Arrow form
 both kinds have a null ``ts`` (a typed int64 column cannot hold the string).
@@ -39,6 +50,7 @@ both kinds have a null ``ts`` (a typed int64 column cannot hold the string).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -96,7 +108,9 @@ class GeneratorSource(Source):
     """Deterministic purchase events over ``num_splits`` splits ``"generator-<s>"``.
 
     ``events_per_split=None`` makes the source unbounded.  ``key_skew`` is the Zipf
-    exponent over ``num_keys`` keys (0: uniform; 1.1: a few very hot keys).
+    exponent over ``num_keys`` keys (0: uniform; 1.1: a few very hot keys).  ``live=True`` releases
+    each offset when the wall clock reaches its nominal event time (module docstring); it needs an
+    explicit ``start_timestamp_ms``.
     """
 
     def __init__(
@@ -112,9 +126,10 @@ class GeneratorSource(Source):
         late_by_max_ms: int = 10_000,
         idle_splits: Mapping[int | str, Sequence[tuple[int, int]]] | None = None,
         malformed_fraction: float = 0.0,
-        start_timestamp_ms: int = DEFAULT_START_TIMESTAMP_MS,
+        start_timestamp_ms: int | None = None,
         items: Sequence[str] = DEFAULT_ITEMS,
         seed: int = 0,
+        live: bool = False,
     ) -> None:
         _positive_int("num_splits", num_splits)
         if events_per_split is not None:
@@ -124,6 +139,15 @@ class GeneratorSource(Source):
         _non_negative_int("out_of_orderness_ms", out_of_orderness_ms)
         _positive_int("late_by_max_ms", late_by_max_ms)
         _non_negative_int("seed", seed)
+        if not isinstance(live, bool):
+            raise JobDefinitionError("live", live, "must be a bool")
+        if start_timestamp_ms is None:
+            if live:
+                raise JobDefinitionError(
+                    "start_timestamp_ms", None,
+                    "is needed with live=True: the wall-clock time (ms since the epoch) of offset 0, the same on "
+                    "every restore of the job (e.g. the time the job was first deployed)")
+            start_timestamp_ms = DEFAULT_START_TIMESTAMP_MS
         if isinstance(start_timestamp_ms, bool) or not isinstance(start_timestamp_ms, int):
             raise JobDefinitionError("start_timestamp_ms", start_timestamp_ms, "must be an int (ms since the epoch)")
         if not isinstance(key_skew, (int, float)) or key_skew < 0:
@@ -144,6 +168,7 @@ class GeneratorSource(Source):
         self.start_timestamp_ms = start_timestamp_ms
         self.items = tuple(items)
         self.seed = seed
+        self.live = live
         self.idle_ranges = self._normalise_idle(idle_splits or {})
         self._cache: dict = {}
 
@@ -159,6 +184,15 @@ class GeneratorSource(Source):
         if not 0 <= split.index < self.num_splits:
             raise JobDefinitionError("split", split, f"is not one of this generator's {self.num_splits} splits")
         return _GeneratorReader(self, split.index, check_int_offset(split, start_offset, self.events_per_split))
+
+    def released_offsets(self, now_ms: int) -> int:
+        """Live mode: how many offsets of each split the wall clock ``now_ms`` has released (those with
+        ``nominal(i) <= now_ms``); every offset when not live."""
+        if not self.live:
+            return 2**63 - 1
+        if now_ms < self.start_timestamp_ms:
+            return 0
+        return (now_ms - self.start_timestamp_ms) * self.events_per_second // 1000 + 1
 
     # -- the pure record function ----------------------------------------------------------------
 
@@ -335,6 +369,8 @@ class _GeneratorReader(SplitReader):
         stop = self._offset + max_records
         if self._source.events_per_split is not None:
             stop = min(stop, self._source.events_per_split)
+        if self._source.live:
+            stop = max(self._offset, min(stop, self._source.released_offsets(int(time.time() * 1000))))
         idle, boundary = self._source.next_idle_boundary(self._split, self._offset)
         if boundary is not None:
             stop = min(stop, boundary)

@@ -190,3 +190,41 @@ def test_generating_arrow_batches_is_fast_enough_for_the_benchmarks():
     rate = produced / (time.perf_counter() - started)
     # the machine is shared; the bound is half the target so a busy neighbour does not fail it
     assert rate > 500_000, f"{rate:,.0f} events/s"
+
+
+def test_live_mode_releases_offsets_as_the_wall_clock_reaches_their_event_time():
+    import time
+
+    now_ms = int(time.time() * 1000)
+    # started 10 s ago at 100 events/s: a backlog of ~1,000 offsets is there at once (catch-up after an outage)
+    behind = GeneratorSource(events_per_split=None, events_per_second=100, live=True, start_timestamp_ms=now_ms - 10_000)
+    reader = behind.create_reader(behind.discover_splits()[0])
+    first = reader.read(100_000)
+    assert 1_000 <= len(first.values) <= 1_100, len(first.values)
+    assert max(r["ts"] for r in first.values) <= int(time.time() * 1000)
+    # what was not yet released comes as the clock moves on, never ahead of it
+    time.sleep(0.3)
+    second = reader.read(100_000)
+    assert 10 <= len(second.values) <= 60, len(second.values)
+    assert not first.finished and not second.finished
+    # the same records as the backlog form of the source: only when they are readable changes
+    plain = GeneratorSource(events_per_split=None, events_per_second=100, start_timestamp_ms=now_ms - 10_000)
+    again = plain.create_reader(plain.discover_splits()[0]).read(len(first.values) + len(second.values))
+    assert again.values == first.values + second.values
+    # a reader created anew at the reached offset (Spark makes one per epoch) keeps to the same schedule
+    later = behind.create_reader(behind.discover_splits()[0], reader.current_offset())
+    assert len(later.read(100_000).values) <= 20
+
+
+def test_live_mode_starting_in_the_future_reads_nothing_yet_and_needs_a_start_time():
+    import time
+
+    future = GeneratorSource(events_per_split=None, live=True, start_timestamp_ms=int(time.time() * 1000) + 60_000)
+    batch = future.create_reader(future.discover_splits()[0]).read(1_000)
+    assert batch.values == [] and batch.end_offset == 0 and not batch.finished
+    arrow = future.create_reader(future.discover_splits()[0]).read_arrow(1_000)
+    assert arrow.records.num_rows == 0
+    with pytest.raises(JobDefinitionError, match="start_timestamp_ms.*live=True"):
+        GeneratorSource(live=True)
+    with pytest.raises(JobDefinitionError, match="live"):
+        GeneratorSource(live="yes", start_timestamp_ms=0)
