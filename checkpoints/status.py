@@ -3,6 +3,9 @@
 Single writer (the running job master), last write wins: a stale status is
 recognised by its old ``heartbeat_ms``, and ``epoch`` tells a restarted master's
 documents from its predecessor's.
+
+A master stopped by a signal (SIGTERM, SIGINT) publishes ``state`` :data:`SUSPENDED` with a
+:class:`Suspension` saying which signal and when (format 1.1; 1.0 documents read as without one).
 """
 
 from __future__ import annotations
@@ -15,7 +18,38 @@ from checkpoints.backends.base import ObjectStore
 from checkpoints.errors import ObjectNotFound
 from checkpoints.layout import status_key
 
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"
+
+#: the master stopped on a signal without ending the job (Flink's JobStatus.SUSPENDED, what a JobManager shut
+#: down in an HA setup leaves): no savepoint, retained checkpoints and pending sink transactions kept for the
+#: next master, which restores the newest checkpoint.  Not an intent to stop: supervision restores the job.
+SUSPENDED = "SUSPENDED"
+
+
+@dataclass(frozen=True, slots=True)
+class Suspension:
+    """Why and when a master suspended its job (engine/master/signals.py)."""
+
+    #: the signal's name, ``SIGTERM`` or ``SIGINT``
+    signal: str
+    received_ms: int
+    #: the master process's exit status: 128 + the signal's number (143, 130), as a shell reports a signal
+    exit_status: int
+    #: when the job had stopped, after which the lease was released so a successor starts at once; None while
+    #: it stops, or when the master gave up waiting (see ``note``): the lease then expires after its ttl
+    stopped_ms: int | None = None
+    #: why the job was not (or not yet) stopped, for operators; empty when it stopped
+    note: str = ""
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {"signal": self.signal, "received_ms": self.received_ms, "exit_status": self.exit_status,
+                "stopped_ms": self.stopped_ms, "note": self.note}
+
+    @staticmethod
+    def from_fields(f: Fields) -> Suspension:
+        return Suspension(signal=f.get("signal", str), received_ms=f.get("received_ms", int),
+                          exit_status=f.get("exit_status", int), stopped_ms=f.get("stopped_ms", int, optional=True),
+                          note=f.get("note", str, optional=True, default=""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +67,8 @@ class StatusDocument:
     #: recent failures, newest last: ``{"time_ms", "kind", "message"}``
     failures: tuple[dict[str, Any], ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    #: set with ``state`` SUSPENDED: the master stopped on a signal
+    suspension: Suspension | None = None
     format_version: str = FORMAT_VERSION
 
     def to_json(self) -> bytes:
@@ -49,6 +85,7 @@ class StatusDocument:
             "records_per_second": self.records_per_second,
             "failures": list(self.failures),
             "extra": self.extra,
+            "suspension": self.suspension.to_json_obj() if self.suspension is not None else None,
         })
 
     @staticmethod
@@ -69,6 +106,7 @@ class StatusDocument:
             records_per_second=f.get("records_per_second", (int, float), optional=True),
             failures=tuple(f.get("failures", list, optional=True, default=[])),
             extra=f.get("extra", dict, optional=True, default={}),
+            suspension=Suspension.from_fields(f.sub("suspension")) if doc.get("suspension") is not None else None,
         )
 
 

@@ -12,7 +12,10 @@ from typing import Any
 from sluice.hook import JobStatus
 
 RUNNING_STATES = frozenset({"RUNNING", "CREATED", "RESTARTING"})
-TERMINAL_STATES = frozenset({"FINISHED", "STOPPED", "CANCELED", "CANCELLED", "FAILED"})
+#: the master is gone or going (Flink's JobStatus.isTerminalState): SUSPENDED included, which a master stopped by
+#: a signal publishes (checkpoints.status.SUSPENDED).  The job is still meant to run then, and supervision
+#: restores it from its newest snapshot as it does after a crash; a stop on purpose is the desired state's say.
+TERMINAL_STATES = frozenset({"FINISHED", "STOPPED", "CANCELED", "CANCELLED", "FAILED", "SUSPENDED"})
 
 
 def is_live(status: JobStatus, now_ms: int, max_heartbeat_age_s: float) -> bool:
