@@ -131,6 +131,7 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
              validated_digest: str | None = None, lease_ttl_s: float = 15.0, lease_wait_s: float = 0.0) -> None:
     from checkpoints.errors import LeaseHeld
     from engine.master.master import JobMaster, MasterConfig
+    from engine.master.signals import SuspendOnSignal
 
     if from_savepoint is not None:
         from checkpoints.validation import ensure_restorable
@@ -148,12 +149,24 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
                           lease_ttl_ms=int(lease_ttl_s * 1000), lease_wait_s=lease_wait_s)
     master = JobMaster(config)
     master.on_fenced = _exit_fenced
+    # SIGTERM / SIGINT suspend the job (engine/master/signals.py) for as long as the master lives
+    signals = SuspendOnSignal(master).install()
     try:
-        master.start()
-    except LeaseHeld as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(json.dumps({"job_id": master.client.get_job_id(), "control_url": master.url}), err=True)
-    result = master.wait()
+        try:
+            master.start()
+        except LeaseHeld as exc:
+            raise click.ClickException(str(exc)) from None
+        click.echo(json.dumps({"job_id": master.client.get_job_id(), "control_url": master.url}), err=True)
+        try:
+            result = master.wait()
+        except Exception:
+            if master.suspension is None:
+                raise
+            result = None  # what the job did after the signal is in the status document and the log
+    finally:
+        signals.uninstall()
+    if master.suspension is not None:
+        _exit_suspended(master)
     click.echo(json.dumps({"job_id": result.job_id, "runtime_ms": result.net_runtime_ms,
                            "restarts": result.restarts, "metrics": result.metrics}))
 
@@ -167,6 +180,18 @@ def _exit_fenced(error: BaseException) -> None:
     holder's files.  The process exits from the heartbeat thread, mid-whatever the job was doing."""
     print(f"FENCED: {error}", file=sys.stderr, flush=True)
     os._exit(EXIT_FENCED)
+
+
+def _exit_suspended(master: Any) -> None:
+    """A master stopped by a signal has suspended its job: say so and how to resume, then exit at once with
+    128 + the signal's number (143 for SIGTERM, 130 for SIGINT), as a shell reports a signalled process."""
+    try:
+        line = master.describe_suspension()
+    except Exception as exc:  # noqa: BLE001 - the exit status matters more than the sentence
+        line = f"SUSPENDED: job suspended on {master.suspension.signal} ({type(exc).__name__}: {exc})"
+    print(line, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(master.suspension.exit_status)  # daemon threads and atexit hooks must not delay the exit
 
 
 @main.command()

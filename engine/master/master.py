@@ -12,15 +12,21 @@ The master publishes ``_status.json`` under the job's checkpoint storage every
 throughput, failures, and the control URL in ``extra``), so supervision —
 Airflow's included — works from storage alone, and clients find the control API
 through it.
+
+Stopped by a signal (engine/master/signals.py), the master suspends its job
+(:meth:`JobMaster.suspend`, Flink's JobStatus.SUSPENDED) instead of ending it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
+import signal
 import threading
 import time
 from concurrent.futures import Future
+from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +96,9 @@ class MasterConfig:
     #: consecutive checkpoint failures tolerated when the job sets no number of its own, so a short
     #: storage outage costs checkpoints, not the job (with failures beyond it the job restarts)
     tolerable_checkpoint_failures: int = 3
+    #: how long a master stopped by a signal waits for its job to stop before it gives up and exits with the
+    #: lease left to expire; below Kubernetes' default grace period (30 s) before it sends SIGKILL
+    suspend_timeout_s: float = 20.0
 
 
 class JobMaster:
@@ -107,6 +116,14 @@ class JobMaster:
         #: called once when the master is fenced; the default cancels the job without recording anything.
         #: ``sluice run`` exits the process at once instead.
         self.on_fenced: Any = None
+        #: set by suspend(): the signal that stopped this master (checkpoints.status.Suspension)
+        self.suspension: Any = None
+        #: a signal number set by request_suspend() (a signal handler), acted on by wait()
+        self._suspend_requested: int | None = None
+        #: monotonic time at which wait() stops waiting for a suspended job to stop
+        self._suspend_deadline: float | None = None
+        #: the job's ExternalizedCheckpointRetention when stopping it would delete its retained checkpoints
+        self._cancel_deletes_checkpoints: str | None = None
 
     def _environment(self, job_id: str) -> Any:
         from engine.api.environment import StreamExecutionEnvironment
@@ -135,6 +152,9 @@ class JobMaster:
         build_job(env, c.job_spec, c.params, c.output_dir)
         if c.checkpoint_interval_ms:
             self._fault_tolerance_defaults(env)
+            retention = env.get_checkpoint_config().get_externalized_checkpoint_retention()
+            if retention is not ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION:  # the job chose it
+                self._cancel_deletes_checkpoints = retention.name
         return env
 
     def _fault_tolerance_defaults(self, env: Any) -> None:
@@ -180,7 +200,7 @@ class JobMaster:
         except BaseException:
             self._end_lease()
             raise
-        control = _ClientControl(self.client, self._record_intent)
+        control = _ClientControl(self.client, self._record_intent, lambda: self.suspension)
         self._record_intent("running", f"started by {self.config.started_by}"
                             + (f" from {self.config.from_savepoint}" if self.config.from_savepoint else ""))
         app = create_app(control, self.operations, self.config.token,
@@ -205,15 +225,19 @@ class JobMaster:
         return self.server.url
 
     def wait(self) -> Any:
-        """Block until the job ends; returns its JobExecutionResult (raises if it failed or was fenced)."""
+        """Block until the job ends; returns its JobExecutionResult (raises if it failed or was fenced).
+
+        After :meth:`suspend`, at most ``suspend_timeout_s``: a job that has not stopped by then makes it raise
+        TimeoutError, with the final status published and the lease left to expire (the job may still write)."""
         try:
-            result = self.client.get_job_execution_result().result()
+            result = self._job_result()
         except Exception as exc:
             if self.fenced is not None:
                 raise self.fenced from exc
             raise
         finally:
             self._stop_publishing.set()
+            self._suspension_ended()
             try:
                 if self.fenced is None:
                     self._publish_once()
@@ -222,17 +246,159 @@ class JobMaster:
             finally:
                 self._end_lease()
                 if self.server is not None:
-                    time.sleep(self.config.linger_after_end_s)
+                    if self.suspension is None:  # nobody polls an operation of a suspended job: exit promptly
+                        time.sleep(self.config.linger_after_end_s)
                     self.server.stop()
+                if self.suspension is not None:
+                    self._stop_spark()
         if self.fenced is not None:
             raise self.fenced
         return result
 
+    def _job_result(self) -> Any:
+        """The job's result, waited for in short steps so a suspension's deadline is noticed."""
+        future = self.client.get_job_execution_result()
+        while not future.done():
+            if self._suspend_requested is not None and self.suspension is None:
+                self.suspend(self._suspend_requested)
+            deadline = self._suspend_deadline
+            if deadline is not None and time.monotonic() >= deadline:
+                suspension = self.suspension
+                raise TimeoutError(
+                    f"job {self.client.get_job_id()!r} was not stopped after {suspension.signal}: "
+                    + (suspension.note or f"it did not stop within {self.config.suspend_timeout_s:g} s")
+                    + f". Its lease is left to expire ({self.config.lease_ttl_ms / 1000:g} s)")
+            wait_for_futures([future], timeout=0.2)
+        return future.result()
+
     def _end_lease(self) -> None:
-        """Stop renewing, and release the lease unless another master took it: the next master need not wait."""
+        """Stop renewing, and release the lease unless another master took it or the job may still write (a
+        suspended job that did not stop in time): the next master need not wait."""
         self._lease_done.set()
-        if self.lease is not None and self.fenced is None:
-            self.lease.release()
+        if self.lease is None or self.fenced is not None:
+            return
+        if self.client is not None and not self.client.get_job_execution_result().done():
+            log.warning("job %s has not stopped: its lease is not released and expires after %g s",
+                        self.client.get_job_id(), self.config.lease_ttl_ms / 1000)
+            return
+        self.lease.release()
+
+    def request_suspend(self, signum: int) -> None:
+        """Ask for :meth:`suspend` from a signal handler, which must take no lock: :meth:`wait` does it."""
+        self._suspend_requested = signum
+
+    def suspend(self, signum: int) -> None:
+        """Suspend the job because this master was told to stop (``signum``: SIGTERM, SIGINT); returns at once.
+
+        Flink's JobManager shut down in an HA setup suspends its jobs (JobStatus.SUSPENDED): neither
+        finished nor cancelled, they are resumed by the next JobManager from their retained checkpoints.
+        So: no savepoint; the job is stopped the way a cancel stops it, which aborts only the open
+        sink transactions (pre-committed ones stay in the checkpoints for the next restore to commit)
+        and, under this master's RETAIN_ON_CANCELLATION, deletes no retained checkpoint (the Spark
+        runtime's store never deletes at shutdown); no intent is recorded, since the job is still meant
+        to run and supervision restores it.  :meth:`wait` then publishes the status document with state
+        SUSPENDED and the signal, releases the lease once the job has stopped, and stops a Spark
+        runtime's SparkContext.
+
+        A job that chose another retention itself (DELETE_ON_CANCELLATION: a cancel would delete its
+        checkpoints) is not stopped: wait() gives up at once, and the lease expires instead."""
+        from checkpoints.status import Suspension
+        from engine.master.signals import exit_status
+
+        if self.suspension is not None or self.client is None or self.client.get_job_execution_result().done():
+            return
+        name = signal.Signals(signum).name
+        note = ""
+        if self._cancel_deletes_checkpoints is not None:
+            note = (f"the job sets {self._cancel_deletes_checkpoints}, so stopping it would delete its retained "
+                    "checkpoints; it was left running until the master exited")
+        self.suspension = Suspension(signal=name, received_ms=int(time.time() * 1000),
+                                     exit_status=exit_status(signum), note=note)
+        if note:
+            self._suspend_deadline = time.monotonic()
+            log.warning("job %s: %s received; %s", self.client.get_job_id(), name, note)
+            return
+        self._suspend_deadline = time.monotonic() + self.config.suspend_timeout_s
+        log.info("job %s: %s received, suspending the job (no savepoint, retained checkpoints kept)",
+                 self.client.get_job_id(), name)
+        threading.Thread(target=self._stop_suspended_job, name="sluice-suspend", daemon=True).start()
+
+    def _stop_suspended_job(self) -> None:
+        """On its own thread (the Spark runtime's cancel waits for a restarting job's next attempt).  The cancel
+        is repeated until the job has stopped: an attempt that fails before serving it drops it, and the
+        restart strategy would start the next attempt."""
+        future = self.client.get_job_execution_result()
+        while not future.done() and self._suspend_deadline is not None and time.monotonic() < self._suspend_deadline:
+            try:
+                self.client.cancel()
+            except Exception:  # noqa: BLE001 - wait() gives up at its deadline and says so
+                log.exception("stopping the suspended job %s failed", self.client.get_job_id())
+            wait_for_futures([future], timeout=2.0)
+
+    def _suspension_ended(self) -> None:
+        """Record in the suspension whether the job stopped (the lease is released next) or why not."""
+        suspension = self.suspension
+        if suspension is None or suspension.stopped_ms is not None:
+            return
+        if self.client.get_job_execution_result().done():
+            self.suspension = dataclasses.replace(suspension, stopped_ms=int(time.time() * 1000))
+        elif not suspension.note:
+            self.suspension = dataclasses.replace(
+                suspension, note=f"the job did not stop within {self.config.suspend_timeout_s:g} s; it was left "
+                                 "running until the master exited")
+
+    def describe_suspension(self) -> str:
+        """One line for the operator who stopped the master: what happened, and how the job resumes."""
+        suspension = self.suspension
+        if suspension is None:
+            return ""
+        history = [h for h in self.client.checkpoint_history()
+                   if h.get("kind") == "checkpoint" and h.get("status") == "completed" and h.get("external_pointer")]
+        # without a checkpoint of its own the job resumes from where it started (or from scratch)
+        newest = history[-1]["external_pointer"] if history else self.config.from_savepoint
+        if suspension.stopped_ms is None:
+            outcome = (f"; {suspension.note}" + (f"; the lease expires {self.config.lease_ttl_ms / 1000:g} s after "
+                                                 "its last renewal, so start the next master with --lease-wait"
+                                                 if self.lease is not None else ""))
+        else:
+            outcome = "; the lease is released, so the next master starts at once" if self.lease is not None else ""
+        resume = (f"Resume it with `sluice run {self.config.job_spec} --name {self.config.job_name} --from-savepoint "
+                  f"{newest} ...`, or let supervision restore it" if newest
+                  else "It has no checkpoint: a new master starts it from scratch")
+        return (f"SUSPENDED: job {self.client.get_job_id()!r} suspended on {suspension.signal}: no savepoint taken, "
+                f"retained checkpoints kept{outcome}. {resume}. Exit status {suspension.exit_status}")
+
+    def _stop_spark(self, timeout_s: float = 8.0) -> None:
+        """A suspended Spark job's master stops its SparkContext and the JVM before the process exits, so no
+        Spark process outlives it; bounded: a JVM that does not exit in ``timeout_s`` is killed."""
+        if self.config.runtime != "spark":
+            return
+        try:
+            from pyspark import SparkContext
+            from pyspark.sql import SparkSession
+        except ImportError:
+            return
+        from engine.runtime.spark.session import stop_spark
+
+        context = SparkContext._active_spark_context
+        if context is None:
+            return
+        jvm = getattr(SparkContext._gateway, "proc", None)
+
+        def stop() -> None:
+            try:
+                stop_spark(SparkSession._instantiatedSession or SparkSession(context))
+            except Exception as exc:  # noqa: BLE001 - e.g. the JVM got the signal too (a process group's) and is gone
+                log.warning("stopping the SparkContext failed (%s: %s); ending the JVM", type(exc).__name__, exc)
+                if jvm is not None and jvm.poll() is None:
+                    jvm.kill()
+
+        stopping = threading.Thread(target=stop, name="sluice-spark-stop", daemon=True)
+        stopping.start()
+        stopping.join(timeout_s)
+        if stopping.is_alive() and jvm is not None:
+            log.warning("the Spark JVM did not stop within %g s: killing it", timeout_s)
+            jvm.kill()
 
     def _on_lease_lost(self, exc: BaseException) -> None:
         """Another master owns the job: write nothing more (no status, no intent, no checkpoint) and stop."""
@@ -305,13 +471,14 @@ class JobMaster:
         if self.lease is not None:  # only the lease holder speaks for the job (a woken master must not)
             self.lease.check("publish the job's status document")
         from checkpoints.backends import open_store
-        from checkpoints.status import StatusDocument, write_status
+        from checkpoints.status import SUSPENDED, StatusDocument, write_status
 
         s = self.client.status_details()
+        suspension = self.suspension
         doc = StatusDocument(
             job_id=self.client.get_job_id(),
             heartbeat_ms=int(time.time() * 1000),
-            state=s.get("state", "RUNNING"),
+            state=SUSPENDED if suspension is not None else s.get("state", "RUNNING"),
             epoch=int(s.get("epoch", 0) or 0),
             last_completed_checkpoint=s.get("last_completed_checkpoint"),
             last_completed_ms=s.get("last_completed_ms"),
@@ -322,6 +489,7 @@ class JobMaster:
             extra={"control_url": self.server.url if self.server else None, "runtime": self.config.runtime,
                    "job_spec": self.config.job_spec, "parallelism": s.get("parallelism"),
                    "fencing_token": self.lease.fencing_token if self.lease is not None else None},
+            suspension=suspension,
         )
         write_status(open_store(self.config.storage_uri), doc)
 
@@ -329,13 +497,21 @@ class JobMaster:
 class _ClientControl:
     """Adapts a JobClient (PyFlink's shape) to the control API's JobControl protocol."""
 
-    def __init__(self, client: Any, record_intent: Any) -> None:
+    def __init__(self, client: Any, record_intent: Any, suspension: Any) -> None:
         self._client = client
         self._record_intent = record_intent
+        self._suspension = suspension
         self.job_id = client.get_job_id()
 
     def status(self) -> dict[str, Any]:
-        return self._client.status_details()
+        """The job's status; SUSPENDED, with the signal, from the moment its master was told to stop."""
+        status = self._client.status_details()
+        suspension = self._suspension()
+        if suspension is not None:
+            from checkpoints.status import SUSPENDED
+
+            status = {**status, "state": SUSPENDED, "suspension": suspension.to_json_obj()}
+        return status
 
     def checkpoint_history(self) -> list[dict[str, Any]]:
         return self._client.checkpoint_history()
