@@ -32,6 +32,7 @@ from checkpoints.backends import ObjectStore, open_store
 from checkpoints.errors import ObjectNotFound, SnapshotNotFound
 from checkpoints.metadata import CheckpointMetadata, OperatorSnapshot, StateFileHandle
 from checkpoints.state_files import decode_table
+from checkpoints.watermark_consistency import watermark_problems
 from engine.errors import CorruptSnapshotError
 from engine.state.key_groups import KeyGroupRange
 
@@ -210,6 +211,7 @@ def open_snapshot(
     problems.extend(key_group_problems(metadata))
     problems.extend(delta_chain_problems(metadata))
     problems.extend(_sink_handle_problems(metadata))
+    problems.extend(watermark_problems(metadata))
     if not any("not self-contained" in p for p in problems):
         problems.extend(_file_problems(snapshot, verify_checksums))
     return snapshot, problems

@@ -1,0 +1,181 @@
+"""A snapshot whose watermarks were edited is refused by restore and by validation (issue 17: a ``_metadata``
+watermark edited to the year 3000 passed validation; a restore would then have judged every new record late).
+
+Real purchase jobs run under a job master on both runtimes and are stopped with a savepoint; each test edits one
+part of the savepoint's ``_metadata`` the way a hand or a bad tool would, and checks that
+:func:`checkpoints.load_snapshot` (which restore and ``sluice validate`` go through) refuses it with the reason,
+while the untouched savepoint loads.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from click.testing import CliRunner
+
+from checkpoints import load_snapshot
+from checkpoints.validation_cli import validate_command
+from engine.errors import CorruptSnapshotError
+from engine.master.client import ControlClient
+from engine.master.master import JobMaster, MasterConfig
+
+YEAR_3000_MS = 32_503_680_000_000
+PARAMS = {"events_per_split": None, "events_per_second": 50, "num_keys": 20}
+
+
+def _stop_savepoint(base: Path, runtime: str) -> Path:
+    master = JobMaster(MasterConfig(
+        job_spec="engine.examples.purchases:build", job_name="purchases", runtime=runtime, parallelism=2,
+        params=dict(PARAMS), checkpoint_interval_ms=200, storage_uri=(base / "chk").as_uri(),
+        savepoint_dir=(base / "sp").as_uri(), output_dir=str(base / "out"), status_interval_ms=100,
+        linger_after_end_s=0.2, runtime_options={"bundle_size": 64} if runtime == "local" else {})).start()
+    client = ControlClient(master.url, "purchases")
+    try:
+        deadline = time.monotonic() + 240
+        while (client.status().get("last_completed_checkpoint") or 0) < 2:
+            assert time.monotonic() < deadline, "no checkpoint within 240 s"
+            time.sleep(0.05)
+        stop = client.wait("stop", client.stop(), timeout_s=240)
+        assert stop["status"]["id"] == "COMPLETED", stop
+    finally:
+        if not master.client.get_job_execution_result().done():
+            master.client.cancel()
+        master.wait()
+        client.close()
+    return Path(stop["operation"]["location"].removeprefix("file://"))
+
+
+@pytest.fixture(scope="module")
+def local_savepoint(tmp_path_factory) -> Path:
+    return _stop_savepoint(tmp_path_factory.mktemp("wm-local"), "local")
+
+
+@pytest.fixture(scope="module")
+def spark_savepoint(tmp_path_factory) -> Path:
+    return _stop_savepoint(tmp_path_factory.mktemp("wm-spark"), "spark")
+
+
+def _edited(savepoint: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """A copy of the savepoint folder with ``edit`` applied to its ``_metadata``."""
+    import shutil
+
+    target = tmp_path / savepoint.name
+    shutil.copytree(savepoint, target)
+    document = json.loads((target / "_metadata").read_text())
+    edit(document)
+    (target / "_metadata").write_text(json.dumps(document))
+    return target
+
+
+def _window(document: dict[str, Any], uid: str = "tumbling") -> dict[str, Any]:
+    return next(op for op in document["operators"] if op["uid"] == uid)
+
+
+def _source_splits(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The split watermark states of either runtime's document."""
+    found = []
+    for op in document["operators"]:
+        for meta in op["config"].get("subtask_metadata", {}).values():
+            found.extend(meta.get("task_state", {}).get("splits", []) if isinstance(meta.get("task_state"), dict)
+                         else [])
+    for entry in document["watermarks"].get("splits", {}).values():
+        found.extend(entry["watermarks"]["splits"])
+    return found
+
+
+def _refused(folder: Path, words: str) -> str:
+    with pytest.raises(CorruptSnapshotError) as refused:
+        load_snapshot(folder.as_uri())
+    assert words in str(refused.value), refused.value
+    return str(refused.value)
+
+
+@pytest.mark.spark
+def test_untouched_savepoints_of_both_runtimes_load(local_savepoint: Path, spark_savepoint: Path) -> None:
+    for savepoint in (local_savepoint, spark_savepoint):
+        load_snapshot(savepoint.as_uri())
+        assert _source_splits(json.loads((savepoint / "_metadata").read_text())), "no split watermark recorded"
+
+
+@pytest.mark.parametrize("runtime, reason", [
+    ("local", "one of the two copies was altered"),
+    # the Spark runtime keeps one copy of a window's watermark: it is caught by being ahead of the sources
+    pytest.param("spark", "ahead of every source split's watermark", marks=pytest.mark.spark)])
+def test_a_window_watermark_in_watermarks_operators_moved_to_the_year_3000_is_refused(
+        runtime, reason, local_savepoint, spark_savepoint, tmp_path) -> None:
+    savepoint = local_savepoint if runtime == "local" else spark_savepoint
+
+    def edit(document: dict[str, Any]) -> None:
+        marks = document["watermarks"]["operators"]["tumbling"]
+        for subtask in marks:
+            marks[subtask] = YEAR_3000_MS
+
+    _refused(_edited(savepoint, tmp_path, edit), reason)
+
+
+def test_both_copies_of_a_window_watermark_ahead_of_every_source_are_refused(local_savepoint, tmp_path) -> None:
+    def edit(document: dict[str, Any]) -> None:
+        for subtask, meta in _window(document)["config"]["subtask_metadata"].items():
+            meta["current_watermark"] = YEAR_3000_MS
+            document["watermarks"]["operators"]["tumbling"][subtask] = YEAR_3000_MS
+
+    message = _refused(_edited(local_savepoint, tmp_path, edit), "ahead of every source split's watermark")
+    assert str(YEAR_3000_MS) in message
+    # validation gives the same verdict before any Great Expectations run
+    folder = _edited(local_savepoint, tmp_path / "again", edit)
+    result = CliRunner().invoke(validate_command, [folder.as_uri()])
+    assert result.exit_code != 0 and "ahead of every source split's watermark" in result.output, result.output
+
+
+@pytest.mark.parametrize("runtime", ["local", pytest.param("spark", marks=pytest.mark.spark)])
+def test_a_split_watermark_ahead_of_the_timestamps_its_generator_saw_is_refused(runtime, local_savepoint,
+                                                                               spark_savepoint, tmp_path) -> None:
+    savepoint = local_savepoint if runtime == "local" else spark_savepoint
+
+    def edit(document: dict[str, Any]) -> None:
+        for split in _source_splits(document):
+            split["watermark"] = YEAR_3000_MS
+        for entry in document["watermarks"].get("splits", {}).values():
+            entry["watermark"] = YEAR_3000_MS  # the Spark runtime's second copy, moved along
+        for op in document["operators"]:  # everything downstream moved along too
+            for subtask, meta in op["config"].get("subtask_metadata", {}).items():
+                if "current_watermark" in meta:
+                    meta["current_watermark"] = YEAR_3000_MS
+                    document["watermarks"]["operators"][op["uid"]][subtask] = YEAR_3000_MS
+
+    _refused(_edited(savepoint, tmp_path, edit), "ahead of the largest timestamp its watermark generator saw")
+
+
+@pytest.mark.spark
+def test_the_spark_job_watermark_apart_from_its_valve_or_ahead_of_the_sources_is_refused(spark_savepoint,
+                                                                                        tmp_path) -> None:
+    """The Spark runtime restores the job's watermark (what every record of the first epoch is judged against)."""
+    def job_only(document: dict[str, Any]) -> None:
+        document["watermarks"]["watermark"] = YEAR_3000_MS
+
+    def with_valve(document: dict[str, Any]) -> None:
+        document["watermarks"]["watermark"] = YEAR_3000_MS
+        document["watermarks"]["valve"]["last_output_watermark"] = YEAR_3000_MS
+
+    _refused(_edited(spark_savepoint, tmp_path / "job", job_only), "is not its watermark valve's output")
+    _refused(_edited(spark_savepoint, tmp_path / "valve", with_valve), "ahead of every source split's watermark")
+
+
+def test_a_consistent_document_with_different_numbers_still_loads(local_savepoint, tmp_path) -> None:
+    """The checks compare the document with itself: moving every watermark back (an earlier, consistent state)
+    is not flagged, so the rules do not refuse snapshots merely for their values."""
+    def edit(document: dict[str, Any]) -> None:
+        original = copy.deepcopy(document)
+        for op in document["operators"]:
+            for subtask, meta in op["config"].get("subtask_metadata", {}).items():
+                if "current_watermark" in meta:
+                    meta["current_watermark"] -= 1
+                    document["watermarks"]["operators"][op["uid"]][subtask] -= 1
+        assert document != original
+
+    load_snapshot(_edited(local_savepoint, tmp_path, edit).as_uri())
