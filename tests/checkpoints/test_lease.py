@@ -5,6 +5,9 @@ validity (a pause moves it on without any renewal)."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from ckpt_helpers import complete_checkpoint, write_checkpoint
 
@@ -94,7 +97,11 @@ def test_after_an_outage_longer_than_the_ttl_the_holder_renews_and_writes_again_
 def test_waiting_outlasts_a_crashed_holders_lease(backend, monkeypatch):
     clocks = Clocks()
     keeper(backend, clocks, "crashed").acquire()
-    monkeypatch.setattr("checkpoints.lease.time.sleep", lambda s: clocks.advance(s))
+    # checkpoints.lease.time is the time module: only this thread's sleeps are the lease's waits; a thread left
+    # by an earlier test in the same process (a renewal, a server) sleeping for real must not move the clock
+    waiter, real_sleep = threading.get_ident(), time.sleep
+    monkeypatch.setattr("checkpoints.lease.time.sleep",
+                        lambda s: clocks.advance(s) if threading.get_ident() == waiter else real_sleep(s))
     assert keeper(backend, clocks, "next").acquire(wait_s=30).fencing_token == 2
     assert clocks.mono - 1000.0 == pytest.approx(10, abs=1.1)
 
