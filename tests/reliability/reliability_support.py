@@ -45,7 +45,8 @@ class Where:
         return f"{self.storage}/purchases/chk-{checkpoint_id}"
 
 
-def start(where: Where | Path, tag: str, *extra: str) -> subprocess.Popen:
+def start(where: Where | Path, tag: str, *extra: str, params: dict | None = None) -> subprocess.Popen:
+    """A ``sluice run`` master of the purchases job; ``params`` are the job's (default REAL_JOB_PARAMS)."""
     where = where if isinstance(where, Where) else Where(where)
     tmp_path = where.tmp_path
     args = [sys.executable, "-m", "engine.cli", "run", JOB, "--name", "purchases", "--runtime", where.runtime,
@@ -53,7 +54,7 @@ def start(where: Where | Path, tag: str, *extra: str) -> subprocess.Popen:
             "--output", str(tmp_path / "out"), "--checkpoint-interval", "300" if where.runtime == "local" else "1000",
             "--parallelism", "2", "--option", "bundle_size=64" if where.runtime == "local" else "epoch_interval_ms=200",
             *extra]
-    for key, value in REAL_JOB_PARAMS.items():
+    for key, value in (REAL_JOB_PARAMS if params is None else params).items():
         args += ["--param", f"{key}={json.dumps(value)}"]
     log = open(tmp_path / f"{tag}.log", "w")  # noqa: SIM115 - closed with the process
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env_forcli(), start_new_session=True)
@@ -118,7 +119,9 @@ def every_retained_checkpoint_is_intact(where: Where | Path) -> list[int]:
     return ids
 
 
-def committed_output_matches_the_reference(output: Path) -> int:
+def committed_output_matches_the_reference(output: Path, params: dict = REAL_JOB_PARAMS) -> int:
+    """Compares the committed tumbling results with the generator's reference for the job's ``params``;
+    returns the number of rows compared."""
     rows = []
     for part in sorted((output / "tumbling").glob("part-*.jsonl")):
         rows.extend(json.loads(line) for line in part.read_text().splitlines() if line.strip())
@@ -130,7 +133,7 @@ def committed_output_matches_the_reference(output: Path) -> int:
     duplicated = {k: v for k, v in by_window.items() if len(v) > 1}
     assert not duplicated, f"{len(duplicated)} windows written more than once, e.g. {list(duplicated.items())[:3]}"
     last_end = max(start for _, start in by_window) + 60_000
-    reference = reference_tumbling(last_end, REAL_JOB_PARAMS["events_per_second"])
+    reference = reference_tumbling(last_end, params["events_per_second"], params.get("start_timestamp_ms"))
     produced = {k: v[0] for k, v in by_window.items()}
     assert produced == {k: v for k, v in reference.items() if k[1] + 60_000 <= last_end}
     return len(rows)
