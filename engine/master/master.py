@@ -108,6 +108,8 @@ class JobMaster:
         self.client: Any = None
         self.server: ControlServer | None = None
         self._stop_publishing = threading.Event()
+        #: one status write at a time: the final one in wait() must not be overwritten by a periodic one in flight
+        self._publish_lock = threading.Lock()
         self._lease_done = threading.Event()
         #: the job's lease (checkpoints.lease.LeaseKeeper) while the master runs with storage
         self.lease: Any = None
@@ -444,7 +446,7 @@ class JobMaster:
         while not self._stop_publishing.wait(interval):
             try:
                 if self.fenced is None:
-                    self._publish_once()
+                    self._publish_once(periodic=True)
             except LeaseNotHeld as exc:  # until a renewal succeeds (or for good, once fenced)
                 log.warning("not publishing the status document: %s", exc)
             except Exception:  # status publication must never take the job down; it is retried next tick
@@ -465,9 +467,17 @@ class JobMaster:
             except Exception as exc:  # storage unreachable: writes stop once the lease runs out, and resume
                 log.warning("could not renew the job's lease (%s); retrying", exc)  # when a renewal succeeds
 
-    def _publish_once(self) -> None:
+    def _publish_once(self, periodic: bool = False) -> None:
+        """Write the status document; a ``periodic`` write is skipped once the final one is due (seen: a
+        periodic write built before a suspension ended landed after the final SUSPENDED one)."""
         if not self.config.storage_uri:
             return
+        with self._publish_lock:
+            if periodic and self._stop_publishing.is_set():
+                return
+            self._write_status()
+
+    def _write_status(self) -> None:
         if self.lease is not None:  # only the lease holder speaks for the job (a woken master must not)
             self.lease.check("publish the job's status document")
         from checkpoints.backends import open_store
