@@ -28,12 +28,24 @@ class JobExecutionResult:
     net_runtime_ms: int
     #: counters summed over subtasks: records in/out, late records dropped, dead letters, checkpoints ...
     metrics: dict[str, int] = field(default_factory=dict)
-    #: records that could not be processed: dicts with value, error, stage
+    #: records that could not be processed: dicts with value, error, stage; the newest ``max_dead_letters``
+    #: (runtime option, 10,000 by default: engine/runtime/histories.py), oldest first
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
     #: collected records per collect target node id (execute_and_collect)
     collected: dict[int, list[Any]] = field(default_factory=dict)
+    #: ids of the newest ``max_checkpoint_history`` completed checkpoints (runtime option, 1000 by default)
     completed_checkpoints: list[int] = field(default_factory=list)
     restarts: int = 0
+    #: how many ids ``completed_checkpoints`` would hold unbounded (None when built: its length)
+    num_completed_checkpoints: int | None = None
+    #: dead letters in total, kept or not (None when built: the length of ``dead_letters``)
+    num_dead_letters: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_completed_checkpoints is None:
+            self.num_completed_checkpoints = len(self.completed_checkpoints)
+        if self.num_dead_letters is None:
+            self.num_dead_letters = len(self.dead_letters)
 
     def get_job_id(self) -> str:
         return self.job_id
@@ -43,7 +55,8 @@ class JobExecutionResult:
 
     @property
     def dead_letter_count(self) -> int:
-        return len(self.dead_letters)
+        """Every dead letter of the run, also those no longer kept in ``dead_letters``."""
+        return self.num_dead_letters  # type: ignore[return-value]
 
 
 class StreamExecutionEnvironment:

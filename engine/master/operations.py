@@ -5,16 +5,24 @@ client poll it.  Sluice does the same, and also accepts a client-chosen
 ``trigger_id``: a retried request with the same id returns the same operation
 instead of taking a second savepoint (Airflow tasks are retried; STYLE section 8
 asks them to be idempotent).
+
+A master runs for the job's life, so finished operations are not kept forever: the
+newest :data:`MAX_FINISHED_OPERATIONS` are (Flink keeps them for
+``rest.async.store-duration``, 5 minutes); running ones always are.  A retry is
+idempotent as long as its operation is among those.
 """
 
 from __future__ import annotations
 
+import collections
 import enum
 import threading
 import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
+
+from engine.errors import JobDefinitionError
 
 
 class OperationStatus(enum.Enum):
@@ -43,12 +51,21 @@ class Operation:
                 "operation": operation}
 
 
+#: finished (completed or failed) operations a registry keeps; the oldest finished ones are forgotten first
+MAX_FINISHED_OPERATIONS = 1000
+
+
 class OperationRegistry:
     """Thread-safe: the HTTP server's threads register operations, the job's thread completes them."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_finished: int = MAX_FINISHED_OPERATIONS) -> None:
+        if isinstance(max_finished, bool) or not isinstance(max_finished, int) or max_finished < 1:
+            raise JobDefinitionError("max_finished", max_finished, "must be an int >= 1 (finished operations kept)")
         self._lock = threading.Lock()
         self._ops: dict[str, Operation] = {}
+        self._max_finished = max_finished
+        #: trigger ids of finished operations, oldest first
+        self._finished: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     def get(self, trigger_id: str) -> Operation | None:
         with self._lock:
@@ -78,11 +95,19 @@ class OperationRegistry:
         with self._lock:
             op.location = str(future.result())
             op.status = OperationStatus.COMPLETED
+            self._finished_locked(op)
 
     def _fail(self, op: Operation, exc: BaseException) -> None:
         with self._lock:
             op.failure_cause = f"{type(exc).__name__}: {exc}"
             op.status = OperationStatus.FAILED
+            self._finished_locked(op)
+
+    def _finished_locked(self, op: Operation) -> None:
+        self._finished[op.trigger_id] = None
+        while len(self._finished) > self._max_finished:
+            oldest, _ = self._finished.popitem(last=False)
+            self._ops.pop(oldest, None)
 
     def all(self) -> list[Operation]:
         with self._lock:

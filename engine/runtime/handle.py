@@ -4,7 +4,8 @@ Both runtimes' handles (``LocalJobClient``, the Spark runtime's ``SparkJobRun``;
 attempt built by ``SparkRuntime.start``, offers the same) offer
 ``job_id``, ``status() -> JobStatusReport``, ``checkpoint_history() -> list[CheckpointRecord]``,
 ``trigger_savepoint(target_dir) -> Future[str]``, ``stop_with_savepoint(target_dir, drain) -> Future[str]``,
-``cancel()``, ``wait(timeout_s) -> JobExecutionResult`` and ``done()``.
+``cancel()``, ``wait(timeout_s) -> JobExecutionResult`` and ``done()``.  ``checkpoint_history()`` holds the
+newest ``max_checkpoint_history`` records only (engine/runtime/histories.py); counts in the status are exact.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ class JobStatusReport:
     epoch: int = 0
     #: recent failures, newest last, as "ExceptionType: message"
     failures: tuple[str, ...] = ()
+    #: completed checkpoints (not savepoints) of every attempt: exact, while checkpoint_history() keeps
+    #: only the newest records (engine/runtime/histories.py)
+    num_completed_checkpoints: int = 0
 
 
 def stable_job_id(job_name: str, explicit: str | None = None) -> str:

@@ -64,7 +64,8 @@ class LocalJobClient:
         return self._run.status()
 
     def checkpoint_history(self) -> list[Any]:
-        """Completed checkpoints and savepoints of every attempt, oldest first (CheckpointRecord)."""
+        """Completed checkpoints and savepoints of every attempt, oldest first (CheckpointRecord): the newest
+        ``max_checkpoint_history`` (engine/runtime/histories.py)."""
         return list(self._run.history)
 
     def wait(self, timeout_s: float | None = None) -> Any:

@@ -27,6 +27,7 @@ from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter, 
 from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.local.runtime import JobStopped, LocalJob
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id  # noqa: F401 - re-exported
+from engine.runtime.histories import BoundedHistory, history_limits
 from engine.runtime.plan import build_plan
 from engine.runtime.recovery import (
     discard_orphaned_staging,
@@ -64,8 +65,12 @@ class JobRun:
         self.counter = StandaloneCheckpointIDCounter.continue_after(start_after)
         self.executor: ThreadPoolExecutor | None = None
         self.control = Mailbox()
-        self.dead_letters: list[dict[str, Any]] = []
-        self.history: list[CheckpointRecord] = []
+        max_history, max_dead_letters = history_limits(self.env.get_runtime_options())
+        #: the newest dead letters and checkpoint records, with exact totals (engine/runtime/histories.py)
+        self.dead_letters: BoundedHistory[dict[str, Any]] = BoundedHistory(max_dead_letters)
+        self.history: BoundedHistory[CheckpointRecord] = BoundedHistory(max_history)
+        #: completed checkpoints (not savepoints, not the final one) of every attempt
+        self.num_completed_checkpoints = 0
         self.state = "created"
         self.attempt = 0
         self.restarts = 0
@@ -140,9 +145,10 @@ class JobRun:
         return JobExecutionResult(
             job_name=self.job_name, job_id=self.job_id, runtime="local",
             net_runtime_ms=int((time.monotonic() - started) * 1000),
-            metrics=job.metrics() if job is not None else {}, dead_letters=self.dead_letters,
+            metrics=job.metrics() if job is not None else {}, dead_letters=list(self.dead_letters),
             collected=self.collected,
-            completed_checkpoints=[r.checkpoint_id for r in self.history], restarts=self.restarts)
+            completed_checkpoints=[r.checkpoint_id for r in self.history], restarts=self.restarts,
+            num_completed_checkpoints=self.history.total, num_dead_letters=self.dead_letters.total)
 
     def _restore_point_when_storage_answers(self) -> RestorePoint | None:
         """The restore point of the next attempt: the newest retained checkpoint that loads, read again with
@@ -164,7 +170,7 @@ class JobRun:
         from engine.runtime.local.faults import FaultKind
 
         latest = self.store.get_latest_checkpoint()
-        pointer = self.adapter.external_pointers.get(checkpoint_id)
+        pointer = self.adapter.external_pointers.pop(checkpoint_id, None)  # read once: here
         is_savepoint = latest is not None and latest.checkpoint_id == checkpoint_id and latest.is_savepoint()
         is_savepoint = is_savepoint or checkpoint_id in self._savepoint_futures
         kind = "final" if final else ("savepoint" if is_savepoint else "checkpoint")
@@ -182,10 +188,16 @@ class JobRun:
                                              pointer, self._alignment.pop(checkpoint_id, 0), in_flight,
                                              latest.timestamp_ms if latest is not None and latest.checkpoint_id == checkpoint_id
                                              else self.clock.now_ms()))
-        future = self._savepoint_futures.get(checkpoint_id)
+        if kind == "checkpoint":
+            self.num_completed_checkpoints += 1
+        pending = job.coordinator.get_pending_checkpoints()
+        for older in [cid for cid in self._alignment if cid < checkpoint_id and cid not in pending]:
+            del self._alignment[older]  # aborted: it will never complete
+        future = self._savepoint_futures.pop(checkpoint_id, None)
         if future is not None and not future.done():
             future.set_result(pointer)
         if checkpoint_id in self._stop_after:
+            self._stop_after.discard(checkpoint_id)
             job.stop_requested = "savepoint"
         if self.runtime.fault_plan is not None:
             self.runtime.fault_plan.fire(FaultKind.BEFORE_COMMIT, checkpoint_id)
@@ -199,6 +211,9 @@ class JobRun:
                 + ("" if self.checkpointing_enabled else "; enable checkpointing (env.enable_checkpointing)")))
             return
         coordinator = job.coordinator
+        for cid in [cid for cid, f in self._savepoint_futures.items() if f.done()]:
+            del self._savepoint_futures[cid]  # failed or aborted savepoints: their callers have the answer
+            self._stop_after.discard(cid)
         before = set(coordinator.get_pending_checkpoints())
         promise = (coordinator.trigger_synchronous_savepoint(terminate=drain, target_location=target_dir) if stop
                    else coordinator.trigger_savepoint(target_dir))
@@ -224,4 +239,5 @@ class JobRun:
             self.job_id, self.job_name, self.state, self.attempt, self.restarts, latest,
             job.current_watermark() if job is not None else 0,
             self.records_before_attempt + (job.records_read() if job is not None else 0),
-            job.records_written() if job is not None else 0)
+            job.records_written() if job is not None else 0,
+            num_completed_checkpoints=self.num_completed_checkpoints)

@@ -228,7 +228,7 @@ class LocalJob:
         for m in self.subtask_metrics:
             for k, v in m.counters.items():
                 total[k] = total.get(k, 0) + v
-        total["num_dead_letter_records"] = len(self.dead_letters)
+        total["num_dead_letter_records"] = self.dead_letters.total  # the run's, also those no longer kept
         return total
 
     def records_read(self) -> int:

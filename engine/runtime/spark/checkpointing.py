@@ -36,6 +36,7 @@ subtask and table, not incremental.
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 import threading
@@ -55,6 +56,7 @@ from engine.checkpointing.job_status import JobStatus
 from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
+from engine.runtime.histories import BoundedHistory, history_limits
 from engine.runtime.spark.rows import DEST_STATE, ROW_DDL, RowBuffer, snapshot_from_row_parts, snapshot_to_row_parts
 
 ACK_DDL = "subtask int, ack string"
@@ -113,7 +115,9 @@ class _Gateway(CheckpointTaskGateway):
             writer.notify_checkpoint_complete(checkpoint_id)
 
     def notify_checkpoint_aborted(self, task_id: str, checkpoint_id: int, timestamp_ms: int) -> None:
-        pass  # a two-phase-commit sink keeps the handle pending; the next completion commits it
+        # a two-phase-commit sink keeps the handle pending; the next completion commits it.  What the driver
+        # kept for the checkpoint is dropped: it will never complete (expired, subsumed, declined)
+        self.owner.forget(checkpoint_id)
 
 
 class _StorageDiscarder(CheckpointDiscarder):
@@ -156,17 +160,22 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
             self.persistent.check_fence(f"finalize checkpoint {checkpoint.checkpoint_id}")
         location = self.owner.locations.pop(checkpoint.checkpoint_id)
         uri = location.finalize(metadata)
-        self.owner.uris[checkpoint.checkpoint_id] = uri
-        self.owner.history.append({
-            "checkpoint_id": checkpoint.checkpoint_id, "savepoint": checkpoint.is_savepoint(), "uri": uri,
+        owner, checkpoint_id = self.owner, checkpoint.checkpoint_id
+        entry = {
+            "checkpoint_id": checkpoint_id, "savepoint": checkpoint.is_savepoint(), "uri": uri,
             "bytes": metadata.total_bytes(), "epoch": metadata.watermarks["epoch"],
             "triggered_ms": checkpoint.timestamp_ms, "completed_ms": checkpoint.completion_timestamp_ms,
-            "upload_ms": self.owner.upload_ms.get(checkpoint.checkpoint_id),
-            "duration_ms": checkpoint.completion_timestamp_ms - checkpoint.timestamp_ms,
-            "outputs": self.owner.output_marks.pop(checkpoint.checkpoint_id, None)})
+            "upload_ms": owner.upload_ms.pop(checkpoint_id, None),
+            "duration_ms": checkpoint.completion_timestamp_ms - checkpoint.timestamp_ms}
+        marks = owner.output_marks.pop(checkpoint_id, None)
         if checkpoint.is_savepoint():
+            owner.history.append(entry)
+            owner.savepoint_uris[checkpoint_id] = uri  # until take_savepoint hands it to the caller
             return []
-        result = self.persistent.add_checkpoint(metadata)
+        result = self.persistent.add_checkpoint(metadata)  # retained from here on: a restart may restore it
+        owner.history.append(entry)
+        owner.num_completed += 1
+        owner.retained.append(RetainedCheckpoint(checkpoint_id, uri, marks))
         self._checkpoints.append(checkpoint)
         dropped = [c for c in self._checkpoints if c.checkpoint_id in set(result.subsumed_ids)]
         self._checkpoints = [c for c in self._checkpoints if c.checkpoint_id not in set(result.subsumed_ids)]
@@ -181,6 +190,16 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
 
     def shutdown(self, job_status: JobStatus) -> None:
         pass  # retained checkpoints stay in storage (RETAIN_ON_CANCELLATION semantics of the persistent store)
+
+
+@dataclass(frozen=True, slots=True)
+class RetainedCheckpoint:
+    """A completed checkpoint a restart may restore: where it is, and the driver's output marks at its barrier
+    (SparkJob.output_marks: what the collect lists and dead letters held; None: cut back to nothing)."""
+
+    checkpoint_id: int
+    pointer: str
+    marks: dict[str, Any] | None
 
 
 @dataclass
@@ -213,8 +232,16 @@ class SparkCheckpointing:
         env = job.env
         self.config = env.get_checkpoint_config()
         self.storage_options = job.runtime.storage_options
-        self.history: list[dict[str, Any]] = []
-        self.uris: dict[int, str] = {}
+        max_history, _ = history_limits(env.get_runtime_options())
+        #: the newest completed checkpoints and savepoints, oldest first (engine/runtime/histories.py)
+        self.history: BoundedHistory[dict[str, Any]] = BoundedHistory(max_history)
+        #: completed checkpoints (not savepoints) of this attempt, exact
+        self.num_completed = 0
+        #: this attempt's completed checkpoints that storage retains, oldest first: what a restart may restore
+        self.retained: collections.deque[RetainedCheckpoint] = collections.deque(
+            maxlen=max(1, self.config.get_num_retained_checkpoints()))
+        #: savepoint id -> its folder URI, until take_savepoint returns it
+        self.savepoint_uris: dict[int, str] = {}
         self.locations: dict[int, Any] = {}
         self.triggered: dict[int, list[str]] = {}
         self.requests: list[_Request] = []
@@ -227,7 +254,7 @@ class SparkCheckpointing:
         self.boundaries: dict[int, dict[str, Any]] = {}
         #: checkpoint id -> ms from its barrier until every state file was written (the asynchronous part)
         self.upload_ms: dict[int, int] = {}
-        #: checkpoint id -> SparkJob.output_marks() at its barrier (moved into its history entry on completion)
+        #: checkpoint id -> SparkJob.output_marks() at its barrier (moved into ``retained`` on completion)
         self.output_marks: dict[int, dict[str, Any]] = {}
         self._executor: Any = None
         self.async_uploads = bool(job.runtime.async_snapshots)
@@ -270,7 +297,14 @@ class SparkCheckpointing:
         self.failure = error
 
     def completed_ids(self) -> list[int]:
+        """Ids of the completed checkpoints the history still holds, oldest first."""
         return [h["checkpoint_id"] for h in self.history if not h["savepoint"]]
+
+    def forget(self, checkpoint_id: int) -> None:
+        """Drop what the driver kept for a checkpoint that will never complete."""
+        self.output_marks.pop(checkpoint_id, None)
+        self.boundaries.pop(checkpoint_id, None)
+        self.upload_ms.pop(checkpoint_id, None)
 
     # ---- epoch hooks ---------------------------------------------------------------------------------------
     def before_epoch(self) -> bool:
@@ -372,7 +406,7 @@ class SparkCheckpointing:
             raise outcome["error"]
         if "value" not in outcome:
             raise IllegalStateError(f"Bug: savepoint {ids} did not complete at the epoch boundary")
-        return self.uris[outcome["value"].checkpoint_id]
+        return self.savepoint_uris.pop(outcome["value"].checkpoint_id)
 
     # ---- taking a checkpoint -------------------------------------------------------------------------------
     def _take_triggered(self) -> list[int]:

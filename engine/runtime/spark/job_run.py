@@ -37,13 +37,14 @@ import dataclasses
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 from engine.api.environment import JobExecutionResult
 from engine.api.restart import restart_strategy_of
 from engine.errors import CorruptSnapshotError, JobFailedError
+from engine.runtime.spark.checkpointing import RetainedCheckpoint
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
+from engine.runtime.histories import BoundedHistory, history_limits
 from engine.runtime.recovery import (
     discard_orphaned_staging,
     newest_readable_restore_point,
@@ -53,16 +54,6 @@ from engine.runtime.recovery import (
 
 #: failures kept for status(), newest last
 _FAILURES_KEPT = 10
-
-
-@dataclass(frozen=True, slots=True)
-class _RetainedCheckpoint:
-    """A completed checkpoint of this run that a restart may restore: where it is, and the driver's output
-    marks at its barrier (SparkJob.output_marks; None: cut back to nothing)."""
-
-    checkpoint_id: int
-    pointer: str
-    marks: dict[str, Any] | None
 
 
 class SparkJobRun:
@@ -78,19 +69,22 @@ class SparkJobRun:
         self.backoff = self.strategy.backoff()
         self.clock = self.env.get_clock()
         self.initial_restore = from_savepoint or runtime.restore_from
-        #: collect node id -> values, and the dead letters: one list each for the whole run
+        max_history, max_dead_letters = history_limits(self.env.get_runtime_options())
+        #: collect node id -> values, and the newest dead letters with their total: one each for the whole run
         self.collected: dict[int, list[Any]] = {}
-        self.dead_letters: list[dict[str, Any]] = []
+        self.dead_letters: BoundedHistory[dict[str, Any]] = BoundedHistory(max_dead_letters)
         self.attempt = 0
         self.restarts = 0
         self.state = "created"
         self.job: Any = None
         self.failures: list[str] = []
-        #: checkpoint records of the attempts that ended, oldest first
-        self._history: list[CheckpointRecord] = []
+        #: checkpoint records of the attempts that ended, oldest first: the newest ``max_checkpoint_history``
+        self._history: BoundedHistory[CheckpointRecord] = BoundedHistory(max_history)
+        #: completed checkpoints (not savepoints) of the attempts that ended
+        self._completed_before = 0
         #: this run's completed checkpoints that storage retains, oldest first: the restore candidates
         retained = self.env.get_checkpoint_config().get_num_retained_checkpoints()
-        self._retained: collections.deque[_RetainedCheckpoint] = collections.deque(maxlen=max(1, retained))
+        self._retained: collections.deque[RetainedCheckpoint] = collections.deque(maxlen=max(1, retained))
         self._result: Future = Future()
         self._changed = threading.Condition()
 
@@ -117,10 +111,11 @@ class SparkJobRun:
                     self._restart_or_fail(exc)
         self._set_state(job.status().state)
         result = job.result(int((time.monotonic() - started) * 1000))
-        return dataclasses.replace(result, restarts=self.restarts, dead_letters=self.dead_letters,
-                                   collected=self.collected,
+        return dataclasses.replace(result, restarts=self.restarts, dead_letters=list(self.dead_letters),
+                                   num_dead_letters=self.dead_letters.total, collected=self.collected,
                                    completed_checkpoints=[r.checkpoint_id for r in self.checkpoint_history()
-                                                          if r.kind == "checkpoint"])
+                                                          if r.kind == "checkpoint"],
+                                   num_completed_checkpoints=self._completed_before + job.checkpointing.num_completed)
 
     def _restart_or_fail(self, exc: Exception) -> None:
         """Count the failed attempt and wait the strategy's delay, or fail the job when it allows no more."""
@@ -143,7 +138,7 @@ class SparkJobRun:
 
         options = self.runtime.storage_options
 
-        def verified(retained: _RetainedCheckpoint) -> Any:
+        def verified(retained: RetainedCheckpoint) -> Any:
             uri = retained.pointer
             return load_snapshot(uri, verify_checksums=True, **(options if uri.startswith(("s3://", "s3a://")) else {}))
 
@@ -163,7 +158,7 @@ class SparkJobRun:
         kept = marks or {"collected": {}, "dead_letters": 0}
         for node, values in self.collected.items():
             del values[kept["collected"].get(node, 0):]
-        del self.dead_letters[kept["dead_letters"]:]
+        self.dead_letters.take_back_to(kept["dead_letters"])
         previous = self.job
         job = self.runtime.start(self.job_name, self.sinks, self.collect, restore,
                                  collected=self.collected, dead_letters=self.dead_letters, restore_snapshot=snapshot)
@@ -182,11 +177,10 @@ class SparkJobRun:
         return job
 
     def _attempt_ended(self, job: Any) -> None:
-        for record, entry in zip(job.checkpoint_history(), job.checkpointing.history):
+        for record in job.checkpoint_history():
             self._history.append(dataclasses.replace(record, attempt=self.attempt))
-            if record.kind == "checkpoint":
-                self._retained.append(_RetainedCheckpoint(record.checkpoint_id, record.external_pointer,
-                                                          entry.get("outputs")))
+        self._completed_before += job.checkpointing.num_completed
+        self._retained.extend(job.checkpointing.retained)
 
     def _set_state(self, state: str) -> None:
         with self._changed:
@@ -240,17 +234,20 @@ class SparkJobRun:
         report = job.status()
         state = self.state if self.state in ("restarting", "failed") else report.state
         completed = [r.checkpoint_id for r in self.checkpoint_history() if r.kind == "checkpoint"]
+        current = report.num_completed_checkpoints if self.state not in ("restarting", "failed") else 0
         return dataclasses.replace(report, state=state, attempt=self.attempt, restarts=self.restarts,
                                    last_completed_checkpoint_id=completed[-1] if completed else None,
-                                   failures=tuple(self.failures))
+                                   failures=tuple(self.failures),
+                                   num_completed_checkpoints=self._completed_before + current)
 
     def checkpoint_history(self) -> list[CheckpointRecord]:
-        """Completed checkpoints and savepoints of every attempt, oldest first."""
+        """Completed checkpoints and savepoints of every attempt, oldest first: the newest
+        ``max_checkpoint_history`` (engine/runtime/histories.py)."""
         job = self.job
         current: list[CheckpointRecord] = []
         if job is not None and self.state not in ("restarting", "failed"):
             current = [dataclasses.replace(r, attempt=self.attempt) for r in job.checkpoint_history()]
-        return self._history + current
+        return (list(self._history) + current)[-self._history.capacity:]
 
     def records_written(self) -> int:
         return self.job.records_written() if self.job is not None else 0

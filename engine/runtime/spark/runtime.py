@@ -57,6 +57,7 @@ from typing import Any
 
 from engine.api.environment import JobExecutionResult
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
+from engine.runtime.histories import BoundedHistory, history_limits
 from engine.api.graph import SinkTransformation, Transformation, WindowTransformation
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from engine.errors import IllegalStateError, JobDefinitionError
@@ -118,7 +119,8 @@ class SparkRuntime:
     next epoch starts as soon as one ends; N > 0 works like Structured Streaming's processing-time
     trigger: an epoch starts no sooner than N ms after the previous one started, at once if that one
     took longer, so an idle unbounded job costs one epoch per N ms instead of a busy loop; a control
-    request — savepoint, stop, cancel — cuts the wait short).
+    request — savepoint, stop, cancel — cuts the wait short), ``max_checkpoint_history`` and ``max_dead_letters``
+    (what the driver keeps in memory, engine/runtime/histories.py).
     """
 
     def __init__(self, env: Any) -> None:
@@ -145,11 +147,11 @@ class SparkRuntime:
 
     def start(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
               from_savepoint: str | None = None, *, collected: dict[int, list[Any]] | None = None,
-              dead_letters: list[dict[str, Any]] | None = None, restore_snapshot: Any = None) -> SparkJob:
+              dead_letters: BoundedHistory[dict[str, Any]] | None = None, restore_snapshot: Any = None) -> SparkJob:
         """Build one attempt of the job without running it: ``run()`` it, or ``step()`` it epoch by epoch.
 
-        ``collected`` (collect node id -> list) and ``dead_letters`` are the lists of an earlier attempt
-        to go on filling (engine/runtime/spark/job_run.py); by default they are new.  ``restore_snapshot``:
+        ``collected`` (collect node id -> list) and ``dead_letters`` (a BoundedHistory) are those of an earlier
+        attempt to go on filling (engine/runtime/spark/job_run.py); by default they are new.  ``restore_snapshot``:
         ``from_savepoint`` already loaded and verified (``checkpoints.load_snapshot``), so it is not read twice.
         """
         collected = {} if collected is None else collected
@@ -185,7 +187,7 @@ class SparkJob:
 
     def __init__(self, runtime: SparkRuntime, plan: PhysicalPlan, job_name: str,
                  collected: dict[int, list[Any]], restore_from: str | None = None,
-                 dead_letters: list[dict[str, Any]] | None = None, restore_snapshot: Any = None) -> None:
+                 dead_letters: BoundedHistory[dict[str, Any]] | None = None, restore_snapshot: Any = None) -> None:
         from engine.runtime.spark.session import get_or_create_spark
 
         self.runtime = runtime
@@ -200,7 +202,9 @@ class SparkJob:
         self.clock = self.env.get_clock()
         self.spark = get_or_create_spark(runtime.master)
         self.max_parallelism = plan.max_parallelism
-        self.dead_letters: list[dict[str, Any]] = [] if dead_letters is None else dead_letters
+        #: the newest dead letters, with their exact total (engine/runtime/histories.py)
+        self.dead_letters: BoundedHistory[dict[str, Any]] = (
+            BoundedHistory(history_limits(self.env.get_runtime_options())[1]) if dead_letters is None else dead_letters)
         self.counters: dict[str, int] = {}
         self.epoch = 0
         self.finished = False
@@ -288,20 +292,22 @@ class SparkJob:
             job_id=self.job_id, job_name=self.job_name, state=state, attempt=1, restarts=0,
             last_completed_checkpoint_id=(cp.completed_ids() or [None])[-1], watermark_ms=self.watermark,
             records_in=self.records_read, records_out=self.records_written(), epoch=self.epoch,
-            failures=() if self.failure is None else (f"{type(self.failure).__name__}: {self.failure}",))
+            failures=() if self.failure is None else (f"{type(self.failure).__name__}: {self.failure}",),
+            num_completed_checkpoints=cp.num_completed)
 
     def output_marks(self) -> dict[str, Any]:
         """How far the driver-side outputs reach now (collect lists, dead letters): what a restart from a
-        checkpoint taken now keeps of them (engine/runtime/spark/job_run.py)."""
+        checkpoint taken now keeps of them (engine/runtime/spark/job_run.py).  Dead letters by their total,
+        which stays exact when the oldest are no longer kept."""
         return {"collected": {node: len(values) for node, values in self.collected.items()},
-                "dead_letters": len(self.dead_letters)}
+                "dead_letters": self.dead_letters.total}
 
     def records_written(self) -> int:
         """Records handed to sinks and collectors so far."""
         return self.records_out
 
     def checkpoint_history(self) -> list[CheckpointRecord]:
-        """Completed checkpoints and savepoints, oldest first."""
+        """Completed checkpoints and savepoints, oldest first: the newest ``max_checkpoint_history``."""
         return [CheckpointRecord(
             checkpoint_id=h["checkpoint_id"], kind="savepoint" if h["savepoint"] else "checkpoint",
             status="completed", attempt=1, completed_ms=h.get("completed_ms", 0), external_pointer=h["uri"],
@@ -647,7 +653,7 @@ class SparkJob:
     # ---- results -----------------------------------------------------------------------------------------------
     def metrics(self) -> dict[str, int]:
         total = dict(self.counters)
-        total["num_dead_letter_records"] = len(self.dead_letters)
+        total["num_dead_letter_records"] = self.dead_letters.total  # also those no longer kept
         total["num_epochs"] = self.epoch
         total["num_records_read"] = self.records_read
         return total
@@ -659,9 +665,11 @@ class SparkJob:
             runtime="spark",
             net_runtime_ms=net_runtime_ms,
             metrics=self.metrics(),
-            dead_letters=self.dead_letters,
+            dead_letters=list(self.dead_letters),
             collected=self.collected,
             completed_checkpoints=self.checkpointing.completed_ids(),
+            num_completed_checkpoints=self.checkpointing.num_completed,
+            num_dead_letters=self.dead_letters.total,
         )
 
 
