@@ -86,6 +86,13 @@ def source_stage(source: Any, strategy: Any, routes: Routes, head_node_id: int, 
     return lambda batches: paused_iteration(run(batches))
 
 
+def _offsets_consumed(before: Any, after: Any, got: Any) -> int:
+    """How many offsets a read moved a split on: by its integer offsets, else one per record and dead letter."""
+    if type(before) is int and type(after) is int:
+        return after - before
+    return len(got.values) + len(got.dead_letters)
+
+
 def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, split: Any, piece: dict,
                 epoch_records: int, now_ms: int, max_parallelism: int,
                 watermark_before: int, staging: dict[int, Any] | None) -> Iterator[pa.RecordBatch]:
@@ -107,6 +114,7 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
     read = 0
     try:
         while remaining > 0:
+            before = reader.current_offset()
             got = reader.read(remaining)
             for dl in got.dead_letters:
                 router.dead_letter(dl.raw, ValueError(dl.error), f"source:{split.split_id}@{dl.offset}")
@@ -116,13 +124,15 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
             if records:
                 router.emit(head_node_id, None, records)
             read += len(got.values)
-            remaining -= len(got.values)
+            # an epoch is epoch_records offsets, as on the local runtime's epoch mode: a malformed line is an
+            # offset too (counting only the records kept read past S(n) and judged later records against W(n-1))
+            remaining -= _offsets_consumed(before, reader.current_offset(), got)
             if len(rows) >= _FLUSH_ROWS:
                 yield rows.take()
             if got.finished:
                 finished = True
                 break
-            if not got.values:
+            if not got.values and not got.dead_letters:
                 break  # nothing now (idle split or unbounded source waiting): the epoch ends here
         offset = reader.current_offset()
     finally:
