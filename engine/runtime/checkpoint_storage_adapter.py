@@ -300,6 +300,11 @@ class CheckpointStorageAdapter:
             self._persistent_store.add_checkpoint(metadata)
         with self._lock:
             self._locations.pop(cid, None)
+            self._savepoint_targets.pop(cid, None)
+            # a completed checkpoint subsumes every older pending checkpoint (they were aborted): their
+            # locations would otherwise stay for the job's life; pending savepoints are never subsumed
+            for older in [c for c in self._locations if c < cid and c not in self._savepoint_targets]:
+                del self._locations[older]
             self.external_pointers[cid] = uri
         return uri
 

@@ -43,9 +43,12 @@ def _run(out: Path, storage: Path, **options):
     env.set_clock(ManualClock())
     env.set_runtime_option("clock_step_ms", 10)
     env.set_runtime_option("bundle_size", 16)
+    tolerable = options.pop("tolerable_failures", False)
     for key, value in options.items():
         env.set_runtime_option(key, value)
     env.enable_checkpointing(20, CheckpointingMode.EXACTLY_ONCE)
+    if tolerable:
+        env.get_checkpoint_config().set_tolerable_checkpoint_failure_number(5)
     env.get_checkpoint_config().set_checkpoint_storage_dir(storage.as_uri())
     (env.from_source(CollectionSource(EVENTS, num_splits=3))
         .assign_timestamps_and_watermarks(
@@ -97,3 +100,15 @@ def test_a_bound_that_is_not_a_positive_int_is_refused_before_the_job_runs(optio
     with pytest.raises(JobDefinitionError, match=rf"`{option}` must be an int >= 1 .*leave it unset"):
         _run(tmp_path / "out", tmp_path / "chk", **{option: value})
     assert not (tmp_path / "out").exists()
+
+
+def test_the_storage_adapter_keeps_nothing_of_checkpoints_that_ended(tmp_path) -> None:
+    """A checkpoint that failed (its upload raised; tolerated) left its storage location in the adapter for the
+    job's life, and every savepoint its target."""
+    from engine.runtime.local.faults import Fault, FaultKind, FaultPlan
+
+    plan = FaultPlan([Fault(FaultKind.UPLOAD_ERROR, 3), Fault(FaultKind.UPLOAD_ERROR, 6)])
+    run, result = _run(tmp_path / "out", tmp_path / "chk", fault_plan=plan, tolerable_failures=True)
+    assert len(plan.fired) == 2 and result.restarts == 0 and result.num_completed_checkpoints > 10
+    assert run.adapter._locations == {} and run.adapter._savepoint_targets == {}
+    assert len(run.adapter.external_pointers) <= 1
