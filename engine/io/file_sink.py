@@ -185,6 +185,13 @@ class FileSink(TwoPhaseCommitSink):
         txn.values = []
         txn.is_closed = True
 
+    def has_committed(self, checkpoint_id: int) -> bool:
+        """Whether the output holds a part that checkpoint ``checkpoint_id`` committed (exactly-once mode: the final
+        names carry the id; any subtask).  A restart that would pass over that checkpoint asks this."""
+        if not self.is_exactly_once:
+            return False
+        return any(True for _ in self._folder().list(f"part-{checkpoint_id:010d}-"))
+
     # -- housekeeping -------------------------------------------------------------------------------
 
     def discard_orphaned_staging(self, keep_handles: Iterable[CommitHandle] = ()) -> int:

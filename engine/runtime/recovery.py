@@ -39,16 +39,21 @@ def wait_restart_delay(clock: Any, delay_ms: int) -> None:
 
 
 def newest_readable_restore_point(job_name: str, candidates: Iterable[tuple[int, C]], load: Callable[[C], R],
-                                  backoff: Any, clock: Any) -> tuple[int, R] | None:
+                                  backoff: Any, clock: Any,
+                                  committed: Callable[[int], list[str]] | None = None) -> tuple[int, R] | None:
     """The restore point of the next attempt: ``(checkpoint id, load(candidate))`` of the newest candidate that
     loads, or None when there are no candidates (the caller then starts from its savepoint, or from scratch).
 
     ``candidates``: ``(checkpoint id, candidate)`` of the run's retained checkpoints, newest first; ``load``
     reads and verifies one (files present, sizes and checksums right) before anything is restored.
+    ``committed``: which of the job's exactly-once sinks already hold output committed by a checkpoint id
+    (:func:`sinks_that_committed`).
 
     - An unreadable one (``CorruptSnapshotError``, or ``SnapshotNotFound``: its ``_metadata`` is gone) is logged
       and passed over for the one before it, as a restarted Flink master passes over a checkpoint its
-      CompletedCheckpointStore cannot retrieve.
+      CompletedCheckpointStore cannot retrieve -- unless an exactly-once sink already committed its
+      transactions: restoring an older checkpoint would then write the records between the two a second time,
+      so the job fails instead, naming the sinks and the ways out.
     - While storage is unreachable (``StorageUnavailable``), the same candidate is read again after the restart
       strategy's backoff: reading the checkpoint is part of restarting, so an outage costs restart attempts,
       not the job.  When the strategy allows no more, the job fails (``JobFailedError``).
@@ -62,12 +67,11 @@ def newest_readable_restore_point(job_name: str, candidates: Iterable[tuple[int,
     for checkpoint_id, candidate in candidates:
         while True:
             try:
-                return checkpoint_id, load(candidate)
-            except (CorruptSnapshotError, SnapshotNotFound) as exc:
-                problems.append(f"checkpoint {checkpoint_id}: {exc}")
-                log.warning("job %s: retained checkpoint %d is unreadable, trying the previous one: %s",
-                            job_name, checkpoint_id, exc)
-                break
+                try:
+                    return checkpoint_id, load(candidate)
+                except (CorruptSnapshotError, SnapshotNotFound) as exc:
+                    unreadable: Exception = exc
+                holders = committed(checkpoint_id) if committed is not None else []
             except StorageUnavailable as exc:
                 delay_ms = backoff.on_failure(clock.now_ms())
                 if delay_ms is None:
@@ -78,12 +82,37 @@ def newest_readable_restore_point(job_name: str, candidates: Iterable[tuple[int,
                 log.warning("job %s: storage unreachable while restarting (%s); retrying in %d ms",
                             job_name, exc, delay_ms)
                 wait_restart_delay(clock, delay_ms)
+                continue
+            if holders:
+                raise CorruptSnapshotError(
+                    f"job {job_name!r}: retained checkpoint {checkpoint_id} is unreadable ({unreadable}), and "
+                    f"exactly-once sinks already committed its output ({', '.join(holders)}): restoring an older "
+                    "checkpoint would write the records between the two a second time. Repair the checkpoint's "
+                    "files (sluice inspect <folder> --verify names them), or restore an older snapshot by hand "
+                    "accepting those duplicates (sluice run --from-savepoint <older chk folder>)") from unreadable
+            problems.append(f"checkpoint {checkpoint_id}: {unreadable}")
+            log.warning("job %s: retained checkpoint %d is unreadable, trying the previous one: %s",
+                        job_name, checkpoint_id, unreadable)
+            break
     if problems:
         raise CorruptSnapshotError(
             f"job {job_name!r}: no retained checkpoint can be restored, and starting over would emit committed "
             f"results again: {'; '.join(problems)}. Restore an older savepoint by hand "
             "(sluice run --from-savepoint <folder>) or inspect the checkpoints (sluice inspect <folder> --verify)")
     return None
+
+
+def sinks_that_committed(roots: Iterable[Any], checkpoint_id: int) -> list[str]:
+    """The exactly-once sinks reachable from ``roots`` whose output already holds what checkpoint
+    ``checkpoint_id`` committed (a sink that cannot tell, e.g. an at-least-once one, is not listed)."""
+    from engine.api.graph import SinkTransformation, topological_order
+
+    holders = []
+    for node in topological_order(list(roots)):
+        sink = getattr(node, "sink", None) if isinstance(node, SinkTransformation) else None
+        if sink is not None and hasattr(sink, "has_committed") and sink.has_committed(checkpoint_id):
+            holders.append(getattr(sink, "path", None) or node.name)
+    return holders
 
 
 def discard_orphaned_staging(roots: Iterable[Any]) -> None:

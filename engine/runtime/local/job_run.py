@@ -33,6 +33,7 @@ from engine.runtime.recovery import (
     discard_orphaned_staging,
     newest_readable_restore_point,
     restart_delay_after,
+    sinks_that_committed,
     wait_restart_delay,
 )
 from engine.runtime.snapshot_metadata import window_configs
@@ -156,7 +157,7 @@ class JobRun:
         savepoint the run started from, or nothing, when no checkpoint completed."""
         retained = [(c.checkpoint_id, c) for c in reversed(list(self.store.get_all_checkpoints()))]
         found = newest_readable_restore_point(self.job_name, retained, self.adapter.restore_point, self.backoff,
-                                              self.clock)
+                                              self.clock, committed=lambda cid: sinks_that_committed(self.roots, cid))
         return found[1] if found is not None else self.initial_restore
 
     # -- checkpoint events (scheduler thread) ------------------------------------------------------

@@ -49,6 +49,7 @@ from engine.runtime.recovery import (
     discard_orphaned_staging,
     newest_readable_restore_point,
     restart_delay_after,
+    sinks_that_committed,
     wait_restart_delay,
 )
 
@@ -143,7 +144,8 @@ class SparkJobRun:
             return load_snapshot(uri, verify_checksums=True, **(options if uri.startswith(("s3://", "s3a://")) else {}))
 
         candidates = [(r.checkpoint_id, r) for r in reversed(self._retained)]
-        found = newest_readable_restore_point(self.job_name, candidates, verified, self.backoff, self.clock)
+        found = newest_readable_restore_point(self.job_name, candidates, verified, self.backoff, self.clock,
+                                              committed=lambda cid: sinks_that_committed(self.sinks, cid))
         if found is None:
             return self._next_attempt(self.initial_restore, None)
         checkpoint_id, snapshot = found

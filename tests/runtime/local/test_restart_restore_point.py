@@ -5,12 +5,15 @@ committed), and storage then misbehaves as the job restarts:
 
 - reads of checkpoint metadata are refused for a while: the restart waits with the restart strategy's
   backoff (a manual clock: the waits cost no time) and resumes from checkpoint 3, output exact;
-- every retained checkpoint is damaged: the job fails naming each, and the failure is a failure, so the
-  retained checkpoints stay for an operator to look at (a FINISHED shutdown would have deleted them).
+- every retained checkpoint is damaged: the job fails, and the failure is a failure, so the retained
+  checkpoints stay for an operator to look at (a FINISHED shutdown would have deleted them);
+- the newest is damaged: the restart passes over it only while its output is not committed yet; once an
+  exactly-once sink committed it, restoring the one before would write that span twice, so the job fails.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -112,12 +115,57 @@ def test_when_no_retained_checkpoint_is_readable_the_job_fails_and_keeps_them(tm
     env.get_checkpoint_config().set_externalized_checkpoint_retention(
         ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
     client = LocalRuntime(env).submit("every retained checkpoint damaged", list(env._sinks))
-    with pytest.raises(CorruptSnapshotError, match="no retained checkpoint can be restored") as failed:
+    with pytest.raises(CorruptSnapshotError, match="checkpoint 2 is unreadable") as failed:
         client.wait(60)
     assert plan.damaged == [1, 2, 3]
-    for checkpoint_id in plan.damaged:
-        assert f"checkpoint {checkpoint_id}: " in str(failed.value)
-    assert "truncated" in str(failed.value)
+    # 3 is passed over (killed before its commit), 2 is not: its output is committed, an older restore would
+    # write it again
+    assert "already committed its output" in str(failed.value) and "truncated" in str(failed.value)
     assert client.status().state == "failed"
     assert [int(p.name.split("-")[1]) for p in _retained_folders(storage)] == [1, 2, 3], \
         "a failed restart keeps the retained checkpoints (RETAIN_ON_CANCELLATION)"
+
+
+class _CorruptNewestWhen(FaultPlan):
+    """Truncates a state file of the newest retained checkpoint when ``fault`` fires, which then kills the attempt."""
+
+    def __init__(self, fault: Fault, storage: Path) -> None:
+        super().__init__([fault])
+        self.storage = storage
+        self.damaged: list[int] = []
+
+    def fire(self, kind: FaultKind, value: int) -> None:
+        fault = self.faults[0]
+        due = kind is fault.kind and (value == fault.at if kind is FaultKind.BEFORE_COMMIT else value >= fault.at)
+        if due and not self.damaged:
+            newest = _retained_folders(self.storage)[-1]
+            state = sorted(newest.rglob("*.parquet"))[0]
+            state.write_bytes(state.read_bytes()[:-10])
+            self.damaged.append(int(newest.name.split("-")[1]))
+        super().fire(kind, value)
+
+
+def test_a_newest_checkpoint_damaged_before_its_commit_is_passed_over_exactly_once(golden, tmp_path) -> None:
+    out, storage = str(tmp_path / "out"), tmp_path / "chk"
+    plan = _CorruptNewestWhen(Fault(FaultKind.BEFORE_COMMIT, 4), storage)
+    env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE, storage_dir=f"file://{storage}", retained=3,
+                    fault_plan=plan, restarts=2, interval_ms=20)
+    result = env.execute("newest damaged before its commit")
+    assert plan.damaged == [4] and result.restarts == 1
+    assert committed(out) == golden
+
+
+def test_a_newest_checkpoint_damaged_after_its_commit_fails_the_job_instead_of_duplicating(golden, tmp_path) -> None:
+    out, storage = str(tmp_path / "out"), tmp_path / "chk"
+    plan = _CorruptNewestWhen(Fault(FaultKind.RECORDS, len(EVENTS) * 3 // 4), storage)
+    env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE, storage_dir=f"file://{storage}", retained=3,
+                    fault_plan=plan, restarts=2, interval_ms=20)
+    env.get_checkpoint_config().set_externalized_checkpoint_retention(
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
+    client = LocalRuntime(env).submit("newest damaged after its commit", list(env._sinks))
+    with pytest.raises(CorruptSnapshotError, match=r"already committed its output .*tumbling") as failed:
+        client.wait(60)
+    assert f"checkpoint {plan.damaged[0]} is unreadable" in str(failed.value)
+    produced = committed(out)
+    assert len(produced) == len(set(map(json.dumps, produced))), "a row was committed twice"
+    assert all(row in golden for row in produced) and len(produced) < len(golden)

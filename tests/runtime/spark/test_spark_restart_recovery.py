@@ -144,8 +144,11 @@ def test_a_restart_passes_over_a_corrupt_newest_checkpoint_and_outputs_stay_exac
     assert sorted(tuple(d["value"]) for d in result.dead_letters) == BAD
 
 
-def test_when_every_retained_checkpoint_is_unreadable_the_job_fails_naming_each(spark, tmp_path):
-    """Starting over would emit committed results again: the restart refuses instead."""
+@pytest.mark.parametrize("sink_mode", ["at_least_once", "exactly_once"])
+def test_when_every_retained_checkpoint_is_unreadable_the_job_fails_naming_each(spark, tmp_path, sink_mode):
+    """Starting over would emit committed results again: the restart refuses instead.  With an at-least-once sink
+    each damaged checkpoint is passed over in turn and named; with an exactly-once sink the restart stops at the
+    newest, whose output is committed: restoring an older one would write that span twice."""
     storage = tmp_path / "chk"
 
     class CorruptEveryRetained(FailOnce):
@@ -155,15 +158,20 @@ def test_when_every_retained_checkpoint_is_unreadable_the_job_fails_naming_each(
                     state.write_bytes(state.read_bytes()[:-10])  # truncated
 
     env = _spark_env(storage, restarts=2)
-    _build(env, CorruptEveryRetained(VICTIM, str(tmp_path / "failed")))[1].write_files(
-        f"file://{tmp_path}/sums", "jsonl")
-    with pytest.raises(CorruptSnapshotError, match="no retained checkpoint can be restored") as failed:
+    _build(env, CorruptEveryRetained(VICTIM, str(tmp_path / "failed")))[1].sink_to(
+        FileSink(f"file://{tmp_path}/sums", "jsonl", mode=sink_mode))
+    with pytest.raises(CorruptSnapshotError) as failed:
         _run(env, [], "all-corrupt")
-    cause = failed.value
+    cause = str(failed.value)
     retained = sorted(int(m.parent.name.split("-", 1)[1]) for m in storage.rglob("chk-*/_metadata"))
-    assert len(retained) == 3
-    for checkpoint_id in retained:
-        assert f"checkpoint {checkpoint_id}: " in str(cause) and "truncated" in str(cause)
+    assert len(retained) == 3 and "truncated" in cause
+    if sink_mode == "at_least_once":
+        assert "no retained checkpoint can be restored" in cause
+        for checkpoint_id in retained:
+            assert f"checkpoint {checkpoint_id}: " in cause
+    else:
+        assert f"retained checkpoint {retained[-1]} is unreadable" in cause
+        assert "exactly-once sinks already committed its output" in cause and "/sums" in cause
 
 
 class _MetadataOutage:
