@@ -187,3 +187,41 @@ def complete_checkpoint(storage, completed: CompletedCheckpointStore, checkpoint
 
 def keys(store) -> set[str]:
     return {info.key for info in store.list("")}
+
+
+#: the unbounded purchases job the snapshot tests stop with a savepoint (``events_per_split`` None while running)
+PURCHASES_PARAMS = {"events_per_second": 50, "num_keys": 20}
+
+
+def stop_purchases_job(base: Any, runtime: str, drain: bool = False, savepoint_first: bool = False,
+                       min_checkpoints: int = 1) -> tuple[str, str | None]:
+    """Run the purchase job under a real job master until ``min_checkpoints`` checkpoints (or with
+    ``savepoint_first`` a savepoint) completed, then stop it with a savepoint through the control API, as
+    ``sluice stop`` does; returns ``(stop savepoint URI, savepoint taken while running or None)``."""
+    import time
+
+    from engine.master.client import ControlClient
+    from engine.master.master import JobMaster, MasterConfig
+
+    master = JobMaster(MasterConfig(
+        job_spec="engine.examples.purchases:build", job_name="purchases", runtime=runtime, parallelism=2,
+        params={**PURCHASES_PARAMS, "events_per_split": None}, checkpoint_interval_ms=200,
+        storage_uri=(base / "chk").as_uri(), savepoint_dir=(base / "sp").as_uri(), output_dir=str(base / "out"),
+        status_interval_ms=100, linger_after_end_s=0.2,
+        runtime_options={"bundle_size": 64} if runtime == "local" else {})).start()
+    client = ControlClient(master.url, "purchases")
+    try:
+        deadline = time.monotonic() + 240
+        while not savepoint_first and (client.status().get("last_completed_checkpoint") or 0) < min_checkpoints:
+            assert time.monotonic() < deadline, f"fewer than {min_checkpoints} checkpoints within 240 s"
+            time.sleep(0.05)
+        running = client.wait("savepoint", client.trigger_savepoint())["operation"]["location"] \
+            if savepoint_first else None
+        stop = client.wait("stop", client.stop(drain=drain), timeout_s=240)
+        assert stop["status"]["id"] == "COMPLETED", stop
+    finally:
+        if not master.client.get_job_execution_result().done():
+            master.client.cancel()
+        master.wait()
+        client.close()
+    return stop["operation"]["location"], running

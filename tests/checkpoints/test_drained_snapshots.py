@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import time
 from pathlib import Path
 
 import pytest
+from ckpt_helpers import PURCHASES_PARAMS, stop_purchases_job
 from click.testing import CliRunner
 
 from checkpoints.cli import inspect_command
@@ -26,47 +26,18 @@ from checkpoints.validation_cli import validate_command
 from engine.cli import main as sluice
 from engine.elements import MAX_WATERMARK
 from engine.errors import DrainedSnapshotError
-from engine.master.client import ControlClient
-from engine.master.master import JobMaster, MasterConfig
 
 JOB = "engine.examples.purchases:build"
-PARAMS = {"events_per_second": 50, "num_keys": 20}  # and events_per_split: None while running, a bound on restore
+PARAMS = PURCHASES_PARAMS  # and events_per_split: None while running, a bound on restore
 WINDOWS = ("count", "session", "sliding", "tumbling")
-
-
-def _stopped(base: Path, runtime: str, drain: bool, savepoint_first: bool = False) -> tuple[str, str | None]:
-    """Run the purchase job until a checkpoint (or with ``savepoint_first`` a savepoint) completed, then stop
-    it with a savepoint; returns ``(stop savepoint, savepoint taken while running or None)``."""
-    master = JobMaster(MasterConfig(
-        job_spec=JOB, job_name="purchases", runtime=runtime, parallelism=2,
-        params={**PARAMS, "events_per_split": None}, checkpoint_interval_ms=200,
-        storage_uri=(base / "chk").as_uri(), savepoint_dir=(base / "sp").as_uri(), output_dir=str(base / "out"),
-        status_interval_ms=100, linger_after_end_s=0.2,
-        runtime_options={"bundle_size": 64} if runtime == "local" else {})).start()
-    client = ControlClient(master.url, "purchases")
-    try:
-        deadline = time.monotonic() + 180
-        while not savepoint_first and not client.status().get("last_completed_checkpoint"):
-            assert time.monotonic() < deadline, "no checkpoint within 180 s"
-            time.sleep(0.05)
-        running = client.wait("savepoint", client.trigger_savepoint())["operation"]["location"] \
-            if savepoint_first else None
-        stop = client.wait("stop", client.stop(drain=drain), timeout_s=180)
-        assert stop["status"]["id"] == "COMPLETED", stop
-    finally:
-        if not master.client.get_job_execution_result().done():
-            master.client.cancel()
-        master.wait()
-        client.close()
-    return stop["operation"]["location"], running
 
 
 @pytest.fixture(scope="module")
 def savepoints(tmp_path_factory) -> dict[str, str]:
     """One drained stop savepoint, one plain stop savepoint and a checkpoint of the running job (local runtime)."""
     base = tmp_path_factory.mktemp("drained")
-    drained, _ = _stopped(base / "drained", "local", drain=True)
-    plain, _ = _stopped(base / "plain", "local", drain=False)
+    drained, _ = stop_purchases_job(base / "drained", "local", drain=True)
+    plain, _ = stop_purchases_job(base / "plain", "local", drain=False)
     checkpoint = max((base / "plain" / "chk" / "purchases").glob("chk-*/_metadata"), key=lambda p: p.stat().st_mtime)
     return {"drained": drained, "plain": plain, "checkpoint": checkpoint.parent.as_uri(), "base": str(base)}
 
@@ -188,7 +159,7 @@ def test_inspect_prints_the_watermarks_and_says_drained(savepoints) -> None:
 
 @pytest.mark.spark
 def test_a_drained_spark_savepoint_is_recognised_and_refused(spark, tmp_path: Path) -> None:
-    drained, running = _stopped(tmp_path, "spark", drain=True, savepoint_first=True)
+    drained, running = stop_purchases_job(tmp_path, "spark", drain=True, savepoint_first=True)
     reason = drained_reason(read_snapshot_metadata(drained))
     assert reason is not None and reason.startswith("the job's watermark and ")
     running_metadata = read_snapshot_metadata(running)  # taken after an epoch of input: a real watermark

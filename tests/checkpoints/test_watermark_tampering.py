@@ -11,43 +11,22 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from ckpt_helpers import stop_purchases_job
 from click.testing import CliRunner
 
 from checkpoints import load_snapshot
 from checkpoints.validation_cli import validate_command
 from engine.errors import CorruptSnapshotError
-from engine.master.client import ControlClient
-from engine.master.master import JobMaster, MasterConfig
 
 YEAR_3000_MS = 32_503_680_000_000
-PARAMS = {"events_per_split": None, "events_per_second": 50, "num_keys": 20}
 
 
 def _stop_savepoint(base: Path, runtime: str) -> Path:
-    master = JobMaster(MasterConfig(
-        job_spec="engine.examples.purchases:build", job_name="purchases", runtime=runtime, parallelism=2,
-        params=dict(PARAMS), checkpoint_interval_ms=200, storage_uri=(base / "chk").as_uri(),
-        savepoint_dir=(base / "sp").as_uri(), output_dir=str(base / "out"), status_interval_ms=100,
-        linger_after_end_s=0.2, runtime_options={"bundle_size": 64} if runtime == "local" else {})).start()
-    client = ControlClient(master.url, "purchases")
-    try:
-        deadline = time.monotonic() + 240
-        while (client.status().get("last_completed_checkpoint") or 0) < 2:
-            assert time.monotonic() < deadline, "no checkpoint within 240 s"
-            time.sleep(0.05)
-        stop = client.wait("stop", client.stop(), timeout_s=240)
-        assert stop["status"]["id"] == "COMPLETED", stop
-    finally:
-        if not master.client.get_job_execution_result().done():
-            master.client.cancel()
-        master.wait()
-        client.close()
-    return Path(stop["operation"]["location"].removeprefix("file://"))
+    return Path(stop_purchases_job(base, runtime, min_checkpoints=2)[0].removeprefix("file://"))
 
 
 @pytest.fixture(scope="module")
