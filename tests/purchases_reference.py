@@ -10,16 +10,17 @@ REAL_JOB_PARAMS = {"events_per_split": None, "late_fraction": 0.0, "malformed_fr
 
 
 def reference_tumbling(max_window_end: int, events_per_second: int,
-                       start_timestamp_ms: int | None = None) -> dict[tuple[str, int], int]:
+                       **generator: object) -> dict[tuple[str, int], int]:
     """Per (user, window start) total qty of every 1-minute window of the unbounded purchases generator
     (no late, no malformed events) ending by ``max_window_end``: what its tumbling output must be.
-    ``start_timestamp_ms``: the generator's time of offset 0 when the job set one (live mode)."""
+    ``generator``: further PurchaseJobConfig fields the job set (``num_keys``, ``start_timestamp_ms``...)."""
     from collections import defaultdict
 
     from engine.examples.purchases import PurchaseJobConfig, purchase_source
 
     config = PurchaseJobConfig(events_per_split=None, late_fraction=0.0, malformed_fraction=0.0,
-                               events_per_second=events_per_second, start_timestamp_ms=start_timestamp_ms)
+                               events_per_second=events_per_second,
+                               **{k: v for k, v in generator.items() if k != "live"})
     source = purchase_source(config)
     names = source._key_names()
     start = source.start_timestamp_ms

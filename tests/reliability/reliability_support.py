@@ -133,7 +133,8 @@ def committed_output_matches_the_reference(output: Path, params: dict = REAL_JOB
     duplicated = {k: v for k, v in by_window.items() if len(v) > 1}
     assert not duplicated, f"{len(duplicated)} windows written more than once, e.g. {list(duplicated.items())[:3]}"
     last_end = max(start for _, start in by_window) + 60_000
-    reference = reference_tumbling(last_end, params["events_per_second"], params.get("start_timestamp_ms"))
+    reference = reference_tumbling(last_end, **{k: v for k, v in params.items()
+                                                 if k not in ("events_per_split", "late_fraction", "malformed_fraction")})
     produced = {k: v[0] for k, v in by_window.items()}
     assert produced == {k: v for k, v in reference.items() if k[1] + 60_000 <= last_end}
     return len(rows)

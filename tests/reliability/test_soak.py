@@ -48,8 +48,12 @@ pytestmark = pytest.mark.slow
 BY_HAND = "SLUICE_SOAK_S" in os.environ
 SOAK_S = float(os.environ.get("SLUICE_SOAK_S", "180"))
 SAMPLE_S = 5.0 if SOAK_S <= 600 else 15.0
-#: per split; the job's four splits make four times as many events a second
-EVENTS_PER_SECOND = 50
+#: per split; the job's four splits make four times as many events a second.  With NUM_KEYS users a user buys every
+#: NUM_KEYS / (4 * EVENTS_PER_SECOND) = 50 s, longer than the job's 30 s session gap, so sessions close and the job's
+#: state is bounded: any growth is Sluice's.  (At 100 users a user bought every half second, every session stayed
+#: open for the whole run, and its contents grew without bound: the job's own state, as it would in Flink.)
+EVENTS_PER_SECOND = 10
+NUM_KEYS = 2_000
 #: growth of the process tree's memory allowed over the second half, in MiB per hour of running (plus the fit's
 #: noise: see the assertion)
 MAX_MEMORY_SLOPE_MIB_PER_HOUR = 60.0
@@ -89,7 +93,8 @@ def test_a_master_on_a_live_feed_keeps_memory_checkpoint_duration_and_lag_flat(w
     from engine.master.client import ControlApiUnavailable, ControlClient, discover_control_url
 
     start_ms = int(time.time() * 1000)
-    params = {**REAL_JOB_PARAMS, "events_per_second": EVENTS_PER_SECOND, "live": True, "start_timestamp_ms": start_ms}
+    params = {**REAL_JOB_PARAMS, "events_per_second": EVENTS_PER_SECOND, "num_keys": NUM_KEYS, "live": True,
+              "start_timestamp_ms": start_ms}
     extra = [] if where.runtime == "local" else ["--option", "epoch_interval_ms=1000"]
     tmp_path = where.tmp_path
     master = start(where, "soak", *extra, params=params)
