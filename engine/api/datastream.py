@@ -121,6 +121,12 @@ class DataStream:
     def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
         return AllWindowedStream(self, window_assigner)
 
+    def window(self, window_assigner: WindowAssigner) -> WindowedStream:
+        """Windows per key need a keyed stream (Flink has no ``DataStream.window`` either)."""
+        raise JobDefinitionError(
+            "window", window_assigner, "needs a keyed stream",
+            "Call .key_by(...) first for windows per key, or use .window_all(...) for one window over all records")
+
     def add_async(self, async_function: Any, timeout: SizeLike, capacity: int = 100,
                   ordered: bool = True) -> SingleOutputStreamOperator:
         """Async I/O for enrichment calls (Flink's AsyncDataStream.orderedWait / unorderedWait)."""

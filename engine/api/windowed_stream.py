@@ -78,6 +78,27 @@ def _check_field(field: Any, parameter: str = "field") -> Any:
     return field
 
 
+def _records_carry_timestamps(node: Any) -> bool:
+    """Whether every record reaching ``node`` has an event timestamp: each path up to a source passes a timestamp
+    assigner (or a window, whose results carry the window's max timestamp), or starts at a source given a
+    WatermarkStrategy."""
+    from engine.api.graph import SourceTransformation, TimestampsAndWatermarksTransformation, WindowTransformation
+
+    seen: dict[int, bool] = {}
+
+    def stamped(n: Any) -> bool:
+        if n.id not in seen:
+            if isinstance(n, (TimestampsAndWatermarksTransformation, WindowTransformation)):
+                seen[n.id] = True
+            elif isinstance(n, SourceTransformation):
+                seen[n.id] = n.watermark_strategy is not None
+            else:
+                seen[n.id] = bool(n.inputs) and all(stamped(i) for i in n.inputs)
+        return seen[n.id]
+
+    return stamped(node)
+
+
 class WindowedStream:
     """A keyed (or, via AllWindowedStream, non-keyed) stream with a window assigner."""
 
@@ -87,6 +108,15 @@ class WindowedStream:
             raise JobDefinitionError(
                 "window_assigner", assigner, "must be a WindowAssigner",
                 "Use e.g. TumblingEventTimeWindows.of(Time.minutes(1))",
+            )
+        if assigner.is_event_time() and not _records_carry_timestamps(input_stream._node):
+            raise JobDefinitionError(
+                "window_assigner", assigner,
+                "is an event-time assigner, but the records reaching it carry no timestamps (no "
+                "assign_timestamps_and_watermarks, and no WatermarkStrategy given to from_source, upstream): "
+                "every window would stay empty",
+                "Call .assign_timestamps_and_watermarks(WatermarkStrategy.for_bounded_out_of_orderness(...)"
+                ".with_timestamp_assigner(...)) before key_by, or use a processing-time assigner",
             )
         self._input = input_stream
         self._key_selector = key_selector

@@ -12,14 +12,21 @@ from engine import (
     StreamExecutionEnvironment,
     Time,
     TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
     CountTrigger,
+    WatermarkStrategy,
 )
+
+
+def _stamped(stream):
+    return stream.assign_timestamps_and_watermarks(
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: 0))
 
 
 @pytest.fixture
 def keyed():
     env = StreamExecutionEnvironment.get_execution_environment()
-    return env.from_collection([("a", 1)]).key_by(lambda e: e[0])
+    return _stamped(env.from_collection([("a", 1)])).key_by(lambda e: e[0])
 
 
 @pytest.mark.parametrize(
@@ -85,7 +92,30 @@ def test_a_job_without_sinks_cannot_execute() -> None:
 def test_parallelism_above_max_parallelism_is_refused_for_keyed_operators() -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_max_parallelism(4).set_parallelism(8)
-    stream = env.from_collection([("a", 1, 0)]).key_by(lambda e: e[0]).window(
+    stream = _stamped(env.from_collection([("a", 1, 0)])).key_by(lambda e: e[0]).window(
         TumblingEventTimeWindows.of(Time.seconds(1))).sum(1)
     with pytest.raises(JobDefinitionError, match="`parallelism`"):
         stream.execute_and_collect()
+
+
+def test_window_without_key_by_names_the_way_out() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    with pytest.raises(JobDefinitionError, match="`window` needs a keyed stream.*key_by.*window_all"):
+        env.from_collection([("a", 1)]).window(TumblingEventTimeWindows.of(Time.seconds(1)))
+
+
+def test_an_event_time_window_without_timestamps_is_refused_instead_of_staying_empty() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    events = env.from_collection([("a", 1, 1_000), ("b", 2, 2_000)])
+    with pytest.raises(JobDefinitionError, match="`window_assigner` is an event-time assigner.*no timestamps"):
+        events.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Time.seconds(1)))
+    with pytest.raises(JobDefinitionError, match="no timestamps"):
+        events.map(lambda e: e).window_all(EventTimeSessionWindows.with_gap(Time.seconds(1)))
+    # a union with one unstamped side still lets records without timestamps through
+    stamped = _stamped(env.from_collection([("c", 3, 0)]))
+    with pytest.raises(JobDefinitionError, match="no timestamps"):
+        stamped.union(events).key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Time.seconds(1)))
+    # what does carry timestamps is accepted: an assigner upstream, a window's results, processing time
+    windowed = stamped.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Time.seconds(1))).sum(1)
+    windowed.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Time.seconds(10)))
+    events.key_by(lambda e: e[0]).window(TumblingProcessingTimeWindows.of(Time.seconds(1)))
