@@ -550,7 +550,7 @@ class LocalJob:
             for task in order:
                 if task.runnable():
                     task.step(source_budget if task.is_source_task else budget)
-                    progressed = True
+                    progressed = progressed or not getattr(task, "starved", False)
             if progressed:
                 idle_s = _IDLE_SLEEP_MIN_S
             if threshold is not None and run.records_before_attempt + self.records_read() >= threshold:

@@ -200,6 +200,8 @@ class SourceTask(Subtask):
         #: epoch, watermarks are emitted only at the epoch's end, and the task then parks until the runtime
         #: starts the next epoch once the whole pipeline is quiescent -- the Spark runtime's cadence, where
         #: every record of epoch n is processed under the watermark of the end of epoch n-1
+        #: the last step found nothing to read (an unbounded source waiting for data)
+        self.starved = False
         self.epoch_records: int | None = None
         self.epoch = 0
         self.parked = False
@@ -232,6 +234,7 @@ class SourceTask(Subtask):
         return [s for s in self.splits if not s.finished]
 
     def step(self, budget: int) -> int:
+        self.starved = False
         # in epoch mode barriers go in only at epoch ends: the epoch boundary is the barrier, as on Spark
         if self.before_read is not None and (self.epoch_records is None or self.parked):
             self.before_read(self)
@@ -253,7 +256,12 @@ class SourceTask(Subtask):
         limit = min(budget, self.bundle_size)
         if epoch_mode:
             limit = min(limit, self._epoch_end[split.split_id] - int(split.offset()))
+        before = split.offset()
         batch = split.reader.read(limit)
+        # an unbounded split with nothing to read now (a live feed between records): no progress, so the runtime
+        # may back off instead of polling it in a busy loop
+        self.starved = not batch.values and not batch.dead_letters and not batch.finished \
+            and split.offset() == before
         for dl in batch.dead_letters:
             self.dead_letter(dl.raw, ValueError(dl.error), f"source:{split.split_id}@{dl.offset}")
         stage, split_id = self.stage, split.split_id
