@@ -86,7 +86,9 @@ class JobRun:
         started = time.monotonic()
         self.executor = ThreadPoolExecutor(ASYNC_WRITER_THREADS, thread_name_prefix=f"sluice-upload-{self.job_id}")
         restore = self.initial_restore
-        final_status = JobStatus.FINISHED
+        # anything but a clean end is a failure: FINISHED would delete the retained checkpoints an operator needs
+        # (an attempt that could not even be built -- a sink failing to re-commit, storage down -- used to end so)
+        final_status = JobStatus.FAILED
         try:
             while True:
                 self.attempt += 1
@@ -108,6 +110,7 @@ class JobRun:
                     job.run()
                     failed = False
                     self.state = "finished"
+                    final_status = JobStatus.FINISHED
                     break
                 except JobStopped as stop:
                     failed = False
@@ -129,12 +132,11 @@ class JobRun:
                 finally:
                     job.end(failed)
                 wait_restart_delay(self.clock, delay_ms)
-                try:
-                    restore = self._restore_point_when_storage_answers()
-                except Exception:
-                    self.state = "failed"
-                    final_status = JobStatus.FAILED  # not FINISHED, which deletes the retained checkpoints
-                    raise
+                restore = self._restore_point_when_storage_answers()
+        except BaseException:
+            if self.state not in ("finished", "cancelled", "stopped"):
+                self.state = "failed"
+            raise
         finally:
             if self.checkpointing_enabled and self.job is not None:
                 self.job.coordinator.shutdown(final_status)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from engine import CheckpointingMode, ExternalizedCheckpointRetention
+from checkpoints import load_snapshot
 from engine.errors import CorruptSnapshotError
 from engine.runtime.local.faults import Fault, FaultKind, FaultPlan
 from engine.runtime.local.runtime import LocalRuntime
@@ -169,3 +170,31 @@ def test_a_newest_checkpoint_damaged_after_its_commit_fails_the_job_instead_of_d
     produced = committed(out)
     assert len(produced) == len(set(map(json.dumps, produced))), "a row was committed twice"
     assert all(row in golden for row in produced) and len(produced) < len(golden)
+
+
+def test_a_restart_that_cannot_even_build_its_attempt_fails_and_keeps_the_retained_checkpoints(
+        tmp_path, monkeypatch) -> None:
+    from engine.io.file_sink import FileSink
+
+    """The next attempt's construction fails: its sinks cannot re-commit the restored checkpoint's transactions
+    (S3 refusing, a permission taken away)."""
+    out, storage = str(tmp_path / "out"), tmp_path / "chk"
+    plan = FaultPlan([Fault(FaultKind.RECORDS, len(EVENTS) // 2)])
+
+    def recover_and_commit(sink, handles) -> None:
+        if plan.fired:
+            raise PermissionError("AccessDenied: PutObject on the output (simulated)")
+
+    monkeypatch.setattr(FileSink, "recover_and_commit", recover_and_commit)
+    env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE, storage_dir=f"file://{storage}", retained=3,
+                    fault_plan=plan, restarts=2, interval_ms=20)
+    env.get_checkpoint_config().set_externalized_checkpoint_retention(
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
+    client = LocalRuntime(env).submit("attempt cannot be built", list(env._sinks))
+    with pytest.raises(PermissionError, match="AccessDenied"):
+        client.wait(60)
+    assert plan.fired and client.status().state == "failed"
+    kept = _retained_folders(storage)
+    assert len(kept) == 3, "a failed job keeps its retained checkpoints (it used to shut down as FINISHED)"
+    for folder in kept:
+        load_snapshot(folder.as_uri())
