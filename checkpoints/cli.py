@@ -143,6 +143,19 @@ def clean_command(job_id: str, storage: str, savepoint_root: str | None, grace_s
         output_stores = [open_store(uri, **(options if uri.startswith("s3") else {})) for uri in outputs]
     except InvalidStorageUri as exc:
         raise click.BadParameter(str(exc), param_hint="--output") from None
+    if job_stopped:
+        import time
+
+        from checkpoints.lease import read_lease
+
+        view = read_lease(store, job_id)
+        now_ms = int(time.time() * 1000)
+        if view is not None and view.lease.is_live(now_ms):
+            raise click.UsageError(
+                f"--job-stopped, but job {job_id!r} has a live job master: {view.lease.describe(now_ms)}. Its "
+                "in-flight checkpoint and staged parts would be taken for garbage and deleted under it. Stop it "
+                "first (sluice stop/cancel), or leave out --job-stopped: the grace period then keeps what a "
+                "running job may still complete")
     if scratch and scratch_dir is None:
         scratch_dir = tempfile.gettempdir()
     report = clean_orphans(store, job_id, grace_period_ms=grace_s * 1000, dry_run=not delete,

@@ -172,3 +172,25 @@ def test_an_output_that_cannot_be_listed_is_named_in_a_note_and_the_rest_still_r
     report = json.loads(result.output)
     assert [o["kind"] for o in report["orphans"]] == ["checkpoint_file"]
     assert any(f"staged sink parts under {missing} were not examined" in note for note in report["notes"])
+
+
+def test_job_stopped_is_refused_while_a_master_holds_a_live_lease(tmp_path) -> None:
+    """A user ran the runbook's '--job-stopped --grace-period 0 --delete' while the master ran: it deleted the
+    in-flight checkpoint and its staged parts, and the job then failed.  The lease says whether a master runs."""
+    from checkpoints.lease import LeaseKeeper
+
+    storage = (tmp_path / "chk").as_uri()
+    in_flight = tmp_path / "chk" / JOB / "chk-7" / "window" / "0"
+    in_flight.mkdir(parents=True)
+    (in_flight / "keyed.parquet").write_bytes(b"being written")
+    keeper = LeaseKeeper(open_store(storage), JOB, ttl_ms=60_000, started_by="test")
+    keeper.acquire()
+    args = ["clean", JOB, "--storage", storage, "--job-stopped", "--grace-period", "0", "--delete"]
+    refused = CliRunner().invoke(checkpoints_cli, args)
+    assert refused.exit_code == 2, refused.output
+    assert "live job master" in refused.output and "sluice stop" in refused.output
+    assert (in_flight / "keyed.parquet").exists()
+    keeper.release()  # the master ended cleanly: now the folder is an aborted checkpoint's and goes
+    cleaned = CliRunner().invoke(checkpoints_cli, args)
+    assert cleaned.exit_code == 0, cleaned.output
+    assert not (in_flight / "keyed.parquet").exists()
