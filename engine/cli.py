@@ -247,8 +247,27 @@ def _with_locate(fn: Any) -> Any:
 @_with_locate
 def status(job_id: str, url: str | None, storage: str | None, token: str | None,
            control_hosts: str | None) -> None:
-    """Print a running job's status."""
-    click.echo(json.dumps(_client(job_id, url, storage, token, control_hosts).status(), indent=2))
+    """Print a job's status: its master's, or, when no master answers, the status document the last one
+    published in --storage (a stopped, suspended, failed or killed job), marked ``"source": "status document"``."""
+    from engine.master.client import ControlApiUnavailable
+
+    try:
+        click.echo(json.dumps(_client(job_id, url, storage, token, control_hosts).status(), indent=2))
+        return
+    except ControlApiUnavailable as exc:
+        if storage is None:
+            raise
+        unreachable = str(exc)
+    from checkpoints.backends import open_store
+    from checkpoints.status import read_status
+
+    document = read_status(open_store(storage), job_id)
+    if document is None:
+        raise ControlApiUnavailable(unreachable)
+    shown = json.loads(document.to_json())
+    shown.update(source="status document", note=f"no job master answers ({unreachable}); this is what the "
+                 "last master published, with its heartbeat time")
+    click.echo(json.dumps(shown, indent=2))
 
 
 def _wait_for(client: Any, kind: str, trigger_id: str) -> None:
