@@ -249,11 +249,13 @@ def status(job_id: str, url: str | None, storage: str | None, token: str | None,
            control_hosts: str | None) -> None:
     """Print a job's status: its master's, or, when no master answers, the status document the last one
     published in --storage (a stopped, suspended, failed or killed job), marked ``"source": "status document"``."""
-    from engine.master.client import ControlApiUnavailable
+    from engine.master.client import ControlApiUnavailable, UntrustedControlUrl
 
     try:
         click.echo(json.dumps(_client(job_id, url, storage, token, control_hosts).status(), indent=2))
         return
+    except UntrustedControlUrl:
+        raise  # the token is not sent to a host off the allow list: say so, never fall back quietly
     except ControlApiUnavailable as exc:
         if storage is None:
             raise

@@ -35,7 +35,9 @@ def local_savepoint(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def spark_savepoint(tmp_path_factory) -> Path:
+def spark_savepoint(spark, tmp_path_factory) -> Path:
+    # through the session fixture: a session this master started itself would start Spark's Python workers
+    # without the tests' import paths, and later Spark tests in this process share it
     return _stop_savepoint(tmp_path_factory.mktemp("wm-spark"), "spark")
 
 

@@ -47,7 +47,8 @@ def _node(windowed):
 
 def test_only_builtin_sum_min_max_with_the_default_trigger_and_no_evictor_qualify():
     env = StreamExecutionEnvironment.get_execution_environment()
-    keyed = env.from_collection([("a", 1, 1)]).key_by(lambda e: e[0])
+    keyed = env.from_collection([("a", 1, 1)]).assign_timestamps_and_watermarks(
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e[2])).key_by(lambda e: e[0])
     tumbling = TumblingEventTimeWindows.of(Time.seconds(10))
     late_sum = keyed.window(tumbling).allowed_lateness(Time.seconds(1)).sum(2)
     assert preaggregation_for(_node(late_sum)) == PreAggregation("sum", 2, 10_000, 10_000, 0)
