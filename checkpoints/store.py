@@ -551,16 +551,19 @@ class CompletedCheckpointStore:
         deleted = 0
         subsumed_meta: list[CheckpointMetadata] = []
         shared_known = True
+        # the checkpoint is in the index already: nothing here may fail add_checkpoint (a storage error raised from
+        # here made the runtime believe the new checkpoint was not retained, restart from an older one and delete
+        # the staged sink parts the index's newest checkpoint still names)
         for h in subsumed:
             try:
                 subsumed_meta.append(self._load_metadata(h))
-            except (CorruptSnapshotError, ObjectNotFound) as exc:
+            except Exception as exc:  # noqa: BLE001 - see above: a warning, orphan clean-up collects the rest
                 warnings.append(f"cannot read subsumed checkpoint {h.checkpoint_id} to release its shared files: {exc}")
         retained_meta: list[CheckpointMetadata] = []
         for h in kept:
             try:
                 retained_meta.append(self._load_metadata(h))
-            except (CorruptSnapshotError, ObjectNotFound) as exc:
+            except Exception as exc:  # noqa: BLE001 - see above
                 shared_known = False  # we cannot tell what it references: delete no shared file
                 warnings.append(f"cannot read retained checkpoint {h.checkpoint_id}; keeping all shared files: {exc}")
         try:
