@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -105,14 +105,18 @@ def newest_readable_restore_point(job_name: str, candidates: Iterable[tuple[int,
 def sinks_that_committed(roots: Iterable[Any], checkpoint_id: int) -> list[str]:
     """The exactly-once sinks reachable from ``roots`` whose output already holds what checkpoint
     ``checkpoint_id`` committed (a sink that cannot tell, e.g. an at-least-once one, is not listed)."""
+    return [getattr(sink, "path", None) or node.name for node, sink in _sinks(roots)
+            if hasattr(sink, "has_committed") and sink.has_committed(checkpoint_id)]
+
+
+def _sinks(roots: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+    """(node, sink) of every sink reachable from ``roots``."""
     from engine.api.graph import SinkTransformation, topological_order
 
-    holders = []
     for node in topological_order(list(roots)):
         sink = getattr(node, "sink", None) if isinstance(node, SinkTransformation) else None
-        if sink is not None and hasattr(sink, "has_committed") and sink.has_committed(checkpoint_id):
-            holders.append(getattr(sink, "path", None) or node.name)
-    return holders
+        if sink is not None:
+            yield node, sink
 
 
 def discard_orphaned_staging(roots: Iterable[Any]) -> None:
@@ -120,9 +124,6 @@ def discard_orphaned_staging(roots: Iterable[Any]) -> None:
 
     ``roots``: the job's sink nodes; every sink reachable from them that stages parts discards its orphans.
     """
-    from engine.api.graph import SinkTransformation, topological_order
-
-    for node in topological_order(list(roots)):
-        sink = getattr(node, "sink", None) if isinstance(node, SinkTransformation) else None
-        if sink is not None and hasattr(sink, "discard_orphaned_staging"):
+    for _, sink in _sinks(roots):
+        if hasattr(sink, "discard_orphaned_staging"):
             sink.discard_orphaned_staging()
