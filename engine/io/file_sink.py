@@ -194,15 +194,17 @@ class FileSink(TwoPhaseCommitSink):
 
     # -- housekeeping -------------------------------------------------------------------------------
 
-    def discard_orphaned_staging(self, keep_handles: Iterable[CommitHandle] = ()) -> int:
-        """Delete staged parts that no handle in ``keep_handles`` refers to; returns how many.
+    def discard_orphaned_staging(self, keep_handles: Iterable[CommitHandle] = (),
+                                 keep_parts: Iterable[str] = ()) -> int:
+        """Delete staged parts that no handle in ``keep_handles`` refers to and that are not among
+        ``keep_parts`` (``_staging/<txn>/<part>`` keys, as snapshots in storage name them); returns how many.
 
         Call it on restore, after ``recover_and_commit``/``recover_and_abort`` and
         before new transactions begin: parts staged by attempts that died before
         their pre-commit reached a checkpoint are garbage then.  Deleting while
         other subtasks have open transactions would destroy their staging.
         """
-        keep = {staged for handle in keep_handles for staged, *_ in self._files(handle)}
+        keep = {staged for handle in keep_handles for staged, *_ in self._files(handle)} | set(keep_parts)
         store = self._folder()
         orphans = [info.key for info in store.list(STAGING + "/") if info.key not in keep]
         # a part whose write a killed process cut short is no part at all (a local store's temporary file)

@@ -187,6 +187,11 @@ class CheckpointStorageAdapter:
         #: uid -> static window-operator config for _metadata (set per attempt from the plan)
         self.operator_configs: dict[str, dict[str, Any]] = {}
 
+    @property
+    def storage(self) -> Any:
+        """The job's ``checkpoints.CheckpointStorage``, or None when the job keeps no checkpoints."""
+        return self._storage
+
     # -- fencing (checkpoints.lease) ----------------------------------------------------------------
     def has_fence(self) -> bool:
         return self._persistent_store is not None and self._persistent_store.fence is not None

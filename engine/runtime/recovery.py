@@ -17,14 +17,23 @@ C = TypeVar("C")
 R = TypeVar("R")
 
 
-def restart_delay_after(failure: BaseException, backoff: Any, clock: Any) -> int | None:
+def restart_delay_after(failure: BaseException, backoff: Any, clock: Any, job_name: str = "?") -> int | None:
     """How long to wait before restarting after ``failure``, or None when the job must not restart: its
-    restart strategy allows no more, or the master was fenced (another master owns the job)."""
+    restart strategy allows no more, or the master was fenced (another master owns the job).  Logged either
+    way: a restart's cause is otherwise lost once the next attempt runs."""
     from engine.errors import fenced_cause
 
     if fenced_cause(failure) is not None:
+        log.error("job %s: fenced, not restarting: %s", job_name, failure)
         return None
-    return backoff.on_failure(clock.now_ms())
+    delay_ms = backoff.on_failure(clock.now_ms())
+    if delay_ms is None:
+        log.error("job %s: attempt failed and the restart strategy allows no more restarts: %s: %s",
+                  job_name, type(failure).__name__, failure)
+    else:
+        log.warning("job %s: attempt failed (%s: %s); restarting in %d ms", job_name, type(failure).__name__,
+                    failure, delay_ms)
+    return delay_ms
 
 
 def wait_restart_delay(clock: Any, delay_ms: int) -> None:
@@ -119,11 +128,33 @@ def _sinks(roots: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
             yield node, sink
 
 
-def discard_orphaned_staging(roots: Iterable[Any]) -> None:
+def discard_orphaned_staging(roots: Iterable[Any], storage: Any = None) -> None:
     """Staged parts of transactions that never reached a completed checkpoint are garbage (FileSink).
 
     ``roots``: the job's sink nodes; every sink reachable from them that stages parts discards its orphans.
+    ``storage``: the job's ``checkpoints.CheckpointStorage`` (None: the job keeps no checkpoints).  What storage
+    says a restore may still commit is the truth, not what this process remembers: a part named by any retained
+    checkpoint, a completed checkpoint above the index, or a savepoint of the job is kept, so a checkpoint this
+    process did not take as retained (an index write it saw fail, an attempt that ended mid-completion) stays
+    restorable.  When those snapshots cannot all be read, nothing is deleted (``sluice checkpoints clean
+    --output`` removes what is left once the job has stopped).
     """
+    keep: set[str] = set()
+    if storage is not None:
+        from checkpoints.orphans import staged_parts_in_use
+
+        try:
+            named, unreadable = staged_parts_in_use(storage.store, storage.job_id, storage.savepoint_store)
+        except Exception as exc:  # noqa: BLE001 - storage down: keeping garbage is safe, deleting a named part is not
+            named, unreadable = None, f"{type(exc).__name__}: {exc}"
+        if named is None:
+            log.warning("staged sink parts kept: the snapshots that may name them could not all be read (%s)",
+                        unreadable)
+            return
+        keep = named
     for _, sink in _sinks(roots):
         if hasattr(sink, "discard_orphaned_staging"):
-            sink.discard_orphaned_staging()
+            deleted = sink.discard_orphaned_staging(keep_parts=keep)
+            if deleted:
+                log.info("deleted %d staged part(s) under %s that no restorable snapshot names", deleted,
+                         getattr(sink, "path", "?"))

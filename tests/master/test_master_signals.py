@@ -206,7 +206,8 @@ def test_a_suspended_master_publishes_suspended_releases_its_lease_and_does_not_
     from checkpoints.status import read_status
     from engine.master.master import JobMaster
 
-    master = JobMaster(_config(tmp_path)).start()
+    # a linger far longer than a suspension takes on a loaded host: a master that lingers cannot pass unseen
+    master = JobMaster(_config(tmp_path, linger_after_end_s=60.0)).start()
     try:
         _until(lambda: len(_retained_ids(tmp_path)) >= 3, 120, "three retained checkpoints")
         before = _retained_ids(tmp_path)
@@ -225,7 +226,7 @@ def test_a_suspended_master_publishes_suspended_releases_its_lease_and_does_not_
     after = _retained_ids(tmp_path)
     assert len(after) == 3 and max(after) >= max(before), (before, after)
     assert read_lease(store, "purchases").lease.released
-    assert took_s < 3.0, f"a suspended master must not linger ({took_s:.1f} s; linger_after_end_s is 3)"
+    assert took_s < 30.0, f"a suspended master must not linger ({took_s:.1f} s; linger_after_end_s is 60)"
     assert result.job_id == "purchases"
 
 

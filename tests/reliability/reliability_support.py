@@ -85,10 +85,19 @@ def wait(predicate, timeout_s: float, what: str, *processes: subprocess.Popen, t
         for p in processes:
             if p.poll() is not None:
                 logs = "" if tmp_path is None else "\n".join(
-                    f"--- {f.name}\n{f.read_text()[-3000:]}" for f in sorted(tmp_path.glob("*.log")))
+                    f"--- {f.name}\n{f.read_text()[-3000:]}" for f in sorted(tmp_path.glob("*.log"))) + \
+                    _output_listing(tmp_path / "out")
                 raise AssertionError(f"a master exited ({p.returncode}) while waiting for {what}\n{logs}")
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def _output_listing(output: Path) -> str:
+    """What a failure message needs to tell a deleted staged part from one never written: the output's files."""
+    if not output.exists():
+        return ""
+    names = sorted(str(f.relative_to(output)) for f in output.rglob("*") if f.is_file())
+    return "\n--- output files\n" + "\n".join(names[-200:])
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -97,12 +97,12 @@ class JobRun:
                 if restore is None:
                     for target in self.collected.values():
                         target.clear()  # from scratch: nothing of a failed attempt counts
-                    discard_orphaned_staging(self.roots)
+                    discard_orphaned_staging(self.roots, self.adapter.storage)
                 plan = build_plan(self.roots, self.env.get_parallelism(), self.env.get_max_parallelism())
                 self.adapter.operator_configs = window_configs(n for v in plan.vertices for n in v.nodes)
                 job = LocalJob(self, plan, restore)
                 if restore is not None:
-                    discard_orphaned_staging(self.roots)  # sinks re-committed restore's handles in initialize_state
+                    discard_orphaned_staging(self.roots, self.adapter.storage)  # sinks re-committed restore's handles in initialize_state
                 self.job = job
                 self.state = "running"
                 failed = True
@@ -119,7 +119,7 @@ class JobRun:
                     break
                 except Exception as exc:  # noqa: BLE001 - any task failure fails the attempt (seed 002 "Recovery")
                     self.records_before_attempt += job.records_read()
-                    delay_ms = restart_delay_after(exc, self.backoff, self.clock)
+                    delay_ms = restart_delay_after(exc, self.backoff, self.clock, self.job_name)
                     if delay_ms is None:
                         self.state = "failed"
                         final_status = JobStatus.FAILED

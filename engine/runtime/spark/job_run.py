@@ -121,7 +121,7 @@ class SparkJobRun:
     def _restart_or_fail(self, exc: Exception) -> None:
         """Count the failed attempt and wait the strategy's delay, or fail the job when it allows no more."""
         self.failures = (self.failures + [f"{type(exc).__name__}: {exc}"])[-_FAILURES_KEPT:]
-        delay_ms = restart_delay_after(exc, self.backoff, self.clock)
+        delay_ms = restart_delay_after(exc, self.backoff, self.clock, self.job_name)
         if delay_ms is None:
             self._set_state("failed")
             raise JobFailedError(
@@ -170,7 +170,7 @@ class SparkJobRun:
                 new._counter.set_count(max(new._counter.get(), old._counter.get()))
         # parts staged by a failed attempt, or by a killed process before this one, that no restored handle
         # named are garbage: the restored handles were committed when the sinks were initialized just now
-        discard_orphaned_staging(self.sinks)
+        discard_orphaned_staging(self.sinks, job.checkpointing.storage)
         with self._changed:
             self.attempt += 1
             self.job = job
