@@ -10,7 +10,7 @@ the same document and name state files the same way.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from engine.api.graph import WindowTransformation
 
@@ -47,3 +47,28 @@ def operator_watermarks(subtask_metadata: dict[int, dict[str, Any]]) -> dict[str
     """subtask (as str) -> the operator's current watermark at the snapshot."""
     return {str(sub): int(meta["current_watermark"]) for sub, meta in sorted(subtask_metadata.items())
             if "current_watermark" in meta}
+
+
+def source_split_key(source_uid: str, split_id: str) -> str:
+    """The name a source split goes by in a snapshot (``source_positions``, per-split watermarks): ``<uid>/<split>``.
+
+    A split id is unique within its source only: two ``from_collection`` sources both have
+    ``collection-0``, two folders can both hold ``part-0.jsonl``.  As in Flink, where a split is
+    state of its source operator, the source's uid (storage-safe, so never containing ``/``) makes
+    the name unique in the job; the runtimes also use it where splits of all sources meet.
+    """
+    return f"{source_uid}/{split_id}"
+
+
+def saved_split_key(saved: Mapping[str, Any], source_uid: str, split_id: str) -> str | None:
+    """The key ``saved`` (a snapshot's ``source_positions`` or per-split watermarks) holds a source's split
+    under, or None when the snapshot never saw the split (it then starts from its beginning).
+
+    Snapshots written before splits were named per source key them by the bare split id; those
+    come from jobs whose split ids were unique across sources (Spark refused others), so there
+    the bare id still names the split.
+    """
+    key = source_split_key(source_uid, split_id)
+    if key in saved:
+        return key
+    return split_id if split_id in saved else None

@@ -575,6 +575,7 @@ class SparkCheckpointing:
         if uri is None:
             return
         from checkpoints import load_snapshot
+        from engine.runtime.snapshot_metadata import saved_split_key
 
         job = self.job
         options = self.storage_options if uri.startswith(("s3://", "s3a://")) else {}
@@ -583,11 +584,12 @@ class SparkCheckpointing:
             snapshot = load_snapshot(uri, verify_checksums=True, **options)
         meta = snapshot.metadata
         marks = meta.watermarks
-        for sid, s in job.splits.items():
-            if sid not in meta.source_positions:
+        for s in job.splits.values():
+            key = saved_split_key(meta.source_positions, s["source_uid"], s["split"].split_id)
+            if key is None:
                 continue  # a split the snapshot never saw starts from its beginning
-            saved = marks["splits"][sid]
-            s.update(offset=meta.source_positions[sid], watermarks=saved["watermarks"], finished=saved["finished"],
+            saved = marks["splits"][key]
+            s.update(offset=meta.source_positions[key], watermarks=saved["watermarks"], finished=saved["finished"],
                      idle=saved["idle"], watermark=saved["watermark"])
         job.valve.restore(marks["valve"])
         job.watermark = int(marks["watermark"])

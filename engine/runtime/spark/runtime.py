@@ -62,6 +62,7 @@ from engine.api.graph import SinkTransformation, Transformation, WindowTransform
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.runtime.plan import PhysicalPlan, build_plan
+from engine.runtime.snapshot_metadata import source_split_key
 from engine.runtime.spark.chains import build_routes
 from engine.runtime.spark.preaggregation import preaggregate
 from engine.runtime.spark.rows import (
@@ -227,19 +228,26 @@ class SparkJob:
         self.windows = [v for v in plan.vertices if isinstance(v.head, WindowTransformation)]
         self.upstream_windows = {v.head.id: _upstream_windows(v) for v in self.windows}
         self.sources = [v for v in plan.vertices if v.is_source()]
-        # per split: where the next epoch starts and the carried watermark-generator snapshot
+        # per split, by (source uid, split id) (snapshot_metadata.source_split_key: split ids are unique within
+        # their source only): where the next epoch starts and the carried watermark-generator snapshot
         self.splits: dict[str, dict[str, Any]] = {}
         self.split_channel: dict[str, int] = {}
+        source_of_uid: dict[str, Any] = {}
         for v in self.sources:
+            uid = v.head.operator_uid()
+            if source_of_uid.setdefault(uid, v) is not v:
+                raise JobDefinitionError("uid", uid, "must name one source only: its splits' positions are "
+                                         "stored under it", "Give each source its own .uid(...)")
             for split in sorted(v.head.source.discover_splits(), key=lambda s: s.split_id):
-                if split.split_id in self.splits:
-                    raise JobDefinitionError("split_id", split.split_id, "must be unique across the job's sources")
-                self.split_channel[split.split_id] = len(self.split_channel)
+                key = source_split_key(uid, split.split_id)
+                if key in self.splits:
+                    raise JobDefinitionError("split_id", split.split_id, f"must be unique within source {uid!r}")
+                self.split_channel[key] = len(self.split_channel)
                 strategy = v.source_watermark_strategy
-                self.splits[split.split_id] = {"vertex": v.id, "split": split, "offset": None,
-                                               "watermarks": None, "finished": False, "idle": False,
-                                               "watermark": MIN_WATERMARK, "inactive_since": None,
-                                               "idle_timeout": getattr(strategy, "idle_timeout_ms", None)}
+                self.splits[key] = {"vertex": v.id, "source_uid": uid, "split": split, "offset": None,
+                                    "watermarks": None, "finished": False, "idle": False,
+                                    "watermark": MIN_WATERMARK, "inactive_since": None,
+                                    "idle_timeout": getattr(strategy, "idle_timeout_ms", None)}
         self.bounded = all(v.head.source.is_bounded() for v in self.sources)
         self._valve_output = _LastWatermark()
         self.valve = StatusWatermarkValve(max(1, len(self.split_channel)), self._valve_output)
@@ -460,7 +468,8 @@ class SparkJob:
         pieces = [s for s in self.splits.values() if s["vertex"] == v.id and not s["finished"]]
         if not pieces:
             return None
-        slices = [{"split": s["split"].to_json(), "offset": s["offset"], "watermarks": s["watermarks"]} for s in pieces]
+        slices = [{"split": s["split"].to_json(), "key": source_split_key(s["source_uid"], s["split"].split_id),
+                   "offset": s["offset"], "watermarks": s["watermarks"]} for s in pieces]
         strategy = v.source_watermark_strategy or WatermarkStrategy.no_watermarks()
         fn = source_stage(v.head.source, strategy, self.routes, v.head.id, slices, self.runtime.epoch_records,
                           now_ms, self.max_parallelism, watermark_before, self._staging())
@@ -583,9 +592,9 @@ class SparkJob:
     def _advance_watermark(self, reports: list[dict], now_ms: int) -> int:
         valve = self.valve
         for r in reports:
-            split = self.splits[r["split_id"]]
+            split = self.splits[r["key"]]
             idle_by_time = self._idle_by_time(split, r["records"], now_ms)
-            ch = self.split_channel[r["split_id"]]
+            ch = self.split_channel[r["key"]]
             split.update(offset=r["offset"], watermarks=r["watermarks"], watermark=r["watermark"])
             if r["finished"]:
                 split["finished"] = True

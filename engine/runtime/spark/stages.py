@@ -70,7 +70,10 @@ def source_stage(source: Any, strategy: Any, routes: Routes, head_node_id: int, 
                  staging: dict[int, Any] | None = None):
     """The ``mapInArrow`` function of a source vertex: input rows carry the slice index (one per partition).
 
-    ``slices[i]``: ``{"split": SourceSplit JSON, "offset": S(n-1) or None, "watermarks": snapshot or None}``.
+    ``slices[i]``: ``{"split": SourceSplit JSON, "key": the split's name in the job (source uid / split id,
+    engine/runtime/snapshot_metadata.py ``source_split_key``), "offset": S(n-1) or None, "watermarks": snapshot
+    or None}``.  The key is the records' channel: split ids are unique within their source only, and the
+    channel orders records downstream and names the parts they stage.
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -100,7 +103,7 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
     metrics = Metrics()
     clock = ManualClock(now_ms)
     context = OperatorContext(f"source-{head_node_id}", 0, 1, max_parallelism, clock=clock, metrics=metrics)
-    router = Router(routes, rows, context, split.split_id, max_parallelism, watermark_before, staging)
+    router = Router(routes, rows, context, piece["key"], max_parallelism, watermark_before, staging)
     context.dead_letter = router.dead_letter
     stage = SourceTimestampsAndWatermarks(
         strategy, clock, lambda dl: router.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"))
@@ -140,6 +143,7 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
         router.close()
     stage.on_periodic_emit()
     report = {
+        "key": piece["key"],
         "split_id": split.split_id,
         "offset": offset,
         "finished": finished,
@@ -148,7 +152,7 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
         "idle": stage.status.is_idle(),
         "watermarks": stage.snapshot(),
     }
-    rows.add(DEST_SPLIT, split=split.split_id, value=json.dumps(report))
+    rows.add(DEST_SPLIT, split=piece["key"], value=json.dumps(report))
     _metrics_row(rows, metrics)
     out = rows.take()
     if out is not None:
