@@ -62,6 +62,7 @@ from engine.runtime.local.tasks import SourceTask, SplitState, StreamTask, Subta
 from engine.runtime.local.writers import FanOutOutput, RecordWriter
 from engine.runtime.operator_factory import build_operator
 from engine.runtime.plan import PhysicalPlan, Vertex
+from engine.runtime.snapshot_metadata import saved_split_key, source_split_key
 from engine.state import codec
 from engine.state.key_groups import key_group_range_for_operator
 from engine.watermarks.strategy import WatermarkStrategy
@@ -347,8 +348,11 @@ class LocalJob:
             source = v.head.source
             splits = [s for k, s in enumerate(sorted(source.discover_splits(), key=lambda s: s.split_id))
                       if k % v.parallelism == index]
-            positions = self.restore.source_positions if self.restore is not None else {}
-            states = [SplitState(s, source.create_reader(s, positions.get(s.split_id))) for s in splits]
+            # a split is named per source in snapshots: split ids are unique within their source only
+            source_uid = v.head.operator_uid()
+            saved = self.restore.source_positions if self.restore is not None else {}
+            starts = {s.split_id: saved.get(saved_split_key(saved, source_uid, s.split_id)) for s in splits}
+            states = [SplitState(s, source.create_reader(s, starts[s.split_id])) for s in splits]
             stage = SourceTimestampsAndWatermarks(
                 v.source_watermark_strategy or WatermarkStrategy.no_watermarks(), self.clock,
                 lambda dl: self.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"))
@@ -360,11 +364,12 @@ class LocalJob:
                     stage.add_split(s.split_id)
             task: Subtask = SourceTask(name, states, stage, outputs[v.head.id], ops, outs, self.runtime.bundle_size,
                                        self.dead_letter, bounded=source.is_bounded())
+            #: the positions Sn a snapshot records for this subtask's splits
+            task.split_positions = lambda states=states: {
+                source_split_key(source_uid, s.split_id): s.offset() for s in states}
             if self.checkpointing:
                 state_ops[f"{vkey}.watermarks"] = JsonStateOperator(f"{vkey}.watermarks", stage.snapshot, mp)
-                task.checkpointing = self._subtask_coordinator(
-                    task_id, task, state_ops, None,
-                    lambda states=states: {s.split_id: s.offset() for s in states})
+                task.checkpointing = self._subtask_coordinator(task_id, task, state_ops, None, task.split_positions)
                 task.before_read = self._inject_barriers
             return task
         head = operators[v.head.id]
@@ -504,7 +509,7 @@ class LocalJob:
         for task in self.tasks:
             sinks = {op.context.operator_id: op for op in task.operators
                      if isinstance(op, SinkOperator) and op.is_two_phase_commit}
-            positions = {s.split_id: s.offset() for s in task.splits} if isinstance(task, SourceTask) else {}
+            positions = task.split_positions() if isinstance(task, SourceTask) else {}
             if sinks or positions:
                 snapshot = TaskSnapshot(checkpoint_id, now, {u: op.snapshot_state(checkpoint_id) for u, op in sinks.items()},
                                         positions)

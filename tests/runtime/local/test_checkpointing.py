@@ -72,7 +72,9 @@ def test_a_completed_checkpoint_records_every_split_position_and_operator_state(
     run.run()
     assert seen
     checkpoint = seen[0]
-    assert set(checkpoint.source_positions) == {"collection-0", "collection-1", "collection-2"}
+    # named <source uid>/<split id>: split ids are unique within their source only
+    (source_uid,) = {key.split("/", 1)[0] for key in checkpoint.source_positions}
+    assert set(checkpoint.source_positions) == {f"{source_uid}/collection-{k}" for k in range(3)}
     assert all(isinstance(o, int) and o > 0 for o in checkpoint.source_positions.values())
     operator_ids = set(checkpoint.operator_states())
     assert sum(1 for uid in operator_ids if "Window" in uid or "window" in uid.lower()) >= 2
