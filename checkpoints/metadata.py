@@ -12,7 +12,7 @@ Shape (``to_json``)::
     {"format_version": "1.0", "job_id", "job_name", "checkpoint_id",
      "properties": {"type": "checkpoint"|"savepoint", "forced", "externalized", "discard_on": [...]},
      "trigger_timestamp_ms", "complete_timestamp_ms",
-     "source_positions": {split_id: offset (any JSON)},      # Sn per split
+     "source_positions": {"<source uid>/<split_id>": offset (any JSON)},  # Sn per split of each source
      "watermarks": {...},                                    # watermark and valve state, JSON-able
      "operators": [{"uid", "name", "parallelism", "max_parallelism", "config": {...},
                     "subtasks": [{"subtask", "key_group_range": [start, end] | null,
@@ -22,6 +22,11 @@ Shape (``to_json``)::
      "ledger": {"splits": {split_id: {"offset", "watermark_ms", "idle_ms"}},
                 "late_records_dropped", "late_records_side_output", "oldest_open_window"},
      "validation": null | {"status": "passed"|"failed"|..., ...}}
+
+A split id is unique within its source only (two collections both have ``collection-0``), so a split
+is named by its source operator's uid and its id (engine/runtime/snapshot_metadata.py
+``source_split_key``), in ``source_positions`` and in Spark's ``watermarks.splits`` alike; snapshots
+written before that name splits by the bare id, which restoring still accepts.
 
 ``key_group_range`` is null for operators without keyed state.  A file path is
 relative to the snapshot folder, or starts with ``shared/`` (see

@@ -8,6 +8,7 @@ output equals an uninterrupted run's.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -78,3 +79,43 @@ def test_two_sources_sharing_a_split_id_restore_each_at_its_own_position(golden:
     resumed.set_runtime_option("from_savepoint", f"file://{latest}")
     resumed.execute("resumed")
     assert sorted(read_committed(out)) == golden  # exactly once: nothing lost, nothing twice
+
+
+def test_a_single_source_checkpoint_in_the_older_format_still_restores(tmp_path: Path) -> None:
+    # the older format: source_positions keyed by the bare split id, as written before splits were named per source
+    def build_one(out: str, storage: str | None = None, fault_plan: FaultPlan | None = None):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        env.set_clock(ManualClock())
+        env.set_runtime_option("bundle_size", 16)
+        env.set_runtime_option("clock_step_ms", 10)
+        env.enable_checkpointing(50, CheckpointingMode.EXACTLY_ONCE)
+        if storage is not None:
+            env.get_checkpoint_config().set_checkpoint_storage_dir(storage)
+            env.get_checkpoint_config().set_externalized_checkpoint_retention(
+                ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
+        if fault_plan is not None:
+            env.set_runtime_option("fault_plan", fault_plan)
+        env.set_runtime_option("restart_strategy", RestartStrategies.fixed_delay_restart(0, 0))
+        (env.from_collection(LONG).map(lambda e: [e[0], e[1], e[2]])
+         .sink_to(FileSink(out, "jsonl", mode="exactly_once")))
+        return env
+
+    golden_out = str(tmp_path / "golden")
+    build_one(golden_out).execute("golden")
+    out, storage = str(tmp_path / "out"), f"file://{tmp_path}/chk"
+    with pytest.raises(JobFailedError):
+        build_one(out, storage, FaultPlan([Fault(FaultKind.RECORDS, 700)])).execute("fails midway")
+    (job_dir,) = [p for p in (tmp_path / "chk").iterdir() if p.is_dir()]
+    (latest,) = [p for p in job_dir.iterdir() if p.name.startswith("chk-") and (p / "_metadata").exists()]
+    doc = json.loads((latest / "_metadata").read_text())
+    doc["source_positions"] = {key.split("/", 1)[-1]: v for key, v in doc["source_positions"].items()}
+    (latest / "_metadata").write_text(json.dumps(doc))
+    (offset,) = load_snapshot(f"file://{latest}").metadata.source_positions.values()
+    assert load_snapshot(f"file://{latest}").metadata.source_positions == {"collection-0": offset}
+    assert 0 < offset < len(LONG)
+
+    resumed = build_one(out)
+    resumed.set_runtime_option("from_savepoint", f"file://{latest}")
+    resumed.execute("resumed")
+    assert sorted(read_committed(out)) == sorted(read_committed(golden_out)) and len(read_committed(out)) == len(LONG)
