@@ -30,6 +30,8 @@ class RecordWriter:
         self.key_selector = key_selector
         self.max_parallelism = max_parallelism
         self.dead_letter = dead_letter
+        #: a keyed edge: every record goes through the key selector, even onto a single channel
+        self._keyed = partitioning is Partitioning.HASH and key_selector is not None
         self._buffers: list[list[StreamRecord]] = [[] for _ in channels]
         self._rr = start % max(1, len(channels))
         self._target_cache: dict[Any, int] = {}
@@ -37,7 +39,8 @@ class RecordWriter:
     def emit(self, record: StreamRecord) -> None:
         n = len(self.channels)
         if n == 1:
-            self._buffers[0].append(record)
+            if not self._keyed or self._has_key(record):
+                self._buffers[0].append(record)
         elif self.partitioning is Partitioning.HASH:
             target = self._target_of(record)
             if target is not None:
@@ -50,6 +53,8 @@ class RecordWriter:
         """:meth:`emit` for each record, in order, in one pass (same channels, same dead letters)."""
         n = len(self.channels)
         if n == 1:
+            if self._keyed:
+                records = [r for r in records if self._has_key(r)]
             self._buffers[0].extend(records)
             return
         buffers = self._buffers
@@ -77,6 +82,16 @@ class RecordWriter:
             except TypeError:  # unhashable key: compute without caching
                 target = self._compute_target(key)
             buffers[target].append(record)
+
+    def _has_key(self, record: StreamRecord) -> bool:
+        """Whether the key selector gives ``record`` a key; one channel needs no key group, but Flink's keyBy
+        keys every record whatever the parallelism, so a record it rejects is a dead letter here too."""
+        try:
+            self.key_selector(record.value)  # type: ignore[misc]
+        except Exception as exc:  # a key selector failing on a record is bad data, not a bug in the job
+            self.dead_letter(record.value, exc, "key_selector")
+            return False
+        return True
 
     def _target_of(self, record: StreamRecord) -> int | None:
         try:

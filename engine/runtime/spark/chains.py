@@ -20,6 +20,7 @@ from typing import Any
 
 from engine.api.graph import (
     MapTransformation,
+    Partitioning,
     SinkTransformation,
     TimestampsAndWatermarksTransformation,
     Transformation,
@@ -45,6 +46,9 @@ STAGED = "staged"  # an exactly-once file sink whose parts the task writes (stag
 class Consumer:
     kind: str
     node_id: int
+    #: a keyed (HASH) edge into a consumer that does not key records itself: the selector each record must
+    #: pass, as Flink's keyBy keys every record; one that raises makes the record a dead letter
+    key_selector: Any = None
 
 
 @dataclass
@@ -104,8 +108,10 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
     for v in plan.vertices:
         for edge in v.outputs:
             target = edge.target_vertex.head
-            routes.consumers.setdefault((edge.source_node.id, _tag_id(edge.tag)), []).append(
-                consumer(target, edge.target_vertex))
+            c = consumer(target, edge.target_vertex)
+            if edge.partitioning is Partitioning.HASH and edge.key_selector is not None and c.kind != WINDOW:
+                c = Consumer(c.kind, c.node_id, edge.key_selector)  # a window keys its records (Router._to_window)
+            routes.consumers.setdefault((edge.source_node.id, _tag_id(edge.tag)), []).append(c)
     return routes
 
 
@@ -187,25 +193,39 @@ class Router:
 
     def emit(self, node_id: int, tag_id: str | None, records: Any) -> None:
         for c in self.routes.of(node_id, tag_id):
+            got = records if c.key_selector is None else self._keyed(records, c.key_selector)
             if c.kind == OP:
-                self._operator(c.node_id).process_batch(list(records))
+                self._operator(c.node_id).process_batch(list(got))
             elif c.kind == PASS:
-                self.emit(c.node_id, None, records)
+                self.emit(c.node_id, None, got)
             elif c.kind == WINDOW:
-                self._to_window(c.node_id, records)
+                self._to_window(c.node_id, got)
             elif c.kind == STAGED:
-                self._staged_chunks.setdefault(c.node_id, []).append([r.value for r in records])
+                self._staged_chunks.setdefault(c.node_id, []).append([r.value for r in got])
             else:
                 tag = str(c.node_id)
                 add = self.rows.add
-                for r in records:
+                for r in got:
                     add(DEST_DRIVER, ts=r.timestamp, value=encode_record(r.value), tag=tag)
+
+    def _keyed(self, records: Any, selector: Any) -> list[StreamRecord]:
+        """The records ``selector`` gives a key, in order; the others are dead letters (the local runtime's
+        RecordWriter does the same for a keyed edge)."""
+        kept = []
+        for r in records:
+            try:
+                selector(r.value)
+            except Exception as exc:  # noqa: BLE001 - a key the selector cannot give is a dead letter
+                self.dead_letter(r.value, exc, "key_selector")
+                continue
+            kept.append(r)
+        return kept
 
     def emit_columns(self, node_id: int, batch: TupleColumns) -> None:
         """Results in column form (engine/elements.py TupleColumns): kept as columns when every consumer is
         a staged file sink (the part is written from them), else emitted as records."""
         consumers = self.routes.of(node_id, None)
-        if consumers and all(c.kind == STAGED for c in consumers):
+        if consumers and all(c.kind == STAGED and c.key_selector is None for c in consumers):
             for c in consumers:
                 self._staged_chunks.setdefault(c.node_id, []).append(batch)
         else:
