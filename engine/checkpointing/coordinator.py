@@ -81,6 +81,17 @@ class CheckpointTaskGateway(ABC):
     def notify_checkpoint_aborted(self, task_id: str, checkpoint_id: int, timestamp_ms: int) -> None:
         """Checkpoint aborted: the task drops what it prepared for it."""
 
+    # -- checkpoints after tasks finished (Flink's FLIP-147, on by default since Flink 1.15) ----------------------
+    def is_task_finished(self, task_id: str) -> bool:
+        """The task consumed all its input and ended while others still run (a source subtask with no split,
+        or whose splits all ended).  A runtime that returns True must implement :meth:`snapshot_finished_task`."""
+        return False
+
+    def snapshot_finished_task(self, task_id: str, checkpoint_id: int, timestamp_ms: int,
+                               options: CheckpointOptions) -> None:
+        """Acknowledge ``checkpoint_id`` for a finished task with its final state (no barrier: its outputs ended)."""
+        raise IllegalStateError(f"Bug: the gateway reported task {task_id} finished but cannot snapshot it")
+
 
 class CheckpointCoordinator:
     """One job's checkpoint coordinator."""
@@ -224,8 +235,18 @@ class CheckpointCoordinator:
             is_shut_down=self._shut_down,
             num_pending_checkpoints=len(self._pending),
             last_checkpoint_completion_ms=self._last_completion_ms,
-            tasks_not_running=tuple(t for t in required if not self._gateway.is_task_running(t)),
+            tasks_not_running=self._tasks_not_running(required),
         )
+
+    def _tasks_not_running(self, required: Sequence[str]) -> tuple[str, ...]:
+        """Tasks that keep a checkpoint from being triggered.  A finished task does not (it acknowledges with its
+        final state), unless every source task finished: then nothing injects barriers and the job is ending."""
+        gateway = self._gateway
+        finished = {t for t in required if gateway.is_task_finished(t)}
+        triggers = list(gateway.tasks_to_trigger())
+        if triggers and all(t in finished for t in triggers):
+            finished = set()
+        return tuple(t for t in required if t not in finished and not gateway.is_task_running(t))
 
     def _submit(self, request: CheckpointTriggerRequest) -> Promise[CompletedCheckpoint]:
         self._apply(self._decider.choose_request_to_execute(request, self._coordinator_state()))
@@ -256,14 +277,33 @@ class CheckpointCoordinator:
         self._pending[checkpoint_id] = pending
         pending.set_cancellation_handle(self._scheduler.schedule(
             self._config.get_checkpoint_timeout(), lambda: self._abort_expired(checkpoint_id)))
-        for task_id in self._gateway.tasks_to_trigger():
+        gateway = self._gateway
+        for task_id in gateway.tasks_to_trigger():
             if pending.is_disposed():
                 break  # declined (or completed) while triggering: the remaining sources need no barrier
             try:
-                self._gateway.trigger_checkpoint(task_id, checkpoint_id, timestamp_ms, request.options)
+                if not gateway.is_task_finished(task_id):
+                    gateway.trigger_checkpoint(task_id, checkpoint_id, timestamp_ms, request.options)
             except Exception as exc:
                 self._abort_pending(pending, CheckpointFailureReason.TRIGGER_CHECKPOINT_FAILURE, exc)
                 return
+        for task_id in pending.not_yet_acknowledged_tasks():
+            if not pending.is_disposed() and gateway.is_task_finished(task_id):
+                self._snapshot_finished(pending, task_id)
+
+    def report_task_finished(self, task_id: str) -> None:
+        """A task ended while the job runs on: every pending checkpoint it has not snapshotted for (its barrier
+        can no longer reach it, or, for a source, was never injected) takes its final state instead."""
+        for pending in list(self._pending.values()):
+            if not pending.is_disposed() and task_id in pending.not_yet_acknowledged_tasks():
+                self._snapshot_finished(pending, task_id)
+
+    def _snapshot_finished(self, pending: PendingCheckpoint, task_id: str) -> None:
+        try:
+            self._gateway.snapshot_finished_task(task_id, pending.checkpoint_id, pending.timestamp_ms,
+                                                 pending.options)
+        except Exception as exc:
+            self._abort_pending(pending, CheckpointFailureReason.TRIGGER_CHECKPOINT_FAILURE, exc)
 
     def _abort_expired(self, checkpoint_id: int) -> None:
         pending = self._pending.get(checkpoint_id)

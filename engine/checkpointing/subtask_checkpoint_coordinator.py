@@ -26,6 +26,7 @@ Pure: callbacks in, callbacks out, time from the injected clock.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Mapping
 
 from engine.checkpointing.barrier_handler import CheckpointableTask
@@ -33,7 +34,7 @@ from engine.checkpointing.channel_state import InMemoryChannelStateWriter
 from engine.checkpointing.failure_reason import CheckpointFailureReason
 from engine.checkpointing.promise import Promise
 from engine.checkpointing.task_state import CheckpointMetrics, TaskSnapshot, TaskStateSnapshot
-from engine.elements import CancelCheckpointMarker, CheckpointBarrier, CheckpointOptions, StreamElement
+from engine.elements import AlignmentType, CancelCheckpointMarker, CheckpointBarrier, CheckpointOptions, StreamElement
 
 #: async_writer(checkpoint_id, snapshot, on_done(state_handles), on_error(exception))
 AsyncWriter = Callable[[int, TaskSnapshot, Callable[[TaskStateSnapshot], None], Callable[[BaseException], None]], None]
@@ -77,6 +78,17 @@ class SubtaskCheckpointCoordinator(CheckpointableTask):
         self._perform_checkpoint(CheckpointBarrier(checkpoint_id, timestamp_ms, options),
                                  CheckpointMetrics(unaligned=options.is_unaligned()))
 
+    def snapshot_as_finished(self, checkpoint_id: int, timestamp_ms: int, options: CheckpointOptions) -> None:
+        """The task finished (all input consumed) while the job runs on: snapshot its final state for checkpoint
+        ``checkpoint_id`` and acknowledge, without a barrier -- its outputs ended, so nobody downstream waits for
+        one (Flink's checkpoints after tasks finished, FLIP-147).  No-op when the snapshot already runs."""
+        if checkpoint_id in self._running:
+            return
+        if options.is_unaligned():  # no input left, so no channel state to wait for
+            options = dataclasses.replace(options, alignment=AlignmentType.ALIGNED)
+        self._perform_checkpoint(CheckpointBarrier(checkpoint_id, timestamp_ms, options), CheckpointMetrics(),
+                                 broadcast=False)
+
     def trigger_checkpoint_on_barrier(self, barrier: CheckpointBarrier, metrics: CheckpointMetrics | None) -> None:
         self._perform_checkpoint(barrier, metrics or CheckpointMetrics(unaligned=barrier.options.is_unaligned()))
 
@@ -91,14 +103,17 @@ class SubtaskCheckpointCoordinator(CheckpointableTask):
         return checkpoint_id in self._running
 
     # -- the four steps --------------------------------------------------------------------------
-    def _perform_checkpoint(self, barrier: CheckpointBarrier, metrics: CheckpointMetrics) -> None:
+    def _perform_checkpoint(self, barrier: CheckpointBarrier, metrics: CheckpointMetrics,
+                            broadcast: bool = True) -> None:
         checkpoint_id = barrier.checkpoint_id
         if checkpoint_id in self._aborted:
             # the coordinator aborted it before the barrier got here: do not snapshot, tell downstream
-            self._broadcast(CancelCheckpointMarker(checkpoint_id))
+            if broadcast:
+                self._broadcast(CancelCheckpointMarker(checkpoint_id))
             return
         # (1) barrier first
-        self._broadcast(barrier)
+        if broadcast:
+            self._broadcast(barrier)
         # (2) synchronous part
         sync_start = self._clock.now_ms()
         try:

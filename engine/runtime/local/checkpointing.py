@@ -134,6 +134,15 @@ class LocalTaskGateway(CheckpointTaskGateway):
         task = self._job.task_by_id.get(task_id)
         return self.enabled and task is not None and not task.finished and not task.suspended
 
+    def is_task_finished(self, task_id: str) -> bool:
+        task = self._job.task_by_id.get(task_id)
+        return self.enabled and task is not None and task.finished
+
+    def snapshot_finished_task(self, task_id: str, checkpoint_id: int, timestamp_ms: int,
+                               options: CheckpointOptions) -> None:
+        # its final state: split positions at their end, sinks' open transaction (committed by this checkpoint)
+        self._job.task_by_id[task_id].checkpointing.snapshot_as_finished(checkpoint_id, timestamp_ms, options)
+
     def trigger_checkpoint(self, task_id: str, checkpoint_id: int, timestamp_ms: int, options: CheckpointOptions) -> None:
         # injected at the source's next read (before_read), between two bundles: the position Sn is exact
         self._job.task_by_id[task_id].pending_triggers.append((checkpoint_id, timestamp_ms, options))

@@ -204,6 +204,8 @@ class LocalJob:
         self.config = self.env.get_checkpoint_config()
         self.mailbox = Mailbox()
         self.outstanding_uploads = 0
+        #: tasks whose end the coordinator was told of (engine/checkpointing/coordinator.py report_task_finished)
+        self._reported_finished: set[str] = set()
         if self.checkpointing:
             self.scheduler = ClockScheduler(self.clock)
             self.gateway = LocalTaskGateway(self)
@@ -558,6 +560,8 @@ class LocalJob:
                     progressed = progressed or not getattr(task, "starved", False)
             if progressed:
                 idle_s = _IDLE_SLEEP_MIN_S
+            if self.checkpointing:
+                self._report_finished_tasks()
             if threshold is not None and run.records_before_attempt + self.records_read() >= threshold:
                 faults.fire(FaultKind.RECORDS, run.records_before_attempt + self.records_read())
                 threshold = faults.next_record_threshold()
@@ -599,6 +603,13 @@ class LocalJob:
                     continue
                 stuck = [t.name for t in self.tasks if not t.finished]
                 raise IllegalStateError(f"Bug: local runtime made no progress; unfinished tasks: {stuck}")
+
+    def _report_finished_tasks(self) -> None:
+        """Checkpoints go on after a task finished (FLIP-147): pending ones take its final state at once."""
+        for task in self.tasks:
+            if task.finished and task.task_id not in self._reported_finished:
+                self._reported_finished.add(task.task_id)
+                self.coordinator.report_task_finished(task.task_id)
 
     def _epoch_quiescent(self) -> bool:
         """Every source parked at its epoch end (or finished) and nothing left to process downstream."""
