@@ -322,7 +322,10 @@ class ContinuousEventTimeTrigger(Trigger):
         return TriggerResult.CONTINUE
 
     def _register_next_fire_timestamp(self, time: int, window: Window, ctx: TriggerContext, fire_time: State) -> None:
-        next_fire = min(time + self.interval_ms, window.max_timestamp())
+        next_fire = time + self.interval_ms
+        end = window.max_timestamp()
+        if time < end < next_fire:  # never at or before ``time``: that timer would be due again at once
+            next_fire = end
         fire_time.add(next_fire)  # type: ignore[attr-defined]
         ctx.register_event_time_timer(next_fire)
 
@@ -348,7 +351,14 @@ class ContinuousEventTimeTrigger(Trigger):
 
 class ContinuousProcessingTimeTrigger(Trigger):
     """Fires every ``interval`` of processing time, aligned to multiples of the interval; the next fire
-    time is capped at the window's ``max_timestamp()`` (current Flink) and kept in ReducingState "fire-time"."""
+    time is kept in ReducingState "fire-time".
+
+    While the window's ``max_timestamp()`` is still ahead of the current fire time, the next fire time is
+    capped at it (current Flink: a processing-time window fires at its end).  Once it is not, the next fire
+    time is an interval later: on an event-time window the end is an event time, usually far behind
+    processing time, and Flink's cap there re-registers a timer at the same past time without end
+    (FLINK-35069).  The window is then fired every interval until its own cleanup timer purges it.
+    """
 
     def __init__(self, interval_ms: int) -> None:
         self.interval_ms = interval_ms
@@ -377,7 +387,10 @@ class ContinuousProcessingTimeTrigger(Trigger):
         return TriggerResult.CONTINUE
 
     def _register_next_fire_timestamp(self, time: int, window: Window, ctx: TriggerContext, fire_time: State) -> None:
-        next_fire = min(time + self.interval_ms, window.max_timestamp())
+        next_fire = time + self.interval_ms
+        end = window.max_timestamp()
+        if time < end < next_fire:  # never at or before ``time``: that timer would be due again at once
+            next_fire = end
         fire_time.add(next_fire)  # type: ignore[attr-defined]
         ctx.register_processing_time_timer(next_fire)
 
