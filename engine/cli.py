@@ -115,6 +115,13 @@ def _run_options(fn: Any) -> Any:
                      show_default=True,
                      help="seconds to wait for another master's lease on the job to expire before refusing "
                           "to start (use about --lease-ttl when restarting a master that crashed)"),
+        click.option("--log-level", envvar="SLUICE_LOG_LEVEL", default="INFO", show_default=True,
+                     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+                     help="level of Sluice's own log lines (libraries stay at WARNING)"),
+        click.option("--log-format", envvar="SLUICE_LOG_FORMAT", default="human", show_default=True,
+                     type=click.Choice(["human", "json"]),
+                     help="log lines on stderr: human-readable, or one JSON object per line with the event's "
+                          "figures as keys (checkpoint_id, duration_ms, ...)"),
         click.option("--allow-drained", is_flag=True,
                      help="restore a drained snapshot (taken by stop --drain) too: the job starts at the end of "
                           "event time, where every new record is late for event-time windows"),
@@ -128,8 +135,12 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
              storage: str | None, savepoint_dir: str | None, retained: int, interval_ms: int, output: str | None,
              host: str, port: int, token: str | None, params: tuple[str, ...], options: tuple[str, ...],
              skip_validation: bool, allow_drained: bool = False, started_by: str = "cli",
-             validated_digest: str | None = None, lease_ttl_s: float = 15.0, lease_wait_s: float = 0.0) -> None:
+             validated_digest: str | None = None, lease_ttl_s: float = 15.0, lease_wait_s: float = 0.0,
+             log_level: str = "INFO", log_format: str = "human") -> None:
     from checkpoints.errors import LeaseHeld
+    from engine.logs import configure_logging
+
+    configure_logging(log_level, log_format)
     from engine.master.master import JobMaster, MasterConfig
     from engine.master.signals import SuspendOnSignal
 

@@ -24,6 +24,7 @@ injected clock.  Not thread-safe by design: the runtime calls it from one thread
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from typing import Any, Callable, Mapping, Sequence
@@ -49,6 +50,8 @@ from engine.checkpointing.scheduler import ScheduledTask, Scheduler
 from engine.checkpointing.task_state import CheckpointMetrics, TaskStateSnapshot
 from engine.elements import CheckpointOptions, CheckpointType
 from engine.errors import IllegalStateError, JobFailedError, fenced_cause
+
+log = logging.getLogger(__name__)
 
 #: how many recently ended checkpoint ids are remembered to classify late acks (Flink keeps 16)
 NUM_RECENT_CHECKPOINTS = 16
@@ -382,6 +385,7 @@ class CheckpointCoordinator:
             return
         self._last_completion_ms = completed.completion_timestamp_ms
         self._failure_manager.handle_checkpoint_success(checkpoint_id)
+        self._log_completed(pending, completed)
         # older pending checkpoints can no longer be useful: subsumed (savepoints are kept)
         for older in sorted(self._pending.values(), key=lambda p: p.checkpoint_id):
             if older.checkpoint_id < checkpoint_id and older.can_be_subsumed():
@@ -390,6 +394,21 @@ class CheckpointCoordinator:
             self._gateway.notify_checkpoint_complete(task_id, checkpoint_id, completed.timestamp_ms)
         pending.result.resolve(completed)
         self._trigger_queued_requests()
+
+    def _log_completed(self, pending: PendingCheckpoint, completed: CompletedCheckpoint) -> None:
+        metrics = [m for m in pending.task_metrics().values() if m is not None]
+        kind = "savepoint" if completed.is_savepoint() else "checkpoint"
+        duration_ms = completed.completion_timestamp_ms - completed.timestamp_ms
+        alignment_ms = max((m.alignment_duration_ms for m in metrics), default=0)
+        unaligned = any(m.unaligned for m in metrics)
+        stored = [c for c in self._store.get_all_checkpoints() if c.checkpoint_id == completed.checkpoint_id]
+        location = completed.external_pointer or (stored[0].external_pointer if stored else None)
+        log.info("job %s: %s %d completed in %d ms (alignment %d ms%s, %d tasks)%s", self.job_id, kind,
+                 completed.checkpoint_id, duration_ms, alignment_ms, ", unaligned" if unaligned else "",
+                 len(completed.task_states), f" at {location}" if location else "",
+                 extra={"event": f"{kind}_completed", "job_id": self.job_id, "checkpoint_id": completed.checkpoint_id,
+                        "duration_ms": duration_ms, "alignment_ms": alignment_ms, "unaligned": unaligned,
+                        "location": location})
 
     def _shut_down_fenced(self, exc: BaseException) -> None:
         self._periodic_scheduling = False
@@ -406,6 +425,12 @@ class CheckpointCoordinator:
             return
         pending.abort(reason, self._discarder, cause)
         self._pending.pop(pending.checkpoint_id, None)
+        kind = "savepoint" if pending.properties.is_savepoint() else "checkpoint"
+        level = logging.DEBUG if reason is CheckpointFailureReason.CHECKPOINT_SUBSUMED else logging.WARNING
+        log.log(level, "job %s: %s %d failed: %s%s", self.job_id, kind, pending.checkpoint_id, reason.message,
+                f" ({type(cause).__name__}: {cause})" if cause is not None else "",
+                extra={"event": f"{kind}_failed", "job_id": self.job_id, "checkpoint_id": pending.checkpoint_id,
+                       "reason": reason.name, "cause": None if cause is None else f"{type(cause).__name__}: {cause}"})
         self._remember(self._recent_aborted, pending.checkpoint_id, None)
         if fenced_cause(cause) is not None:  # e.g. a task's upload refused by the lease check
             self._notify_aborted(pending.checkpoint_id, pending.timestamp_ms)

@@ -27,6 +27,7 @@ from engine.api.functions import OutputTag, ProcessWindowFunction
 from engine.api.time import Duration, Time
 from engine.io.generator_source import GeneratorSource
 from engine.watermarks.strategy import WatermarkStrategy
+from engine.errors import JobDefinitionError
 from engine.windowing.assigners import EventTimeSessionWindows
 
 LATE = OutputTag("late")
@@ -97,6 +98,11 @@ def build(env: StreamExecutionEnvironment, config: PurchaseJobConfig | None = No
     ``overrides`` are PurchaseJobConfig fields (``sluice run ... --param events_per_split=null``
     makes the stream unbounded, for a long-running job).
     """
+    known = {f.name for f in dataclasses.fields(PurchaseJobConfig)}
+    for name in overrides:
+        if name not in known:
+            raise JobDefinitionError(name, overrides[name], f"is not a parameter of this job; it takes "
+                                     f"{', '.join(sorted(known))}")
     if config is None:
         config = PurchaseJobConfig(**overrides)
     elif overrides:

@@ -213,7 +213,11 @@ class JobMaster:
         except Exception as exc:  # noqa: BLE001 - the publishing loop retries
             log.warning("could not publish the first status document: %s", exc)
         threading.Thread(target=self._publish_loop, name="sluice-status", daemon=True).start()
-        log.info("job %s running; control API at %s", control.job_id, self.server.url)
+        log.info("job %s running on the %s runtime%s; control API at %s", control.job_id, self.config.runtime,
+                 f", restored from {self.config.from_savepoint}" if self.config.from_savepoint else " from scratch",
+                 self.server.url, extra={"event": "job_started", "job_id": control.job_id,
+                                         "restored_from": self.config.from_savepoint,
+                                         "control_url": self.server.url})
         return self
 
     def _savepoint_roots(self) -> tuple[str, ...]:
