@@ -94,6 +94,7 @@ class JobClient:
             "last_completed_checkpoint": report.last_completed_checkpoint_id,
             "last_completed_ms": completed[-1].completed_ms if completed else None,
             "num_completed_checkpoints": report.num_completed_checkpoints,  # exact; the history is bounded
+            "num_failed_checkpoints": report.num_failed_checkpoints,
             "watermark_ms": watermark if has_watermark else None,
             "lag_ms": int(now * 1000) - watermark if has_watermark else None,
             "records_in": report.records_in,

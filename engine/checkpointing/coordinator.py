@@ -130,6 +130,8 @@ class CheckpointCoordinator:
         self._recent_aborted: OrderedDict[int, None] = OrderedDict()
         self._recent_completed: OrderedDict[int, frozenset[str]] = OrderedDict()
         self._last_completion_ms: int | None = None
+        #: checkpoints and savepoints that failed (aborted, declined, expired, not stored); subsumed ones excepted
+        self.num_failed_checkpoints = 0
         self._shut_down = False
         self._periodic_scheduling = False
         self._periodic_task: ScheduledTask | None = None
@@ -378,6 +380,11 @@ class CheckpointCoordinator:
                 self._shut_down_fenced(exc)
                 return
             self._discarder.discard_completed_checkpoint(completed)
+            self.num_failed_checkpoints += 1
+            log.warning("job %s: checkpoint %d failed: %s (%s: %s)", self.job_id, checkpoint_id, reason.message,
+                        type(exc).__name__, exc, extra={"event": "checkpoint_failed", "job_id": self.job_id,
+                                                        "checkpoint_id": checkpoint_id, "reason": reason.name,
+                                                        "cause": f"{type(exc).__name__}: {exc}"})
             pending.result.reject(checkpoint_exception(reason, checkpoint_id, exc))
             self._failure_manager.handle_checkpoint_failure(checkpoint_id, reason, completed.is_savepoint(), exc)
             self._notify_aborted(checkpoint_id, pending.timestamp_ms)
@@ -427,6 +434,8 @@ class CheckpointCoordinator:
         self._pending.pop(pending.checkpoint_id, None)
         kind = "savepoint" if pending.properties.is_savepoint() else "checkpoint"
         level = logging.DEBUG if reason is CheckpointFailureReason.CHECKPOINT_SUBSUMED else logging.WARNING
+        if reason is not CheckpointFailureReason.CHECKPOINT_SUBSUMED:
+            self.num_failed_checkpoints += 1
         log.log(level, "job %s: %s %d failed: %s%s", self.job_id, kind, pending.checkpoint_id, reason.message,
                 f" ({type(cause).__name__}: {cause})" if cause is not None else "",
                 extra={"event": f"{kind}_failed", "job_id": self.job_id, "checkpoint_id": pending.checkpoint_id,

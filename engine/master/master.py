@@ -32,7 +32,7 @@ from typing import Any
 
 from engine.errors import JobDefinitionError
 from engine.master.api import create_app
-from engine.master.metrics import metrics_renderer
+from engine.master.metrics import JobMetrics
 from engine.master.operations import OperationRegistry
 from engine.master.server import ControlServer
 
@@ -203,10 +203,11 @@ class JobMaster:
             self._end_lease()
             raise
         control = _ClientControl(self.client, self._record_intent, lambda: self.suspension)
+        self.metrics = JobMetrics(control.job_id, control.status, self.client.checkpoint_history)
         self._record_intent("running", f"started by {self.config.started_by}"
                             + (f" from {self.config.from_savepoint}" if self.config.from_savepoint else ""))
         app = create_app(control, self.operations, self.config.token,
-                         metrics_renderer(control.job_id, control.status), savepoint_roots=self._savepoint_roots())
+                         self.metrics.render, savepoint_roots=self._savepoint_roots())
         self.server = ControlServer(app, self.config.host, self.config.port, self.config.token).start()
         try:  # at once: until then the status document names the previous master's (dead) control URL
             self._publish_once()
@@ -451,6 +452,7 @@ class JobMaster:
             try:
                 if self.fenced is None:
                     self._publish_once(periodic=True)
+                    self.metrics.update()  # histograms see every checkpoint, however rare the scrapes
             except LeaseNotHeld as exc:  # until a renewal succeeds (or for good, once fenced)
                 log.warning("not publishing the status document: %s", exc)
             except Exception:  # status publication must never take the job down; it is retried next tick

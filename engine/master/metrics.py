@@ -1,11 +1,24 @@
-"""Prometheus exposition of a job's status, through prometheus_client (no hand-written text format)."""
+"""Prometheus exposition of a job's status, through prometheus_client (no hand-written text format).
+
+Gauges and counters come from the job's status on every scrape.  Checkpoint histograms
+(``sluice_checkpoint_duration_seconds``, ``..._size_bytes``, ``..._alignment_seconds``) are fed from the
+checkpoint history: :meth:`CheckpointHistograms.update` observes every record newer than the last one
+it saw; the job master calls it with every status publication and every scrape, so a record is counted
+even when the bounded history (``max_checkpoint_history``) turns over between two scrapes.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from typing import Any, Callable, Iterable
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+#: checkpoint durations from tens of milliseconds (local, small state) to minutes (large Spark state on S3)
+DURATION_BUCKETS_S = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+SIZE_BUCKETS_BYTES = tuple(float(4 ** k * 1024) for k in range(12))  # 1 KiB .. 4 GiB
 
 #: status field -> (metric name, help, kind)
 _FIELDS = {
@@ -42,7 +55,74 @@ class _StatusCollector:
             yield family
 
 
-def metrics_renderer(job_id: str, status: Callable[[], dict[str, Any]]) -> Callable[[], bytes]:
-    registry = CollectorRegistry()
-    registry.register(_StatusCollector(job_id, status))
-    return lambda: generate_latest(registry)
+class _CheckpointsByStatus:
+    """``sluice_checkpoints_total{status="completed"|"failed"}`` from the status' counts."""
+
+    def __init__(self, job_id: str, status: Callable[[], dict[str, Any]]) -> None:
+        self._job_id = job_id
+        self._status = status
+
+    def collect(self) -> Iterable[Any]:
+        status = self._status()
+        flat = {**status, **(status.get("metrics", {}) or {})}
+        family = CounterMetricFamily("sluice_checkpoints", "Checkpoints that completed or failed",
+                                     labels=["job", "status"])
+        for label, key in (("completed", "num_completed_checkpoints"), ("failed", "num_failed_checkpoints")):
+            value = flat.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                family.add_metric([self._job_id, label], float(value))
+        yield family
+
+
+class CheckpointHistograms:
+    """Duration, size and alignment of every completed checkpoint and savepoint, as Prometheus histograms.
+    ``history`` returns CheckpointRecords or their dicts (the control API's shape)."""
+
+    def __init__(self, job_id: str, history: Callable[[], list[Any]], registry: CollectorRegistry) -> None:
+        self._job_id = job_id
+        self._history = history
+        self._lock = threading.Lock()
+        self._newest_seen = 0
+        labels = ["job", "kind"]
+        self.duration = Histogram("sluice_checkpoint_duration_seconds", "From trigger to completion",
+                                  labels, registry=registry, buckets=DURATION_BUCKETS_S)
+        self.size = Histogram("sluice_checkpoint_size_bytes", "State bytes written (where the runtime measures it)",
+                              labels, registry=registry, buckets=SIZE_BUCKETS_BYTES)
+        self.alignment = Histogram("sluice_checkpoint_alignment_seconds", "Longest barrier alignment of a task",
+                                   labels, registry=registry, buckets=DURATION_BUCKETS_S)
+
+    def update(self) -> int:
+        """Observe the records newer than the last one seen; returns how many."""
+        with self._lock:
+            records = [r if isinstance(r, dict) else dataclasses.asdict(r) for r in self._history()]
+            fresh = [r for r in records if r["checkpoint_id"] > self._newest_seen]
+            for record in fresh:
+                labels = (self._job_id, record["kind"])
+                if record.get("triggered_ms"):
+                    duration_ms = max(0, record["completed_ms"] - record["triggered_ms"])
+                    self.duration.labels(*labels).observe(duration_ms / 1000)
+                if record.get("size_bytes") is not None:
+                    self.size.labels(*labels).observe(record["size_bytes"])
+                self.alignment.labels(*labels).observe((record.get("alignment_ms_max") or 0) / 1000)
+                self._newest_seen = max(self._newest_seen, record["checkpoint_id"])
+            return len(fresh)
+
+
+class JobMetrics:
+    """A job master's Prometheus registry: :meth:`render` is the ``/metrics`` body, :meth:`update` feeds the
+    checkpoint histograms from ``history`` (CheckpointRecord list, oldest first) between scrapes."""
+
+    def __init__(self, job_id: str, status: Callable[[], dict[str, Any]],
+                 history: Callable[[], list[Any]] | None = None) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(_StatusCollector(job_id, status))
+        self.registry.register(_CheckpointsByStatus(job_id, status))
+        self.histograms = CheckpointHistograms(job_id, history, self.registry) if history is not None else None
+
+    def update(self) -> None:
+        if self.histograms is not None:
+            self.histograms.update()
+
+    def render(self) -> bytes:
+        self.update()
+        return generate_latest(self.registry)

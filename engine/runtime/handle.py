@@ -56,6 +56,8 @@ class JobStatusReport:
     #: completed checkpoints (not savepoints) of every attempt: exact, while checkpoint_history() keeps
     #: only the newest records (engine/runtime/histories.py)
     num_completed_checkpoints: int = 0
+    #: checkpoints and savepoints that failed, of every attempt (subsumed ones are not failures)
+    num_failed_checkpoints: int = 0
 
 
 def stable_job_id(job_name: str, explicit: str | None = None) -> str:

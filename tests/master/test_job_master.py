@@ -108,6 +108,38 @@ def test_metrics_are_served_in_prometheus_text_format(running) -> None:
     assert "# TYPE sluice_completed_checkpoints_total counter" in text
 
 
+def test_checkpoint_histograms_count_every_completed_checkpoint_and_savepoint(running) -> None:
+    """Issue 18: checkpoint durations, sizes and alignments as Prometheus histograms, as a scraper reads them."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    master, client = running
+    op = client.wait("savepoint", client.trigger_savepoint())
+    assert op["status"]["id"] == "COMPLETED"
+    _wait_for(lambda: client.status().get("num_completed_checkpoints", 0) >= 3, 60, "three checkpoints")
+
+    def samples() -> dict:
+        text = httpx.get(f"{master.url}/metrics").text
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples}
+
+    scraped = samples()
+    history = master.client.checkpoint_history()
+    for kind in ("checkpoint", "savepoint"):
+        labels = (("job", "purchases"), ("kind", kind))
+        seen = [r for r in history if r["kind"] == kind]
+        assert seen and scraped[("sluice_checkpoint_duration_seconds_count", labels)] >= len(seen)
+        total_s = sum(r["completed_ms"] - r["triggered_ms"] for r in seen) / 1000
+        assert scraped[("sluice_checkpoint_duration_seconds_sum", labels)] >= total_s - 1e-6
+        assert scraped[("sluice_checkpoint_alignment_seconds_count", labels)] >= len(seen)
+    completed = scraped[("sluice_checkpoints_total", (("job", "purchases"), ("status", "completed")))]
+    assert completed >= 3 and ("sluice_checkpoints_total", (("job", "purchases"), ("status", "failed"))) in scraped
+    # observed once each: a second scrape counts only what completed since
+    again = samples()
+    labels = (("job", "purchases"), ("kind", "savepoint"))
+    assert again[("sluice_checkpoint_duration_seconds_count", labels)] == \
+        scraped[("sluice_checkpoint_duration_seconds_count", labels)] == 1
+
+
 def test_stop_with_savepoint_drains_and_the_savepoint_restores_at_another_parallelism(running, tmp_path: Path) -> None:
     master, client = running
     op = client.wait("stop", client.stop(drain=True))

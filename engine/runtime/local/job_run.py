@@ -72,6 +72,8 @@ class JobRun:
         self.history: BoundedHistory[CheckpointRecord] = BoundedHistory(max_history)
         #: completed checkpoints (not savepoints, not the final one) of every attempt
         self.num_completed_checkpoints = 0
+        #: failed checkpoints of the attempts before the current one
+        self.failed_checkpoints_before = 0
         self.state = "created"
         self.attempt = 0
         self.restarts = 0
@@ -103,6 +105,8 @@ class JobRun:
                 job = LocalJob(self, plan, restore)
                 if restore is not None:
                     discard_orphaned_staging(self.roots, self.adapter.storage)  # sinks re-committed restore's handles in initialize_state
+                if self.job is not None and self.checkpointing_enabled:  # the attempt before this one
+                    self.failed_checkpoints_before += self.job.coordinator.num_failed_checkpoints
                 self.job = job
                 self.state = "running"
                 failed = True
@@ -243,4 +247,6 @@ class JobRun:
             job.current_watermark() if job is not None else 0,
             self.records_before_attempt + (job.records_read() if job is not None else 0),
             job.records_written() if job is not None else 0,
-            num_completed_checkpoints=self.num_completed_checkpoints)
+            num_completed_checkpoints=self.num_completed_checkpoints,
+            num_failed_checkpoints=self.failed_checkpoints_before + (
+                job.coordinator.num_failed_checkpoints if job is not None and self.checkpointing_enabled else 0))

@@ -83,6 +83,8 @@ class SparkJobRun:
         self._history: BoundedHistory[CheckpointRecord] = BoundedHistory(max_history)
         #: completed checkpoints (not savepoints) of the attempts that ended
         self._completed_before = 0
+        #: failed checkpoints of the attempts that ended
+        self._failed_before = 0
         #: this run's completed checkpoints that storage retains, oldest first: the restore candidates
         retained = self.env.get_checkpoint_config().get_num_retained_checkpoints()
         self._retained: collections.deque[RetainedCheckpoint] = collections.deque(maxlen=max(1, retained))
@@ -182,6 +184,8 @@ class SparkJobRun:
         for record in job.checkpoint_history():
             self._history.append(dataclasses.replace(record, attempt=self.attempt))
         self._completed_before += job.checkpointing.num_completed
+        if job.checkpointing.coordinator is not None:
+            self._failed_before += job.checkpointing.coordinator.num_failed_checkpoints
         self._retained.extend(job.checkpointing.retained)
 
     def _set_state(self, state: str) -> None:
@@ -237,7 +241,11 @@ class SparkJobRun:
         state = self.state if self.state in ("restarting", "failed") else report.state
         completed = [r.checkpoint_id for r in self.checkpoint_history() if r.kind == "checkpoint"]
         current = report.num_completed_checkpoints if self.state not in ("restarting", "failed") else 0
+        coordinator = job.checkpointing.coordinator
+        failed_now = coordinator.num_failed_checkpoints if coordinator is not None and \
+            self.state not in ("restarting", "failed") else 0
         return dataclasses.replace(report, state=state, attempt=self.attempt, restarts=self.restarts,
+                                   num_failed_checkpoints=self._failed_before + failed_now,
                                    last_completed_checkpoint_id=completed[-1] if completed else None,
                                    failures=tuple(self.failures),
                                    num_completed_checkpoints=self._completed_before + current)

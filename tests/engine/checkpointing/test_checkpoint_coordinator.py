@@ -372,3 +372,16 @@ def test_at_least_once_checkpoints_carry_at_least_once_barriers():
     h.coordinator.trigger_checkpoint()
     assert h.gateway.of("trigger")[0][4].alignment is AlignmentType.AT_LEAST_ONCE
     assert SOURCES == tuple(c[1] for c in h.gateway.of("trigger"))
+
+
+def test_failed_checkpoints_are_counted_and_subsumed_ones_are_not():
+    """Issue 18: sluice_checkpoints_total{status="failed"} needs the count the job status never had."""
+    h = Harness(config(tolerable_checkpoint_failure_number=5, max_concurrent_checkpoints=2, min_pause_between_checkpoints=0))
+    h.coordinator.trigger_checkpoint()
+    h.coordinator.receive_decline_message(JOB, "win-0", 1, CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION)
+    assert h.coordinator.num_failed_checkpoints == 1
+    h.coordinator.trigger_checkpoint()  # 2 stays pending ...
+    h.coordinator.trigger_checkpoint()  # ... and 3 completes: 2 is subsumed, not failed
+    h.ack_all(3)
+    assert h.coordinator.get_number_of_pending_checkpoints() == 0
+    assert h.coordinator.num_failed_checkpoints == 1
