@@ -159,7 +159,8 @@ class LocalRuntime:
         for node in collect:
             target: list[Any] = []
             collected[node.id] = target
-            roots.append(_CollectSinkNode(name="Collect", inputs=[node], sink=target))
+            # non-parallel, as Flink's collect sink: a non-parallel stream (window_all) arrives in its order
+            roots.append(_CollectSinkNode(name="Collect", inputs=[node], sink=target, parallelism=1))
         return JobRun(self, job_name, roots, collected, from_savepoint or self.from_savepoint)
 
     def execute(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
