@@ -102,6 +102,7 @@ class JobClient:
             "records_per_second": round(rate, 1),
             "epoch": report.epoch,
             "failures": [{"message": f} for f in report.failures],
+            "metrics": dict(report.metrics),
         }
 
     def checkpoint_history(self) -> list[dict[str, Any]]:

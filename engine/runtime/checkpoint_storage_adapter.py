@@ -177,6 +177,8 @@ class CheckpointStorageAdapter:
         self._persistent_store: Any = None
         #: checkpoint id -> URI of its finalized folder (savepoints and persisted checkpoints)
         self.external_pointers: dict[int, str] = {}
+        #: checkpoint id -> bytes of state it wrote, until the run records it in its history
+        self.sizes: dict[int, int] = {}
         if storage_dir is not None:
             from checkpoints import CheckpointStorage, CompletedCheckpointStore as PersistentStore, open_store
 
@@ -303,6 +305,7 @@ class CheckpointStorageAdapter:
         uri = self._location(cid).finalize(metadata)
         if not savepoint:
             self._persistent_store.add_checkpoint(metadata)
+        self.sizes[cid] = metadata.total_bytes()
         with self._lock:
             self._locations.pop(cid, None)
             self._savepoint_targets.pop(cid, None)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,8 @@ class JobStatusReport:
     num_completed_checkpoints: int = 0
     #: checkpoints and savepoints that failed, of every attempt (subsumed ones are not failures)
     num_failed_checkpoints: int = 0
+    #: the current attempt's counters (num_late_records_dropped, num_dead_letter_records, ...)
+    metrics: Mapping[str, int] = field(default_factory=dict)
 
 
 def stable_job_id(job_name: str, explicit: str | None = None) -> str:

@@ -194,7 +194,7 @@ class JobRun:
         self.history.append(CheckpointRecord(checkpoint_id, kind, "completed", self.attempt, self.clock.now_ms(),
                                              pointer, self._alignment.pop(checkpoint_id, 0), in_flight,
                                              latest.timestamp_ms if latest is not None and latest.checkpoint_id == checkpoint_id
-                                             else self.clock.now_ms()))
+                                             else self.clock.now_ms(), self.adapter.sizes.pop(checkpoint_id, None)))
         if kind == "checkpoint":
             self.num_completed_checkpoints += 1
         pending = job.coordinator.get_pending_checkpoints()
@@ -249,4 +249,5 @@ class JobRun:
             job.records_written() if job is not None else 0,
             num_completed_checkpoints=self.num_completed_checkpoints,
             num_failed_checkpoints=self.failed_checkpoints_before + (
-                job.coordinator.num_failed_checkpoints if job is not None and self.checkpointing_enabled else 0))
+                job.coordinator.num_failed_checkpoints if job is not None and self.checkpointing_enabled else 0),
+            metrics=job.metrics() if job is not None else {})

@@ -230,7 +230,7 @@ class LocalJob:
     def metrics(self) -> dict[str, int]:
         total: dict[str, int] = {}
         for m in self.subtask_metrics:
-            for k, v in m.counters.items():
+            for k, v in list(m.counters.items()):  # a snapshot: the control API reads while the scheduler counts
                 total[k] = total.get(k, 0) + v
         total["num_dead_letter_records"] = self.dead_letters.total  # the run's, also those no longer kept
         return total
