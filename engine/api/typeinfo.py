@@ -1,0 +1,341 @@
+"""``Types`` and ``TypeInformation``: PyFlink's type declarations, accepted so PyFlink programs port unchanged.
+
+PyFlink needs a type for every value that crosses into Java (``map(f, output_type=Types.INT())``,
+``key_by(f, key_type=...)``, ``OutputTag("late", Types.STRING())``, state descriptors).  Sluice is
+dynamically typed and runs every operator in Python, so it needs none: it takes them where PyFlink
+does, checks their *shape* when the job is built (a ``Types.TUPLE`` of type informations, names
+matching fields in ``ROW_NAMED``, ``Types.INT`` called rather than passed, ...) and otherwise ignores
+them at runtime.  Records are never converted or checked against a declared type.
+
+One place where the declared type is visible: ``print()``.  PyFlink prints a stream with a declared
+type through Java's ``toString`` (a ``Types.TUPLE`` result prints ``(hi,0,5,4)``, a ``Types.ROW``
+``+I[hi, 4]``), and one without (``PICKLED_BYTE_ARRAY``) through Python's ``str``.  Sluice's ``print()``
+does the same, using :meth:`TypeInformation.format_value`.
+
+**Not supported**: conversion of records to the declared type (PyFlink turns a ``Types.ROW`` result into
+a ``Row``; Sluice keeps what the function returned); Java's ``toString`` of arrays (``[I@1b6d3586``),
+which Sluice renders as ``[1, 2]``; exact Java formatting of ``BIG_DEC`` and the time types (rendered
+with Python's ``str``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from engine.errors import JobDefinitionError
+
+__all__ = ["TypeInformation", "Types", "check_type_info"]
+
+
+class TypeInformation:
+    """Base of the type informations ``Types`` builds (PyFlink's ``pyflink.common.typeinfo``)."""
+
+    def format_value(self, value: Any) -> str:
+        """``value`` as Flink's ``print()`` shows a record of this type (Java's ``toString``)."""
+        return _java_string(value)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, repr(self)))
+
+
+class BasicTypeInfo(TypeInformation):
+    """A scalar: ``Types.STRING()``, ``Types.INT()``, ``Types.LONG()``, ``Types.DOUBLE()`` ..."""
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return self.type_name
+
+
+class PickledBytesTypeInfo(TypeInformation):
+    """Any Python object (PyFlink's default when no type is given): printed with ``str``."""
+
+    def format_value(self, value: Any) -> str:
+        return value if isinstance(value, str) else str(value)
+
+    def __repr__(self) -> str:
+        return "PickledByteArrayTypeInfo"
+
+
+class TupleTypeInfo(TypeInformation):
+    """A Flink ``TupleN``; printed ``(f0,f1,...)``."""
+
+    def __init__(self, field_types: list[TypeInformation]) -> None:
+        self.field_types = _check_type_list(field_types, "field_types", "Types.TUPLE")
+
+    def get_field_types(self) -> list[TypeInformation]:
+        return list(self.field_types)
+
+    def format_value(self, value: Any) -> str:
+        fields = _fields(value, len(self.field_types))
+        if fields is None:
+            return _java_string(value)
+        return "(" + ",".join(t.format_value(v) for t, v in zip(self.field_types, fields)) + ")"
+
+    def __repr__(self) -> str:
+        return f"TupleTypeInfo({', '.join(map(repr, self.field_types))})"
+
+
+class RowTypeInfo(TypeInformation):
+    """A Flink ``Row``; printed ``+I[f0, f1, ...]`` (the row kind INSERT, then its fields)."""
+
+    def __init__(self, field_types: list[TypeInformation], field_names: list[str] | None = None) -> None:
+        self.field_types = _check_type_list(field_types, "field_types", "Types.ROW")
+        if field_names is not None:
+            if not isinstance(field_names, (list, tuple)) or not all(isinstance(n, str) and n for n in field_names):
+                raise JobDefinitionError("field_names", field_names, "must be a list of non-empty strings",
+                                         "Types.ROW_NAMED(['name', 'count'], [Types.STRING(), Types.INT()])")
+            if len(field_names) != len(self.field_types):
+                raise JobDefinitionError(
+                    "field_names", field_names,
+                    f"must name every field: {len(field_names)} names for {len(self.field_types)} field_types")
+            if len(set(field_names)) != len(field_names):
+                raise JobDefinitionError("field_names", field_names, "must not repeat a name")
+        self.field_names = list(field_names) if field_names is not None else [f"f{i}" for i in range(len(field_types))]
+
+    def get_field_names(self) -> list[str]:
+        return list(self.field_names)
+
+    def get_field_types(self) -> list[TypeInformation]:
+        return list(self.field_types)
+
+    def get_field_index(self, field_name: str) -> int:
+        return self.field_names.index(field_name) if field_name in self.field_names else -1
+
+    def format_value(self, value: Any) -> str:
+        if isinstance(value, dict):
+            fields = [value.get(name) for name in self.field_names]
+        else:
+            fields = _fields(value, len(self.field_types))
+            if fields is None:
+                return _java_string(value)
+        return "+I[" + ", ".join(t.format_value(v) for t, v in zip(self.field_types, fields)) + "]"
+
+    def __repr__(self) -> str:
+        return "RowTypeInfo(" + ", ".join(f"{n}: {t!r}" for n, t in zip(self.field_names, self.field_types)) + ")"
+
+
+class _ElementTypeInfo(TypeInformation):
+    _factory = ""
+
+    def __init__(self, element_type: TypeInformation) -> None:
+        self.element_type = check_type_info(element_type, "element_type", optional=False,
+                                            example=f"{self._factory}(Types.INT())")
+
+    def format_value(self, value: Any) -> str:
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(self.element_type.format_value(v) for v in value) + "]"
+        return _java_string(value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.element_type!r})"
+
+
+class ListTypeInfo(_ElementTypeInfo):
+    """A ``java.util.List``; printed ``[a, b]``."""
+
+    _factory = "Types.LIST"
+
+
+class PrimitiveArrayTypeInfo(_ElementTypeInfo):
+    """``int[]`` and the like (printed ``[1, 2]``; Java would print the array's identity)."""
+
+    _factory = "Types.PRIMITIVE_ARRAY"
+
+
+class BasicArrayTypeInfo(_ElementTypeInfo):
+    """``Integer[]`` and the like (printed ``[1, 2]``; Java would print the array's identity)."""
+
+    _factory = "Types.BASIC_ARRAY"
+
+
+class ObjectArrayTypeInfo(_ElementTypeInfo):
+    """An array of any type (printed ``[a, b]``; Java would print the array's identity)."""
+
+    _factory = "Types.OBJECT_ARRAY"
+
+
+class MapTypeInfo(TypeInformation):
+    """A ``java.util.Map``; printed ``{k=v, k2=v2}`` (in the dict's order)."""
+
+    def __init__(self, key_type_info: TypeInformation, value_type_info: TypeInformation) -> None:
+        self.key_type_info = check_type_info(key_type_info, "key_type_info", optional=False,
+                                             example="Types.MAP(Types.STRING(), Types.INT())")
+        self.value_type_info = check_type_info(value_type_info, "value_type_info", optional=False,
+                                               example="Types.MAP(Types.STRING(), Types.INT())")
+
+    def format_value(self, value: Any) -> str:
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{self.key_type_info.format_value(k)}={self.value_type_info.format_value(v)}"
+                                   for k, v in value.items()) + "}"
+        return _java_string(value)
+
+    def __repr__(self) -> str:
+        return f"MapTypeInfo({self.key_type_info!r}, {self.value_type_info!r})"
+
+
+class Types:
+    """The type informations of PyFlink's ``Types`` (``pyflink.common.typeinfo.Types``), same names."""
+
+    @staticmethod
+    def STRING() -> TypeInformation:  # noqa: N802 - PyFlink's names
+        return BasicTypeInfo("String")
+
+    @staticmethod
+    def BYTE() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("Byte")
+
+    @staticmethod
+    def BOOLEAN() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("Boolean")
+
+    @staticmethod
+    def SHORT() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("Short")
+
+    @staticmethod
+    def INT() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("Integer")
+
+    @staticmethod
+    def LONG() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("Long")
+
+    @staticmethod
+    def FLOAT() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("Float")
+
+    @staticmethod
+    def DOUBLE() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("Double")
+
+    @staticmethod
+    def CHAR() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("Character")
+
+    @staticmethod
+    def BIG_INT() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("BigInteger")
+
+    @staticmethod
+    def BIG_DEC() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("BigDecimal")
+
+    @staticmethod
+    def INSTANT() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("Instant")
+
+    @staticmethod
+    def SQL_DATE() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("Date")
+
+    @staticmethod
+    def SQL_TIME() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("Time")
+
+    @staticmethod
+    def SQL_TIMESTAMP() -> TypeInformation:  # noqa: N802
+        return BasicTypeInfo("Timestamp")
+
+    @staticmethod
+    def PICKLED_BYTE_ARRAY() -> TypeInformation:  # noqa: N802
+        return PickledBytesTypeInfo()
+
+    @staticmethod
+    def ROW(field_types: list[TypeInformation]) -> TypeInformation:  # noqa: N802
+        return RowTypeInfo(field_types)
+
+    @staticmethod
+    def ROW_NAMED(field_names: list[str], field_types: list[TypeInformation]) -> TypeInformation:  # noqa: N802
+        return RowTypeInfo(field_types, field_names)
+
+    @staticmethod
+    def TUPLE(field_types: list[TypeInformation]) -> TypeInformation:  # noqa: N802
+        return TupleTypeInfo(field_types)
+
+    @staticmethod
+    def PRIMITIVE_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        return PrimitiveArrayTypeInfo(element_type)
+
+    @staticmethod
+    def BASIC_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        return BasicArrayTypeInfo(element_type)
+
+    @staticmethod
+    def OBJECT_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        return ObjectArrayTypeInfo(element_type)
+
+    @staticmethod
+    def MAP(key_type_info: TypeInformation, value_type_info: TypeInformation) -> TypeInformation:  # noqa: N802
+        return MapTypeInfo(key_type_info, value_type_info)
+
+    @staticmethod
+    def LIST(element_type_info: TypeInformation) -> TypeInformation:  # noqa: N802
+        return ListTypeInfo(element_type_info)
+
+
+def check_type_info(value: Any, parameter: str, optional: bool = True,
+                    example: str = "Types.STRING(), Types.TUPLE([Types.STRING(), Types.INT()])") -> Any:
+    """``value`` if it is a :class:`TypeInformation` (or None when ``optional``), else a JobDefinitionError
+    naming ``parameter``: the commonest slips are ``Types.INT`` uncalled and a Python type such as ``int``."""
+    if isinstance(value, TypeInformation) or (value is None and optional):
+        return value
+    hint = f"Use a type information from Types, e.g. {example}"
+    if callable(value) and getattr(value, "__qualname__", "").startswith("Types."):
+        hint = f"Call it: {value.__qualname__}()"
+    elif isinstance(value, type):
+        hint = f"Python types are not type informations; {hint[0].lower()}{hint[1:]}"
+    raise JobDefinitionError(parameter, value, "must be a TypeInformation (from engine.Types)", hint)
+
+
+def _check_type_list(field_types: Any, parameter: str, factory: str) -> list[TypeInformation]:
+    if not isinstance(field_types, (list, tuple)):
+        raise JobDefinitionError(parameter, field_types, "must be a list of type informations",
+                                 f"Use {factory}([Types.STRING(), Types.INT()])")
+    for i, t in enumerate(field_types):
+        check_type_info(t, f"{parameter}[{i}]", optional=False, example=f"Use {factory}([Types.STRING(), Types.INT()])")
+    return list(field_types)
+
+
+def _fields(value: Any, arity: int) -> Sequence[Any] | None:
+    if isinstance(value, (tuple, list)) and len(value) == arity:
+        return value
+    return None
+
+
+def _java_string(value: Any) -> str:
+    """Java's ``String.valueOf`` for the Python value a field holds."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return _java_double(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_java_string(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_java_string(k)}={_java_string(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def _java_double(x: float) -> str:
+    """Java's ``Double.toString``: plain between 1e-3 and 1e7, else ``d.dddE<n>``, shortest digits either way."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        return repr(x)
+    for precision in range(17):  # the shortest mantissa that reads back as x (.16e always does)
+        candidate = f"{x:.{precision}e}"
+        if float(candidate) == x:
+            break
+    significant, exponent = candidate.split("e")
+    if "." not in significant:
+        significant += ".0"
+    return f"{significant}E{int(exponent)}"
