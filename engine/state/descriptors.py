@@ -9,7 +9,7 @@ snapshots hold only the values.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -19,30 +19,95 @@ T = TypeVar("T")
 class StateDescriptor:
     name: str
 
+    def __post_init__(self) -> None:
+        from engine.errors import JobDefinitionError
+
+        if not isinstance(self.name, str) or not self.name:
+            raise JobDefinitionError("name", self.name, "must be a non-empty string")
+
+
+# The type informations below are PyFlink's positional arguments (``ValueStateDescriptor("n", Types.INT())``):
+# accepted and checked for shape so PyFlink programs port, otherwise unused (Sluice state is dynamically
+# typed; engine.state.codec decides how a value is stored).  They take no part in equality.
+
 
 @dataclass(frozen=True)
 class ValueStateDescriptor(StateDescriptor):
-    default: Any = None
+    """``ValueStateDescriptor(name, value_type_info=None, *, default=None)``.
+
+    PyFlink's second argument is the value's type; ``default`` (keyword only, a Sluice extension) is what
+    ``value()`` returns while nothing was stored.
+    """
+
+    value_type_info: Any = field(default=None, compare=False)
+    default: Any = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_type(self.value_type_info, "value_type_info",
+                    f"A default value goes in the keyword: ValueStateDescriptor({self.name!r}, default=...)")
 
 
 @dataclass(frozen=True)
 class ListStateDescriptor(StateDescriptor):
-    pass
+    """``ListStateDescriptor(name, elem_type_info=None)``."""
+
+    elem_type_info: Any = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_type(self.elem_type_info, "elem_type_info")
 
 
 @dataclass(frozen=True)
 class MapStateDescriptor(StateDescriptor):
-    pass
+    """``MapStateDescriptor(name, key_type_info=None, value_type_info=None)``."""
+
+    key_type_info: Any = field(default=None, compare=False)
+    value_type_info: Any = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_type(self.key_type_info, "key_type_info")
+        _check_type(self.value_type_info, "value_type_info")
 
 
 @dataclass(frozen=True)
 class ReducingStateDescriptor(StateDescriptor):
+    """``ReducingStateDescriptor(name, reduce_function, type_info=None)``; the function is a callable
+    ``(a, b) -> c`` or a ReduceFunction (its ``reduce`` is used)."""
+
     reduce_function: Callable[[Any, Any], Any] = None  # type: ignore[assignment]
+    type_info: Any = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        fn = self.reduce_function
+        if fn is not None and not callable(fn) and callable(getattr(fn, "reduce", None)):
+            object.__setattr__(self, "reduce_function", fn.reduce)
+        _check_type(self.type_info, "type_info")
 
 
 @dataclass(frozen=True)
 class AggregatingStateDescriptor(StateDescriptor):
+    """``AggregatingStateDescriptor(name, aggregate_function, state_type_info=None)`` (PyFlink's second
+    parameter is ``agg_function``; positionally the same)."""
+
     aggregate_function: Any = None  # an engine.api.functions.AggregateFunction
+    state_type_info: Any = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_type(self.state_type_info, "state_type_info")
+
+
+def _check_type(value: Any, parameter: str, hint: str | None = None) -> None:
+    from engine.api.typeinfo import TypeInformation, check_type_info
+    from engine.errors import JobDefinitionError
+
+    if value is not None and not isinstance(value, TypeInformation) and hint:
+        raise JobDefinitionError(parameter, value, "must be a TypeInformation (from engine.Types)", hint)
+    check_type_info(value, parameter)
 
 
 class State(ABC):
