@@ -8,7 +8,7 @@ window keeps its elements, incremental or not (seed 000).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
 
 if TYPE_CHECKING:
@@ -59,16 +59,22 @@ class AggregateFunction(Function, Generic[IN, ACC, OUT]):
 
 @dataclass(frozen=True)
 class OutputTag:
-    """Names a side output, e.g. late data: ``OutputTag("late")``."""
+    """Names a side output, e.g. late data: ``OutputTag("late")`` or, as PyFlink writes it,
+    ``OutputTag("late", Types.TUPLE([Types.STRING(), Types.INT()]))``.
+
+    Tags are equal by ``tag_id`` alone (Flink compares ids; the type only describes the records).
+    """
 
     tag_id: str
-    type_info: Any = None
+    type_info: Any = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        from engine.api.typeinfo import check_type_info
         from engine.errors import JobDefinitionError
 
         if not isinstance(self.tag_id, str) or not self.tag_id:
             raise JobDefinitionError("tag_id", self.tag_id, "must be a non-empty string")
+        check_type_info(self.type_info, "type_info")
 
 
 class KeyedStateStore(ABC):
@@ -118,6 +124,9 @@ class ProcessWindowContext(ABC, Generic[W]):
 
 class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
     """Sees all elements of a fired window (or the one pre-aggregated result when combined with ``aggregate``)."""
+
+    #: PyFlink's nested name for the context, so ``context: ProcessWindowFunction.Context[TimeWindow]`` ports
+    Context = ProcessWindowContext
 
     @abstractmethod
     def process(self, key: KEY, context: ProcessWindowContext[W], elements: Iterable[IN]) -> Iterable[OUT]:
