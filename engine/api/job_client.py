@@ -7,6 +7,7 @@ event-time lag, and the checkpoint history as plain JSON data.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import threading
 import time
@@ -23,6 +24,10 @@ _FLINK_STATE = {
 }
 
 
+#: the window ``records_per_second`` is measured over (Flink's meters use a minute; a status page wants less)
+RATE_WINDOW_S = 10.0
+
+
 class JobClient:
     def __init__(self, handle: Any, job_name: str, default_savepoint_dir: str | None, parallelism: int) -> None:
         self._handle = handle
@@ -30,8 +35,8 @@ class JobClient:
         self._default_savepoint_dir = default_savepoint_dir
         self._parallelism = parallelism
         self._rate_lock = threading.Lock()
-        self._rate_sample: tuple[float, int] | None = None
-        self._rate = 0.0
+        #: (time, records_in) samples of the last RATE_WINDOW_S, oldest first
+        self._rate_samples: collections.deque[tuple[float, int]] = collections.deque()
         self._result: Future = Future()
         threading.Thread(target=self._await_result, name=f"sluice-client-{handle.job_id}", daemon=True).start()
 
@@ -72,16 +77,25 @@ class JobClient:
         return self._result
 
     # -- for the job master ----------------------------------------------------------------------
+    def _records_per_second(self, now: float, records_in: int) -> float:
+        """Input rate over the last RATE_WINDOW_S.  Between two calls a moment apart the count may not move
+        (the Spark runtime counts once per epoch): a rate between consecutive calls read 0.0 there, then spiked."""
+        samples = self._rate_samples
+        samples.append((now, records_in))
+        while len(samples) > 2 and now - samples[1][0] >= RATE_WINDOW_S:
+            samples.popleft()  # keep one sample at least the window old: the rate spans the whole window
+        then, before = samples[0]
+        if now <= then or records_in < before:  # one sample yet, or a restart counted from an older position
+            return 0.0
+        return (records_in - before) / (now - then)
+
     def status_details(self) -> dict[str, Any]:
         report = self._handle.status()
         history = self._handle.checkpoint_history()
         completed = [r for r in history if r.status == "completed"]
         now = time.time()
         with self._rate_lock:
-            if self._rate_sample is not None and now > self._rate_sample[0]:
-                self._rate = (report.records_in - self._rate_sample[1]) / (now - self._rate_sample[0])
-            self._rate_sample = (now, report.records_in)
-            rate = self._rate
+            rate = self._records_per_second(now, report.records_in)
         watermark = report.watermark_ms
         has_watermark = MIN_WATERMARK < watermark < MAX_WATERMARK
         return {
