@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import sys
 import time
@@ -32,6 +33,7 @@ from reliability_support import (
     committed_output_matches_the_reference,
     every_retained_checkpoint_is_intact,
     kill,
+    log_of,
     record,
     retained,
     start,
@@ -73,6 +75,12 @@ def test_seeded_kills_lose_nothing_duplicate_nothing_and_leave_exactly_n_checkpo
         assert process.wait(timeout=300) == 0
 
         rows = committed_output_matches_the_reference(tmp_path / "out")
+        # what an operator reads (issue 18): the restore source, checkpoints with their figures, Spark's epochs
+        last_log = log_of(tmp_path, f"round-{kills}")
+        assert f"restored from {where.checkpoint_uri(seen)}" in last_log, last_log[-2000:]
+        assert re.search(r"checkpoint \d+ completed in \d+ ms", last_log), last_log[-2000:]
+        if where.runtime == "spark":
+            assert re.search(r"job purchases: epoch \d+ took \d+ ms", last_log), last_log[-2000:]
         kept = every_retained_checkpoint_is_intact(where)
         assert len(kept) == 3
         store = store_of(where)

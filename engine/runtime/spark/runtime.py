@@ -48,6 +48,8 @@ codec-encodable (engine/state/codec.py: no pickle), which user records and windo
 
 from __future__ import annotations
 
+import logging
+
 import json
 import sys
 import threading
@@ -83,6 +85,11 @@ from engine.watermarks.valve import StatusWatermarkValve, ValveOutput
 
 DEFAULT_EPOCH_RECORDS = 10_000
 DEFAULT_MASTER = "local[2]"
+
+log = logging.getLogger(__name__)
+
+#: how often a running Spark job logs an epoch summary at most (seconds)
+EPOCH_LOG_INTERVAL_S = 10.0
 
 
 class _CollectNode(SinkTransformation):
@@ -268,6 +275,8 @@ class SparkJob:
         #: sink parts the tasks staged themselves (engine/runtime/spark/staged_sinks.py)
         self.staged_parts = 0
         self.last_epoch_ms = 0
+        #: (monotonic time, records read) of the last epoch summary logged (see _log_progress)
+        self._progress_logged: tuple[float, int] | None = None
         #: wall time of the last epoch's two Spark jobs: reading splits, and shuffles + window stages
         self.last_epoch_phases_ms: dict[str, int] = {}
         #: the same phases summed over every epoch so far
@@ -374,6 +383,7 @@ class SparkJob:
                 epoch_started = time.monotonic()
                 self.step()
                 self.checkpointing.after_epoch()
+                self._log_progress()
                 max_epochs = self.runtime.max_epochs
                 if max_epochs is not None and self.epoch >= max_epochs and not self.finished:
                     break
@@ -386,6 +396,26 @@ class SparkJob:
                 cp.collect_uploads(wait=True)
             if self.finished or cp.stopped or cp.cancelled or sys.exc_info()[0] is not None:
                 cp.on_job_end()
+
+    def _log_progress(self) -> None:
+        """An epoch summary at most every EPOCH_LOG_INTERVAL_S (the first epoch's always): a Spark job used to
+        print nothing for minutes."""
+        now = time.monotonic()
+        last = self._progress_logged
+        if last is not None and now - last[0] < EPOCH_LOG_INTERVAL_S:
+            return
+        since_records = self.records_read - (last[1] if last is not None else 0)
+        rate = since_records / (now - last[0]) if last is not None and now > last[0] else None
+        self._progress_logged = (now, self.records_read)
+        phases = ", ".join(f"{phase} {ms} ms" for phase, ms in self.last_epoch_phases_ms.items())
+        watermark = self.watermark if MIN_WATERMARK < self.watermark < MAX_WATERMARK else None
+        log.info("job %s: epoch %d took %d ms (%s); %d records read in all%s; watermark %s; %d checkpoints completed",
+                 self.job_name, self.epoch, self.last_epoch_ms, phases or "no Spark jobs", self.records_read,
+                 f", {rate:.0f}/s lately" if rate is not None else "", watermark,
+                 self.checkpointing.num_completed,
+                 extra={"event": "epoch", "job_id": self.job_id, "epoch": self.epoch,
+                        "epoch_ms": self.last_epoch_ms, "phases_ms": dict(self.last_epoch_phases_ms),
+                        "records_in": self.records_read, "records_per_second": rate, "watermark_ms": watermark})
 
     def _await_next_epoch(self, epoch_started: float) -> None:
         """``epoch_interval_ms``: wait out the rest of the interval, or less if a control request arrives."""
