@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from engine.api.functions import OutputTag
 from engine.api.graph import (
     AsyncTransformation,
+    declared_output_type,
     MapTransformation,
     Partitioning,
     PartitionTransformation,
@@ -24,8 +25,10 @@ from engine.api.graph import (
     UnionTransformation,
 )
 from engine.api.time import SizeLike, positive_millis
+from engine.api.typeinfo import check_type_info
 from engine.api.windowed_stream import AllWindowedStream, WindowedStream
 from engine.errors import JobDefinitionError
+from engine.io.sink import PrintSink
 
 if TYPE_CHECKING:
     from engine.api.environment import StreamExecutionEnvironment
@@ -71,19 +74,25 @@ class DataStream:
         return self._node.name
 
     # -- transformations -----------------------------------------------------------------------
-    def map(self, func: Any) -> SingleOutputStreamOperator:
+    def map(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
+        """``output_type`` (PyFlink's TypeInformation) is checked and otherwise only shapes ``print()``."""
         fn = _check_callable(func, "func", "map")
-        return self._add(MapTransformation(name="Map", inputs=[self._node], kind="map", fn=fn))
+        return self._add(MapTransformation(name="Map", inputs=[self._node], kind="map", fn=fn,
+                                           output_type=check_type_info(output_type, "output_type")))
 
     def filter(self, func: Any) -> SingleOutputStreamOperator:
         fn = _check_callable(func, "func", "filter")
         return self._add(MapTransformation(name="Filter", inputs=[self._node], kind="filter", fn=fn))
 
-    def flat_map(self, func: Any) -> SingleOutputStreamOperator:
+    def flat_map(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
         fn = _check_callable(func, "func", "flat_map")
-        return self._add(MapTransformation(name="FlatMap", inputs=[self._node], kind="flat_map", fn=fn))
+        return self._add(MapTransformation(name="FlatMap", inputs=[self._node], kind="flat_map", fn=fn,
+                                           output_type=check_type_info(output_type, "output_type")))
 
-    def key_by(self, key_selector: Any) -> KeyedStream:
+    def key_by(self, key_selector: Any, key_type: Any = None) -> KeyedStream:
+        """``key_type`` (PyFlink's TypeInformation of the key) is checked and otherwise unused: keys are
+        hashed from their Python value whatever type is declared."""
+        check_type_info(key_type, "key_type")
         fn = _check_callable(key_selector, "key_selector", "get_key")
         node = PartitionTransformation(name="KeyBy", inputs=[self._node], partitioning=Partitioning.HASH, key_selector=fn)
         return KeyedStream(self._env, node, fn)
@@ -147,9 +156,11 @@ class DataStream:
     add_sink = sink_to
 
     def print(self) -> DataStream:
-        from engine.io.sink import PrintSink
-
-        return self.sink_to(PrintSink())
+        """Print every record on a line, as PyFlink does: a record of a declared type (``output_type``,
+        ``type_info``) the way Java's ``toString`` shows it (``(hi,0,5,4)`` for a ``Types.TUPLE``), any
+        other with Python's ``str``."""
+        type_info = declared_output_type(self._node)
+        return self.sink_to(PrintSink() if type_info is None else _TypedPrintSink(type_info))
 
     def write_files(self, path: str, format: str = "parquet") -> DataStream:
         """Write to a local or ``s3://`` folder; exactly-once under checkpointing (two-phase commit)."""
@@ -221,6 +232,17 @@ class TimeCharacteristic:
     EventTime = "EventTime"
     ProcessingTime = "ProcessingTime"
     IngestionTime = "IngestionTime"
+
+
+class _TypedPrintSink(PrintSink):
+    """A PrintSink that renders each record with its declared TypeInformation (Flink's toString)."""
+
+    def __init__(self, type_info: Any) -> None:
+        super().__init__()
+        self.type_info = type_info
+
+    def write(self, values: Any, epoch: int = 0) -> None:
+        super().write([self.type_info.format_value(v) for v in values], epoch)
 
 
 def accepts_arity(fn: Callable[..., Any], n: int) -> bool:

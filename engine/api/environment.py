@@ -174,10 +174,16 @@ class StreamExecutionEnvironment:
 
     # -- sources -------------------------------------------------------------------------------
     def from_collection(self, collection: Iterable[Any], type_info: Any = None) -> DataStream:
+        """A bounded source of ``collection``'s items.  ``type_info`` (PyFlink's TypeInformation of the
+        items) is checked and otherwise only shapes ``print()``: items stay the Python values given."""
+        from engine.api.typeinfo import check_type_info
         from engine.io.collection_source import CollectionSource
 
+        check_type_info(type_info, "type_info")
         items = list(collection)
-        return self.from_source(CollectionSource(items), source_name="Collection Source")
+        stream = self.from_source(CollectionSource(items), source_name="Collection Source")
+        stream._node.output_type = type_info
+        return stream
 
     def from_source(self, source: Any, watermark_strategy: Any = None, source_name: str = "Source") -> DataStream:
         from engine.io.source import Source

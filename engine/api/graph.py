@@ -41,6 +41,9 @@ class Transformation:
 
     #: set by engine.runtime.plan.build_plan: the id this node's state is stored under
     planned_uid: str | None = field(default=None, repr=False, compare=False)
+    #: the TypeInformation the job declared for this node's records (PyFlink's ``output_type`` /
+    #: ``type_info``), None if none; only ``print()`` looks at it, see :func:`declared_output_type`
+    output_type: Any = field(default=None, repr=False, compare=False, kw_only=True)
 
     def operator_uid(self) -> str:
         """The id state is stored under: the user's uid, else the node's position in the physical plan.
@@ -119,6 +122,22 @@ class SideOutputTransformation(Transformation):
 @dataclass(eq=False)
 class SinkTransformation(Transformation):
     sink: Any = None
+
+
+def declared_output_type(node: Transformation) -> Any:
+    """The type declared for ``node``'s records, following PyFlink: set on the node, else kept through
+    nodes that pass records on unchanged (key_by, filter, timestamps, union, rebalance), else the side
+    output tag's type; None (PyFlink's PICKLED_BYTE_ARRAY) otherwise."""
+    while node.output_type is None:
+        if isinstance(node, SideOutputTransformation):
+            return getattr(node.tag, "type_info", None)
+        passes_through = isinstance(node, (PartitionTransformation, TimestampsAndWatermarksTransformation,
+                                           UnionTransformation)) or (
+            isinstance(node, MapTransformation) and node.kind == "filter")
+        if not passes_through or not node.inputs:
+            return None
+        node = node.inputs[0]
+    return node.output_type
 
 
 def topological_order(sinks: list[Transformation]) -> list[Transformation]:

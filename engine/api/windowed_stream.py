@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from engine.api.functions import AggregateFunction, OutputTag, ProcessWindowFunction, ReduceFunction, WindowFunction
 from engine.api.graph import WindowTransformation
 from engine.api.time import SizeLike, non_negative_millis
+from engine.api.typeinfo import check_type_info
 from engine.errors import JobDefinitionError
-from engine.windowing.assigners import WindowAssigner
+from engine.windowing.assigners import WindowAssigner, default_trigger_of
 from engine.windowing.evictors import Evictor
 from engine.windowing.triggers import Trigger
 
@@ -72,6 +73,23 @@ class _AllWindowFunctionAdapter(WindowFunction):
         return self._fn(window, inputs)
 
 
+class _WindowFunctionAsProcess(ProcessWindowFunction):
+    """A WindowFunction after ``reduce``/``aggregate`` (PyFlink accepts either kind there): called with the
+    window instead of the context."""
+
+    def __init__(self, window_function: WindowFunction) -> None:
+        self.window_function = window_function
+
+    def open(self, runtime_context: Any) -> None:
+        self.window_function.open(runtime_context)
+
+    def close(self) -> None:
+        self.window_function.close()
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        return self.window_function.apply(key, context.window(), elements)
+
+
 def _check_field(field: Any, parameter: str = "field") -> Any:
     if isinstance(field, bool) or not isinstance(field, (int, str)):
         raise JobDefinitionError(parameter, field, "must be a tuple position (int) or a dict key (str)")
@@ -121,7 +139,7 @@ class WindowedStream:
         self._input = input_stream
         self._key_selector = key_selector
         self._assigner = assigner
-        self._trigger: Trigger = assigner.get_default_trigger()
+        self._trigger: Trigger = default_trigger_of(assigner, input_stream._env)
         self._evictor: Evictor | None = None
         self._allowed_lateness_ms = 0
         self._late_tag: OutputTag | None = None
@@ -162,8 +180,18 @@ class WindowedStream:
         return self
 
     # -- functions -----------------------------------------------------------------------------
+    # PyFlink's ``output_type`` / ``accumulator_type`` arguments below are TypeInformations: checked, and
+    # otherwise only shaping ``print()`` (engine/api/typeinfo.py).  ``window_function`` is a
+    # ProcessWindowFunction or, as PyFlink also allows, a WindowFunction.
     def reduce(self, reduce_function: ReduceFunction | Callable[[Any, Any], Any],
-               window_function: ProcessWindowFunction | None = None) -> SingleOutputStreamOperator:
+               window_function: ProcessWindowFunction | WindowFunction | None = None,
+               output_type: Any = None) -> SingleOutputStreamOperator:
+        check_type_info(output_type, "output_type")
+        if output_type is None and window_function is None:
+            # PyFlink: a plain reduce emits the input's type
+            from engine.api.graph import declared_output_type
+
+            output_type = declared_output_type(self._input._node)
         fn = reduce_function if isinstance(reduce_function, ReduceFunction) else None
         if fn is None:
             if not callable(reduce_function):
@@ -173,28 +201,36 @@ class WindowedStream:
 
         return self._build(WindowFunctionSpec("aggregate", aggregate_function=ReduceAggregate(fn),
                                               process_function=self._check_process(window_function, optional=True),
-                                              description="reduce"), "Window(reduce)")
+                                              description="reduce"), "Window(reduce)", output_type)
 
     def aggregate(self, aggregate_function: AggregateFunction,
-                  window_function: ProcessWindowFunction | None = None) -> SingleOutputStreamOperator:
+                  window_function: ProcessWindowFunction | WindowFunction | None = None,
+                  accumulator_type: Any = None, output_type: Any = None) -> SingleOutputStreamOperator:
+        check_type_info(accumulator_type, "accumulator_type")
+        check_type_info(output_type, "output_type")
         if not isinstance(aggregate_function, AggregateFunction):
             raise JobDefinitionError("aggregate_function", aggregate_function, "must be an AggregateFunction")
         return self._build(WindowFunctionSpec("aggregate", aggregate_function=aggregate_function,
                                               process_function=self._check_process(window_function, optional=True),
-                                              description="aggregate"), "Window(aggregate)")
+                                              description="aggregate"), "Window(aggregate)", output_type)
 
-    def process(self, process_window_function: ProcessWindowFunction) -> SingleOutputStreamOperator:
+    def process(self, process_window_function: ProcessWindowFunction,
+                output_type: Any = None) -> SingleOutputStreamOperator:
+        check_type_info(output_type, "output_type")
         return self._build(WindowFunctionSpec("process", process_function=self._check_process(process_window_function),
-                                              description="process"), "Window(process)")
+                                              description="process"), "Window(process)", output_type)
 
-    def apply(self, window_function: WindowFunction | Callable[..., Any]) -> SingleOutputStreamOperator:
+    def apply(self, window_function: WindowFunction | Callable[..., Any],
+              output_type: Any = None) -> SingleOutputStreamOperator:
+        check_type_info(output_type, "output_type")
         if isinstance(window_function, WindowFunction):
             wf = window_function
         elif callable(window_function) or hasattr(window_function, "apply"):
             wf = _AllWindowFunctionAdapter(window_function) if self._non_keyed else _CallableWindowFunction(window_function)
         else:
             raise JobDefinitionError("window_function", window_function, "must be a WindowFunction or a callable (key, window, inputs)")
-        return self._build(WindowFunctionSpec("apply", window_function=wf, description="apply"), "Window(apply)")
+        return self._build(WindowFunctionSpec("apply", window_function=wf, description="apply"), "Window(apply)",
+                           output_type)
 
     def _builtin(self, kind: str, field: Any) -> SingleOutputStreamOperator:
         from engine.windowing import aggregations
@@ -222,11 +258,14 @@ class WindowedStream:
     def _check_process(fn: Any, optional: bool = False) -> ProcessWindowFunction | None:
         if fn is None and optional:
             return None
+        if optional and isinstance(fn, WindowFunction):
+            return _WindowFunctionAsProcess(fn)
         if not isinstance(fn, ProcessWindowFunction):
-            raise JobDefinitionError("window_function", fn, "must be a ProcessWindowFunction subclass instance")
+            expected = "a ProcessWindowFunction or WindowFunction" if optional else "a ProcessWindowFunction"
+            raise JobDefinitionError("window_function", fn, f"must be {expected} subclass instance")
         return fn
 
-    def _build(self, spec: WindowFunctionSpec, name: str) -> SingleOutputStreamOperator:
+    def _build(self, spec: WindowFunctionSpec, name: str, output_type: Any = None) -> SingleOutputStreamOperator:
         from engine.api.datastream import SingleOutputStreamOperator
 
         node = WindowTransformation(
@@ -241,6 +280,7 @@ class WindowedStream:
             late_data_tag=self._late_tag,
             function=spec,
             non_keyed=self._non_keyed,
+            output_type=output_type,
         )
         return SingleOutputStreamOperator(self._input._env, node)
 
