@@ -7,6 +7,7 @@ Built-in assigners are implemented below the base classes.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Collection, Generic, TypeVar
 
@@ -15,6 +16,7 @@ from engine.windowing.windows import Window
 if TYPE_CHECKING:
     from engine.windowing.triggers import Trigger
 
+T = TypeVar("T")
 W = TypeVar("W", bound=Window)
 
 
@@ -25,14 +27,22 @@ class WindowAssignerContext(ABC):
     def get_current_processing_time(self) -> int: ...
 
 
-class WindowAssigner(ABC, Generic[W]):
+class WindowAssigner(ABC, Generic[T, W]):
+    """Base of built-in and user assigners; ``WindowAssigner[T, W]`` as in PyFlink (T the element type,
+    W the window type)."""
+
     @abstractmethod
     def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> Collection[W]:
         """The windows ``element`` (with event timestamp ``timestamp``) belongs to."""
 
     @abstractmethod
-    def get_default_trigger(self) -> Trigger:
-        """The trigger used when the job sets none."""
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        """The trigger used when the job sets none.
+
+        PyFlink passes the StreamExecutionEnvironment (``get_default_trigger(self, env)``), so user
+        assigners written for PyFlink port; Sluice passes it too (see :func:`default_trigger_of`), and
+        the built-ins ignore it.
+        """
 
     @abstractmethod
     def is_event_time(self) -> bool:
@@ -43,7 +53,7 @@ class WindowAssigner(ABC, Generic[W]):
         return True
 
 
-class MergingWindowAssigner(WindowAssigner[W]):
+class MergingWindowAssigner(WindowAssigner[T, W]):
     """An assigner whose windows may merge (sessions)."""
 
     class MergeCallback(ABC, Generic[W]):  # noqa: D106 - Flink's nested interface
@@ -53,6 +63,19 @@ class MergingWindowAssigner(WindowAssigner[W]):
     @abstractmethod
     def merge_windows(self, windows: Collection[W], callback: Callable[[Collection[W], W], None]) -> None:
         """Find windows that should merge and call ``callback(to_be_merged, merge_result)`` for each group."""
+
+
+def default_trigger_of(assigner: WindowAssigner, env: Any = None) -> Trigger:
+    """``assigner``'s default trigger, asked the way its ``get_default_trigger`` is written: with the
+    environment (PyFlink's signature) or, for an assigner written before Sluice passed it, without."""
+    method = assigner.get_default_trigger
+    try:
+        inspect.signature(method).bind(env)
+    except TypeError:
+        return method()
+    except ValueError:  # no signature to inspect (a builtin): ask PyFlink's way
+        pass
+    return method(env)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,7 +137,7 @@ def merge_time_windows(windows: Collection[TimeWindow], callback: Any) -> None:
 
 
 @_dc.dataclass(frozen=True, slots=True)
-class TumblingEventTimeWindows(WindowAssigner[TimeWindow]):
+class TumblingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
     """Fixed-size, non-overlapping event-time windows [start, start + size), start = ts - (ts - offset) mod size.
 
     ``offset`` shifts the boundaries (e.g. ``Time.hours(-8)`` for days in UTC+8); |offset| < size.
@@ -136,7 +159,7 @@ class TumblingEventTimeWindows(WindowAssigner[TimeWindow]):
         start = ts - (ts - self.offset_ms) % self.size_ms
         return [TimeWindow(start, start + self.size_ms)]
 
-    def get_default_trigger(self) -> Trigger:
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         from engine.windowing.triggers import EventTimeTrigger
 
         return EventTimeTrigger.create()
@@ -152,7 +175,7 @@ class TumblingEventTimeWindows(WindowAssigner[TimeWindow]):
 
 
 @_dc.dataclass(frozen=True, slots=True)
-class SlidingEventTimeWindows(WindowAssigner[TimeWindow]):
+class SlidingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
     """Windows of ``size`` starting every ``slide`` (an element falls into ceil(size / slide) windows,
     seed 000 "Sliding Time Window"); |offset| < slide, as Flink requires."""
 
@@ -172,7 +195,7 @@ class SlidingEventTimeWindows(WindowAssigner[TimeWindow]):
         ts = _require_timestamp("SlidingEventTimeWindows", timestamp, element)
         return _sliding_windows(ts, self.size_ms, self.slide_ms, self.offset_ms)
 
-    def get_default_trigger(self) -> Trigger:
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         from engine.windowing.triggers import EventTimeTrigger
 
         return EventTimeTrigger.create()
@@ -198,7 +221,7 @@ def _sliding_windows(ts: int, size_ms: int, slide_ms: int, offset_ms: int) -> li
 
 
 @_dc.dataclass(frozen=True, slots=True)
-class TumblingProcessingTimeWindows(WindowAssigner[TimeWindow]):
+class TumblingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
     """Tumbling windows over the operator's processing time (the element's timestamp is ignored).
 
     Not supported: Flink's ``WindowStagger`` (all panes start aligned to the offset).
@@ -219,7 +242,7 @@ class TumblingProcessingTimeWindows(WindowAssigner[TimeWindow]):
         start = now - (now - self.offset_ms) % self.size_ms
         return [TimeWindow(start, start + self.size_ms)]
 
-    def get_default_trigger(self) -> Trigger:
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         from engine.windowing.triggers import ProcessingTimeTrigger
 
         return ProcessingTimeTrigger.create()
@@ -235,7 +258,7 @@ class TumblingProcessingTimeWindows(WindowAssigner[TimeWindow]):
 
 
 @_dc.dataclass(frozen=True, slots=True)
-class SlidingProcessingTimeWindows(WindowAssigner[TimeWindow]):
+class SlidingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
     """Sliding windows over processing time; seed 000 walks through exactly this assigner."""
 
     size_ms: int
@@ -253,7 +276,7 @@ class SlidingProcessingTimeWindows(WindowAssigner[TimeWindow]):
     def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:
         return _sliding_windows(context.get_current_processing_time(), self.size_ms, self.slide_ms, self.offset_ms)
 
-    def get_default_trigger(self) -> Trigger:
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         from engine.windowing.triggers import ProcessingTimeTrigger
 
         return ProcessingTimeTrigger.create()
@@ -303,7 +326,7 @@ def _dynamic_gap(assigner: str, extract: Callable[[Any], Any], element: Any) -> 
 
 
 @_dc.dataclass(frozen=True, slots=True)
-class EventTimeSessionWindows(MergingWindowAssigner[TimeWindow]):
+class EventTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
     """Session windows (seed 000 "Session Window"): every element opens [ts, ts + gap); windows that
     intersect (or touch) are merged by :meth:`merge_windows`.  ``gap_extractor`` makes the gap dynamic."""
 
@@ -326,7 +349,7 @@ class EventTimeSessionWindows(MergingWindowAssigner[TimeWindow]):
     def merge_windows(self, windows: Collection[TimeWindow], callback: Any) -> None:
         merge_time_windows(windows, callback)
 
-    def get_default_trigger(self) -> Trigger:
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         from engine.windowing.triggers import EventTimeTrigger
 
         return EventTimeTrigger.create()
@@ -344,7 +367,7 @@ def _session_gap(assigner: str, gap_ms: int | None, extractor: Callable[[Any], A
 
 
 @_dc.dataclass(frozen=True, slots=True)
-class ProcessingTimeSessionWindows(MergingWindowAssigner[TimeWindow]):
+class ProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
     """Session windows over processing time: every element opens [now, now + gap)."""
 
     gap_ms: int | None
@@ -368,7 +391,7 @@ class ProcessingTimeSessionWindows(MergingWindowAssigner[TimeWindow]):
     def merge_windows(self, windows: Collection[TimeWindow], callback: Any) -> None:
         merge_time_windows(windows, callback)
 
-    def get_default_trigger(self) -> Trigger:
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         from engine.windowing.triggers import ProcessingTimeTrigger
 
         return ProcessingTimeTrigger.create()
@@ -381,7 +404,7 @@ class ProcessingTimeSessionWindows(MergingWindowAssigner[TimeWindow]):
 
 
 @_dc.dataclass(frozen=True, slots=True)
-class GlobalWindows(WindowAssigner[GlobalWindow]):
+class GlobalWindows(WindowAssigner[Any, GlobalWindow]):
     """Every element goes to the one :data:`GLOBAL_WINDOW` (seed 000: the base of count windows).
 
     The default trigger never fires, so a trigger must be set (``count_window`` sets CountTrigger).
@@ -401,7 +424,7 @@ class GlobalWindows(WindowAssigner[GlobalWindow]):
     def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[GlobalWindow]:
         return [GLOBAL_WINDOW]
 
-    def get_default_trigger(self) -> Trigger:
+    def get_default_trigger(self, env: Any = None) -> Trigger:
         from engine.windowing.triggers import EndOfStreamTrigger, NeverTrigger
 
         return EndOfStreamTrigger() if self.end_of_stream_trigger else NeverTrigger()

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from engine.windowing.windows import Window
 
+T = TypeVar("T")
 W = TypeVar("W", bound=Window)
 
 
@@ -39,7 +40,9 @@ class EvictorContext(ABC):
     def get_current_watermark(self) -> int: ...
 
 
-class Evictor(ABC, Generic[W]):
+class Evictor(ABC, Generic[T, W]):
+    """Base of built-in and user evictors; ``Evictor[T, W]`` as Flink's ``Evictor<T, W>``."""
+
     @abstractmethod
     def evict_before(self, elements: list[TimestampedValue], size: int, window: W, ctx: EvictorContext) -> None:
         """Remove elements (in place) before the window function runs."""

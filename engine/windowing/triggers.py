@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 from engine.state.descriptors import State, StateDescriptor
 from engine.windowing.windows import Window
 
+T = TypeVar("T")
 W = TypeVar("W", bound=Window)
 
 
@@ -66,8 +67,9 @@ class OnMergeContext(TriggerContext):
         """Merge the named state of all merged windows into the result window (reducing/aggregating/list state)."""
 
 
-class Trigger(ABC, Generic[W]):
-    """Base for built-in and user triggers (PyFlink method names)."""
+class Trigger(ABC, Generic[T, W]):
+    """Base for built-in and user triggers (PyFlink method names); ``Trigger[T, W]`` as in PyFlink (T the
+    element type, W the window type)."""
 
     @abstractmethod
     def on_element(self, element: Any, timestamp: int | None, window: W, ctx: TriggerContext) -> TriggerResult: ...
