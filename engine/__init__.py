@@ -15,7 +15,9 @@ from engine.api.functions import (
     ReduceFunction,
     WindowFunction,
 )
+from engine.api.connectors import Encoder, FileSink, OutputFileConfig, RollingPolicy
 from engine.api.time import Duration, Time
+from engine.api.typeinfo import TypeInformation, Types
 from engine.api.windowed_stream import AllWindowedStream, WindowedStream
 from engine.checkpointing.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
 from engine.clock import ManualClock, SystemClock
@@ -42,6 +44,7 @@ from engine.windowing.assigners import (
     GlobalWindows,
     MergingWindowAssigner,
     ProcessingTimeSessionWindows,
+    SessionWindowTimeGapExtractor,
     SlidingEventTimeWindows,
     SlidingProcessingTimeWindows,
     TumblingEventTimeWindows,
@@ -60,6 +63,6 @@ from engine.windowing.triggers import (
     Trigger,
     TriggerResult,
 )
-from engine.windowing.windows import GlobalWindow, TimeWindow
+from engine.windowing.windows import CountWindow, GlobalWindow, TimeWindow
 
 __all__ = [name for name in dir() if not name.startswith("_") and name[0].isupper()]

@@ -119,3 +119,9 @@ def get() -> GlobalWindow:
 
 
 GlobalWindow.get = staticmethod(get)  # type: ignore[attr-defined]
+
+#: PyFlink's name for the windows of ``count_window``, so ``WindowFunction[tuple, tuple, str, CountWindow]``
+#: ports.  Sluice builds count windows as Flink's Java API does (GlobalWindows with a CountTrigger, and a
+#: CountEvictor when sliding; ARCHITECTURE section 2), so the window such a function sees is the
+#: GlobalWindow, not PyFlink's numbered ``CountWindow(id)``.
+CountWindow = GlobalWindow
