@@ -137,6 +137,8 @@ class JobMaster:
             env.set_parallelism(c.parallelism)
         for key, value in c.runtime_options.items():
             env.set_runtime_option(key, value)
+        if c.output_dir and "dead_letter_dir" not in c.runtime_options:  # kept beside the job's output
+            env.set_runtime_option("dead_letter_dir", f"{c.output_dir.rstrip('/')}/_dead_letters")
         env.set_runtime_option("job_id", job_id)
         if self.lease is not None:
             env.set_runtime_option("fence", self.lease)

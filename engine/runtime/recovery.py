@@ -158,3 +158,17 @@ def discard_orphaned_staging(roots: Iterable[Any], storage: Any = None) -> None:
             if deleted:
                 log.info("deleted %d staged part(s) under %s that no restorable snapshot names", deleted,
                          getattr(sink, "path", "?"))
+
+
+def persist_dead_letters(dead_letters: Any, checkpoint_id: int | str, up_to: int | None = None) -> None:
+    """Write the run's pending dead letters as ``checkpoint_id``'s part (engine/io/dead_letter_output.py) when
+    it keeps them in a folder.  Never raises: this runs after a checkpoint completed (a failure here must not
+    make the runtime take it as failed); what could not be written stays pending for the next checkpoint."""
+    persist = getattr(dead_letters, "persist", None)
+    if persist is None:
+        return
+    try:
+        persist(checkpoint_id, up_to)
+    except Exception as exc:  # noqa: BLE001 - see above
+        log.warning("dead letters of checkpoint %s not written yet (%s: %s); retried at the next checkpoint",
+                    checkpoint_id, type(exc).__name__, exc)

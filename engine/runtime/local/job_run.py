@@ -23,6 +23,7 @@ from engine.api.restart import restart_strategy_of
 from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
 from engine.checkpointing.job_status import JobStatus
 from engine.errors import JobFailedError
+from engine.io.dead_letter_output import dead_letter_history
 from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter, RestorePoint, load_restore_point
 from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.local.runtime import JobStopped, LocalJob
@@ -32,6 +33,7 @@ from engine.runtime.plan import build_plan
 from engine.runtime.recovery import (
     discard_orphaned_staging,
     newest_readable_restore_point,
+    persist_dead_letters,
     restart_delay_after,
     sinks_that_committed,
     wait_restart_delay,
@@ -68,7 +70,8 @@ class JobRun:
         self.control = Mailbox()
         max_history, max_dead_letters = history_limits(self.env.get_runtime_options())
         #: the newest dead letters and checkpoint records, with exact totals (engine/runtime/histories.py)
-        self.dead_letters: BoundedHistory[dict[str, Any]] = BoundedHistory(max_dead_letters)
+        self.dead_letters: BoundedHistory[dict[str, Any]] = dead_letter_history(
+            self.env.get_runtime_options(), max_dead_letters, job_name)
         self.history: BoundedHistory[CheckpointRecord] = BoundedHistory(max_history)
         #: completed checkpoints (not savepoints, not the final one) of every attempt
         self.num_completed_checkpoints = 0
@@ -148,6 +151,7 @@ class JobRun:
                 if not future.done():
                     future.set_exception(JobFailedError(f"job {self.job_name!r} ended before the savepoint completed"))
             self.executor.shutdown(wait=True)
+            persist_dead_letters(self.dead_letters, "end")  # finished, stopped or failed: nothing lost
         job = self.job
         return JobExecutionResult(
             job_name=self.job_name, job_id=self.job_id, runtime="local",
@@ -197,6 +201,7 @@ class JobRun:
                                              else self.clock.now_ms(), self.adapter.sizes.pop(checkpoint_id, None)))
         if kind == "checkpoint":
             self.num_completed_checkpoints += 1
+        persist_dead_letters(self.dead_letters, checkpoint_id)  # all so far: at least once (dead_letter_output.py)
         pending = job.coordinator.get_pending_checkpoints()
         for older in [cid for cid in self._alignment if cid < checkpoint_id and cid not in pending]:
             del self._alignment[older]  # aborted: it will never complete

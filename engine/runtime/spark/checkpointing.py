@@ -52,6 +52,7 @@ from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore
 from engine.checkpointing.coordinator import CheckpointCoordinator, CheckpointTaskGateway
 from engine.checkpointing.discarder import CheckpointDiscarder
+from engine.runtime.recovery import persist_dead_letters
 from engine.checkpointing.job_status import JobStatus
 from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
@@ -173,6 +174,8 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
             owner.savepoint_uris[checkpoint_id] = uri  # until take_savepoint hands it to the caller
             return []
         result = self.persistent.add_checkpoint(metadata)  # retained from here on: a restart may restore it
+        if marks is not None:  # exactly the dead letters before the barrier (engine/io/dead_letter_output.py)
+            persist_dead_letters(owner.job.dead_letters, checkpoint_id, marks["dead_letters"])
         owner.history.append(entry)
         owner.num_completed += 1
         owner.retained.append(RetainedCheckpoint(checkpoint_id, uri, marks))

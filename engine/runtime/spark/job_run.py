@@ -45,9 +45,11 @@ from engine.errors import CorruptSnapshotError, JobFailedError
 from engine.runtime.spark.checkpointing import RetainedCheckpoint
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
 from engine.runtime.histories import BoundedHistory, history_limits
+from engine.io.dead_letter_output import dead_letter_history
 from engine.runtime.recovery import (
     discard_orphaned_staging,
     newest_readable_restore_point,
+    persist_dead_letters,
     restart_delay_after,
     sinks_that_committed,
     wait_restart_delay,
@@ -73,7 +75,8 @@ class SparkJobRun:
         max_history, max_dead_letters = history_limits(self.env.get_runtime_options())
         #: collect node id -> values, and the newest dead letters with their total: one each for the whole run
         self.collected: dict[int, list[Any]] = {}
-        self.dead_letters: BoundedHistory[dict[str, Any]] = BoundedHistory(max_dead_letters)
+        self.dead_letters: BoundedHistory[dict[str, Any]] = dead_letter_history(
+            self.env.get_runtime_options(), max_dead_letters, job_name)
         self.attempt = 0
         self.restarts = 0
         self.state = "created"
@@ -94,6 +97,12 @@ class SparkJobRun:
     # ---- running -----------------------------------------------------------------------------------------------
     def run(self) -> JobExecutionResult:
         """Attempts until one ends (finished, stopped, cancelled) or the strategy allows no more restarts."""
+        try:
+            return self._run_attempts()
+        finally:
+            persist_dead_letters(self.dead_letters, "end")  # finished, stopped or failed: nothing lost
+
+    def _run_attempts(self) -> JobExecutionResult:
         started = time.monotonic()
         job = self._next_attempt(self.initial_restore, None)  # a restore the run was asked for that fails, fails it
         while True:
