@@ -90,10 +90,16 @@ class DataStream:
                                            output_type=check_type_info(output_type, "output_type")))
 
     def key_by(self, key_selector: Any, key_type: Any = None) -> KeyedStream:
-        """``key_type`` (PyFlink's TypeInformation of the key) is checked and otherwise unused: keys are
-        hashed from their Python value whatever type is declared."""
+        """Key by a function (or a KeySelector) or by a field: ``key_by("user")`` (a dict key) or
+        ``key_by(0)`` (a tuple position).  ``key_type`` (PyFlink's TypeInformation of the key) is checked and
+        otherwise unused: keys are hashed from their Python value whatever type is declared."""
+        from engine.api.fields import FieldKeySelector, is_field
+
         check_type_info(key_type, "key_type")
-        fn = _check_callable(key_selector, "key_selector", "get_key")
+        if is_field(key_selector):
+            fn = FieldKeySelector(key_selector).get_key
+        else:
+            fn = _check_callable(key_selector, "key_selector", "get_key")
         node = PartitionTransformation(name="KeyBy", inputs=[self._node], partitioning=Partitioning.HASH, key_selector=fn)
         return KeyedStream(self._env, node, fn)
 

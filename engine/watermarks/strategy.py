@@ -76,6 +76,25 @@ class IngestionTimeAssigner(TimestampAssigner):
         return self._max_timestamp
 
 
+class FieldTimestampAssigner(TimestampAssigner):
+    """``with_timestamp_assigner("ts")`` / ``(2)``: the timestamp is the record's field (engine/api/fields.py)."""
+
+    __slots__ = ("field",)
+
+    def __init__(self, field: str | int) -> None:
+        from engine.api.fields import check_field
+
+        self.field = check_field("timestamp_assigner", field)
+
+    def extract_timestamp(self, value: Any, record_timestamp: int | None) -> int:
+        from engine.api.fields import field_of
+
+        return field_of(value, self.field)
+
+    def __repr__(self) -> str:
+        return f"TimestampAssigner(field={self.field!r})"
+
+
 class _CallableTimestampAssigner(TimestampAssigner):
     """Adapts a plain function; whether it takes ``(value)`` or ``(value, record_timestamp)`` is decided once."""
 
@@ -122,9 +141,14 @@ def _positional_arity(fn: Callable[..., Any], parameter: str) -> int | None:
 
 
 def to_timestamp_assigner(fn_or_assigner: Any, parameter: str = "timestamp_assigner") -> TimestampAssigner:
-    """Accept a TimestampAssigner or a function of ``(value)`` / ``(value, record_timestamp)``."""
+    """Accept a TimestampAssigner, a function of ``(value)`` / ``(value, record_timestamp)``, or a field that
+    holds the timestamp: a dict key (``"ts"``) or a tuple position (``2``)."""
+    from engine.api.fields import is_field
+
     if isinstance(fn_or_assigner, TimestampAssigner):
         return fn_or_assigner
+    if is_field(fn_or_assigner):
+        return FieldTimestampAssigner(fn_or_assigner)
     if isinstance(fn_or_assigner, type) and issubclass(fn_or_assigner, TimestampAssigner):
         raise JobDefinitionError(parameter, fn_or_assigner, "must be an instance, not a class", f"Pass {fn_or_assigner.__name__}()")
     if not callable(fn_or_assigner):
