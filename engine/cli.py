@@ -24,6 +24,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 @click.group()
+@click.version_option(package_name="sluice", prog_name="sluice", message="%(prog)s %(version)s")
 def main() -> None:
     """Sluice: Flink's window and checkpoint semantics on PySpark, operated with Airflow."""
 

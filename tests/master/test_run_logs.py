@@ -65,3 +65,11 @@ def test_warning_level_keeps_checkpoint_lines_out_and_human_lines_are_plain_on_a
     lines = [line for line in human.stderr.splitlines() if "engine.checkpointing.coordinator:" in line]
     assert lines and all(" INFO " in line and "checkpoint" in line for line in lines)
     assert not any(line.startswith("{") for line in lines)
+
+
+def test_sluice_says_its_version() -> None:
+    from importlib.metadata import version
+
+    done = subprocess.run([sys.executable, "-m", "engine.cli", "--version"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == f"sluice {version('sluice')}"
