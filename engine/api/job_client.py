@@ -117,6 +117,7 @@ class JobClient:
             "epoch": report.epoch,
             "failures": [{"message": f} for f in report.failures],
             "metrics": dict(report.metrics),
+            "splits": {sid: dict(s) for sid, s in report.splits.items()},
         }
 
     def checkpoint_history(self) -> list[dict[str, Any]]:

@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterable
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from engine.elements import MAX_WATERMARK, MIN_WATERMARK
+
 #: checkpoint durations from tens of milliseconds (local, small state) to minutes (large Spark state on S3)
 DURATION_BUCKETS_S = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 SIZE_BUCKETS_BYTES = tuple(float(4 ** k * 1024) for k in range(12))  # 1 KiB .. 4 GiB
@@ -74,6 +76,28 @@ class _CheckpointsByStatus:
         yield family
 
 
+class _SplitCollector:
+    """``sluice_split_watermark_ms{job,split}`` and ``sluice_split_idle{job,split}``: seed 004's per-split
+    watermarks and the idleness that lets the valve pass a quiet split over."""
+
+    def __init__(self, job_id: str, status: Callable[[], dict[str, Any]]) -> None:
+        self._job_id = job_id
+        self._status = status
+
+    def collect(self) -> Iterable[Any]:
+        splits = self._status().get("splits") or {}
+        watermark = GaugeMetricFamily("sluice_split_watermark_ms", "Watermark of a source split (ms); absent "
+                                      "before its first", labels=["job", "split"])
+        idle = GaugeMetricFamily("sluice_split_idle", "1 while a source split is idle", labels=["job", "split"])
+        for split, state in sorted(splits.items()):
+            value = state.get("watermark_ms")
+            if isinstance(value, int) and MIN_WATERMARK < value < MAX_WATERMARK:
+                watermark.add_metric([self._job_id, split], float(value))
+            idle.add_metric([self._job_id, split], 1.0 if state.get("idle") else 0.0)
+        yield watermark
+        yield idle
+
+
 class CheckpointHistograms:
     """Duration, size and alignment of every completed checkpoint and savepoint, as Prometheus histograms.
     ``history`` returns CheckpointRecords or their dicts (the control API's shape)."""
@@ -117,6 +141,7 @@ class JobMetrics:
         self.registry = CollectorRegistry()
         self.registry.register(_StatusCollector(job_id, status))
         self.registry.register(_CheckpointsByStatus(job_id, status))
+        self.registry.register(_SplitCollector(job_id, status))
         self.histograms = CheckpointHistograms(job_id, history, self.registry) if history is not None else None
 
     def update(self) -> None:

@@ -269,6 +269,11 @@ class SourceTimestampsAndWatermarks:
     def is_ended(self) -> bool:
         return self._ended
 
+    def split_watermarks(self) -> dict[Hashable, tuple[int, bool]]:
+        """Each unfinished split's current (watermark, idle): what the job status and metrics show per split.
+        Read from other threads (the control API) while the task runs: a snapshot of the dict first."""
+        return {split_id: (split.partial.watermark, split.partial.idle) for split_id, split in list(self._splits.items())}
+
     # ---- snapshot ---------------------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,8 @@ class JobStatusReport:
     num_failed_checkpoints: int = 0
     #: the current attempt's counters (num_late_records_dropped, num_dead_letter_records, ...)
     metrics: Mapping[str, int] = field(default_factory=dict)
+    #: each unfinished source split's {"watermark_ms": int, "idle": bool} (seed 004's per-split generation)
+    splits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def stable_job_id(job_name: str, explicit: str | None = None) -> str:

@@ -133,6 +133,12 @@ def test_checkpoint_histograms_count_every_completed_checkpoint_and_savepoint(ru
         assert scraped[("sluice_checkpoint_alignment_seconds_count", labels)] >= len(seen)
     completed = scraped[("sluice_checkpoints_total", (("job", "purchases"), ("status", "completed")))]
     assert completed >= 3 and ("sluice_checkpoints_total", (("job", "purchases"), ("status", "failed"))) in scraped
+    # per split (seed 004): the generator's four splits, each with its watermark, none idle
+    split_marks = {dict(k[1])["split"]: v for k, v in scraped.items() if k[0] == "sluice_split_watermark_ms"}
+    assert len(split_marks) == 4 and all(v > 1_600_000_000_000 for v in split_marks.values()), split_marks
+    assert {dict(k[1])["split"]: v for k, v in scraped.items() if k[0] == "sluice_split_idle"} == \
+        dict.fromkeys(split_marks, 0.0)
+    assert client.status()["splits"].keys() == split_marks.keys()
     # observed once each: a second scrape counts only what completed since
     again = samples()
     labels = (("job", "purchases"), ("kind", "savepoint"))

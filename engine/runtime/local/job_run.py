@@ -255,4 +255,5 @@ class JobRun:
             num_completed_checkpoints=self.num_completed_checkpoints,
             num_failed_checkpoints=self.failed_checkpoints_before + (
                 job.coordinator.num_failed_checkpoints if job is not None and self.checkpointing_enabled else 0),
-            metrics=job.metrics() if job is not None else {})
+            metrics=job.metrics() if job is not None else {},
+            splits=job.split_watermarks() if job is not None else {})

@@ -238,6 +238,16 @@ class LocalJob:
     def records_read(self) -> int:
         return sum(t.records_read for t in self.tasks if isinstance(t, SourceTask))
 
+    def split_watermarks(self) -> dict[str, dict[str, Any]]:
+        """Each unfinished split's watermark and idleness, by split id (see JobStatusReport.splits)."""
+        out: dict[str, dict[str, Any]] = {}
+        for task in self.tasks:
+            stage = getattr(task, "stage", None) if isinstance(task, SourceTask) else None
+            if stage is not None and hasattr(stage, "split_watermarks"):
+                for split_id, (watermark, idle) in stage.split_watermarks().items():
+                    out[str(split_id)] = {"watermark_ms": watermark, "idle": idle}
+        return out
+
     def records_written(self) -> int:
         return sum(op.records_written for t in self.tasks for op in t.operators if isinstance(op, SinkOperator))
 

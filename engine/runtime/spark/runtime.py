@@ -310,7 +310,9 @@ class SparkJob:
             last_completed_checkpoint_id=(cp.completed_ids() or [None])[-1], watermark_ms=self.watermark,
             records_in=self.records_read, records_out=self.records_written(), epoch=self.epoch,
             failures=() if self.failure is None else (f"{type(self.failure).__name__}: {self.failure}",),
-            num_completed_checkpoints=cp.num_completed, metrics=self.metrics())
+            num_completed_checkpoints=cp.num_completed, metrics=self.metrics(),
+            splits={str(sid): {"watermark_ms": s["watermark"], "idle": bool(s["idle"])}
+                    for sid, s in list(self.splits.items()) if not s["finished"]})
 
     def output_marks(self) -> dict[str, Any]:
         """How far the driver-side outputs reach now (collect lists, dead letters): what a restart from a

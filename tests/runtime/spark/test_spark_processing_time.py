@@ -109,6 +109,10 @@ def test_an_idle_split_releases_the_watermark_on_an_epoch_without_data(spark):
     assert job.run_epoch()  # 8 s: both splits idle now, no data anywhere; the watermark still moves on
     assert job.records_read == 2
     assert job.watermark >= 10_999 and out == [("a", 1_000, 1)]
+    # what the status and /metrics show per split (issue 18): both idle, "busy" with its own watermark
+    splits = {sid.rsplit("/", 1)[-1]: s for sid, s in job.status().splits.items()}
+    assert splits.keys() == {"busy", "quiet"} and all(s["idle"] for s in splits.values())
+    assert splits["busy"]["watermark_ms"] == 12_000 - 1_000 - 1
 
 
 def test_epoch_interval_spaces_the_epochs_of_an_idle_job_and_a_cancel_cuts_the_wait_short(spark):
