@@ -38,27 +38,14 @@ _FIELDS = {
 }
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 class _StatusCollector:
-    def __init__(self, job_id: str, status: Callable[[], dict[str, Any]]) -> None:
-        self._job_id = job_id
-        self._status = status
-
-    def collect(self) -> Iterable[Any]:
-        status = self._status()
-        flat = dict(status)
-        flat.update(status.get("metrics", {}) or {})
-        for key, (name, help_text, kind) in _FIELDS.items():
-            value = flat.get(key)
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                continue
-            family = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(
-                name.removesuffix("_total") if kind == "counter" else name, help_text, labels=["job"])
-            family.add_metric([self._job_id], float(value))
-            yield family
-
-
-class _CheckpointsByStatus:
-    """``sluice_checkpoints_total{status="completed"|"failed"}`` from the status' counts."""
+    """Every series read from the job's status, one status read per scrape: job-level gauges and counters,
+    ``sluice_checkpoints_total{status}``, and seed 004's per-split watermarks and idleness
+    (``sluice_split_watermark_ms{job,split}``, ``sluice_split_idle{job,split}``)."""
 
     def __init__(self, job_id: str, status: Callable[[], dict[str, Any]]) -> None:
         self._job_id = job_id
@@ -67,25 +54,29 @@ class _CheckpointsByStatus:
     def collect(self) -> Iterable[Any]:
         status = self._status()
         flat = {**status, **(status.get("metrics", {}) or {})}
+        yield from self._job_level(flat)
+        yield self._checkpoints_by_status(flat)
+        yield from self._splits(status.get("splits") or {})
+
+    def _job_level(self, flat: dict[str, Any]) -> Iterable[Any]:
+        for key, (name, help_text, kind) in _FIELDS.items():
+            value = flat.get(key)
+            if not _number(value):
+                continue
+            family = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(
+                name.removesuffix("_total") if kind == "counter" else name, help_text, labels=["job"])
+            family.add_metric([self._job_id], float(value))
+            yield family
+
+    def _checkpoints_by_status(self, flat: dict[str, Any]) -> Any:
         family = CounterMetricFamily("sluice_checkpoints", "Checkpoints that completed or failed",
                                      labels=["job", "status"])
         for label, key in (("completed", "num_completed_checkpoints"), ("failed", "num_failed_checkpoints")):
-            value = flat.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                family.add_metric([self._job_id, label], float(value))
-        yield family
+            if _number(flat.get(key)):
+                family.add_metric([self._job_id, label], float(flat[key]))
+        return family
 
-
-class _SplitCollector:
-    """``sluice_split_watermark_ms{job,split}`` and ``sluice_split_idle{job,split}``: seed 004's per-split
-    watermarks and the idleness that lets the valve pass a quiet split over."""
-
-    def __init__(self, job_id: str, status: Callable[[], dict[str, Any]]) -> None:
-        self._job_id = job_id
-        self._status = status
-
-    def collect(self) -> Iterable[Any]:
-        splits = self._status().get("splits") or {}
+    def _splits(self, splits: dict[str, Any]) -> Iterable[Any]:
         watermark = GaugeMetricFamily("sluice_split_watermark_ms", "Watermark of a source split (ms); absent "
                                       "before its first", labels=["job", "split"])
         idle = GaugeMetricFamily("sluice_split_idle", "1 while a source split is idle", labels=["job", "split"])
@@ -140,8 +131,6 @@ class JobMetrics:
                  history: Callable[[], list[Any]] | None = None) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(_StatusCollector(job_id, status))
-        self.registry.register(_CheckpointsByStatus(job_id, status))
-        self.registry.register(_SplitCollector(job_id, status))
         self.histograms = CheckpointHistograms(job_id, history, self.registry) if history is not None else None
 
     def update(self) -> None:
