@@ -9,10 +9,12 @@ create clients lazily, so sources and sinks can be shipped to Spark executors.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from checkpoints.backends import ObjectStore, open_store
 from engine.errors import JobDefinitionError
+
+if TYPE_CHECKING:
+    from checkpoints.backends import ObjectStore
 
 
 def check_folder_uri(parameter: str, uri: object) -> str:
@@ -23,6 +25,10 @@ def check_folder_uri(parameter: str, uri: object) -> str:
 
 def open_folder(uri: str, storage_options: dict[str, Any] | None = None) -> ObjectStore:
     """The store rooted at the folder ``uri`` (``storage_options`` go to the S3 backend: endpoint_url, region...)."""
+    # imported here: checkpoints.errors imports engine.errors, which loads the engine package and this module;
+    # a module-level import made `import checkpoints.backends` first (Airflow, the CLI) a circular import
+    from checkpoints.backends import open_store
+
     return open_store(uri, **(storage_options or {}))
 
 
