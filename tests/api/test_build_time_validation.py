@@ -59,7 +59,7 @@ def test_negative_allowed_lateness_is_refused(keyed) -> None:
 def test_a_non_callable_key_selector_is_refused() -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     with pytest.raises(JobDefinitionError, match="`key_selector`"):
-        env.from_collection([1]).key_by(42)
+        env.from_collection([1]).key_by(4.2)  # neither a function nor a field (a str key or an int position)
 
 
 def test_a_trigger_that_cannot_merge_is_refused_for_session_windows(keyed) -> None:

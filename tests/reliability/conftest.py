@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -25,8 +26,13 @@ def where(request, tmp_path: Path, monkeypatch):
                         "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}",
                         "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}.items():
         monkeypatch.setenv(name, value)
-    boto3.client("s3").create_bucket(Bucket="sluice-two-masters")
+    # a bucket of its own: moto's servers in one process share their state, so a fixed name handed each test
+    # the index, lease and checkpoints of the test before it in the same xdist worker (seen in CI: a
+    # "fresh" master continued another test's checkpoint ids, and the test's wait for three retained
+    # checkpoints was met by the old ones before the master had taken any)
+    bucket = f"sluice-reliability-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
     try:
-        yield Where(tmp_path, "spark", "sluice-two-masters")
+        yield Where(tmp_path, "spark", bucket)
     finally:
         server.stop()

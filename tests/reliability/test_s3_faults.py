@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -51,8 +52,9 @@ def test_a_job_survives_refused_reset_hanging_500_and_throttled_s3_and_its_outpu
     for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                         "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": direct}.items():
         monkeypatch.setenv(name, value)  # the test reads storage directly, never through the faults
-    boto3.client("s3").create_bucket(Bucket="sluice-faults")
-    where = Where(tmp_path, s3="sluice-faults")
+    bucket = f"sluice-faults-{uuid.uuid4().hex[:12]}"  # moto's servers in one process share their state
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    where = Where(tmp_path, s3=bucket)
     master = None
     figures: list[dict] = []
     try:

@@ -80,7 +80,7 @@ def test_a_timestamp_assigner_subclass_is_used_as_is():
     assert s.create_timestamp_assigner(ManualClock()) is assigner
 
 
-@pytest.mark.parametrize("bad", [42, lambda: 1, lambda a, b, c: 1, TimestampAssigner])
+@pytest.mark.parametrize("bad", [4.2, -1, "", lambda: 1, lambda a, b, c: 1, TimestampAssigner])
 def test_an_unusable_timestamp_assigner_fails_at_build_time(bad):
     with pytest.raises(JobDefinitionError) as err:
         WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(bad)
