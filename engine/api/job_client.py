@@ -121,4 +121,8 @@ class JobClient:
         }
 
     def checkpoint_history(self) -> list[dict[str, Any]]:
-        return [dataclasses.asdict(r) for r in self._handle.checkpoint_history()]
+        return [dataclasses.asdict(r) for r in self.checkpoint_records()]
+
+    def checkpoint_records(self) -> list[Any]:
+        """The history as CheckpointRecords, unconverted: what the master's metrics read every few seconds."""
+        return self._handle.checkpoint_history()

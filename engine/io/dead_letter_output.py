@@ -80,8 +80,7 @@ class DeadLetterOutput(BoundedHistory[dict]):
             name = (f"part-{checkpoint_id:010d}" if isinstance(checkpoint_id, int) else f"part-{checkpoint_id}") \
                 + f"-{batch[0][0]:012d}.jsonl"
             self._folder().put_bytes(name, ("\n".join(lines) + "\n").encode("utf-8"))
-            written = {seq for seq, _ in batch}
-            self._pending = [(seq, item) for seq, item in self._pending if seq not in written]
+            del self._pending[:len(batch)]  # pending is in seq order, so the batch is its head
             return len(batch)
 
     @property

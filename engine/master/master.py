@@ -205,7 +205,7 @@ class JobMaster:
             self._end_lease()
             raise
         control = _ClientControl(self.client, self._record_intent, lambda: self.suspension)
-        self.metrics = JobMetrics(control.job_id, control.status, self.client.checkpoint_history)
+        self.metrics = JobMetrics(control.job_id, control.status, self.client.checkpoint_records)
         self._record_intent("running", f"started by {self.config.started_by}"
                             + (f" from {self.config.from_savepoint}" if self.config.from_savepoint else ""))
         app = create_app(control, self.operations, self.config.token,

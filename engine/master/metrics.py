@@ -9,7 +9,6 @@ even when the bounded history (``max_checkpoint_history``) turns over between tw
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from typing import Any, Callable, Iterable
 
@@ -91,7 +90,7 @@ class _StatusCollector:
 
 class CheckpointHistograms:
     """Duration, size and alignment of every completed checkpoint and savepoint, as Prometheus histograms.
-    ``history`` returns CheckpointRecords or their dicts (the control API's shape)."""
+    ``history`` returns CheckpointRecords (engine/runtime/handle.py), oldest first."""
 
     def __init__(self, job_id: str, history: Callable[[], list[Any]], registry: CollectorRegistry) -> None:
         self._job_id = job_id
@@ -109,17 +108,15 @@ class CheckpointHistograms:
     def update(self) -> int:
         """Observe the records newer than the last one seen; returns how many."""
         with self._lock:
-            records = [r if isinstance(r, dict) else dataclasses.asdict(r) for r in self._history()]
-            fresh = [r for r in records if r["checkpoint_id"] > self._newest_seen]
+            fresh = [r for r in self._history() if r.checkpoint_id > self._newest_seen]
             for record in fresh:
-                labels = (self._job_id, record["kind"])
-                if record.get("triggered_ms"):
-                    duration_ms = max(0, record["completed_ms"] - record["triggered_ms"])
-                    self.duration.labels(*labels).observe(duration_ms / 1000)
-                if record.get("size_bytes") is not None:
-                    self.size.labels(*labels).observe(record["size_bytes"])
-                self.alignment.labels(*labels).observe((record.get("alignment_ms_max") or 0) / 1000)
-                self._newest_seen = max(self._newest_seen, record["checkpoint_id"])
+                labels = (self._job_id, record.kind)
+                if record.triggered_ms:
+                    self.duration.labels(*labels).observe(max(0, record.completed_ms - record.triggered_ms) / 1000)
+                if record.size_bytes is not None:
+                    self.size.labels(*labels).observe(record.size_bytes)
+                self.alignment.labels(*labels).observe(record.alignment_ms_max / 1000)
+                self._newest_seen = max(self._newest_seen, record.checkpoint_id)
             return len(fresh)
 
 

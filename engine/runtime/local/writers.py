@@ -15,6 +15,7 @@ from engine.api.functions import OutputTag
 from engine.api.graph import Partitioning
 from engine.elements import StreamElement, StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
 from engine.operators.base import Output
+from engine.runtime.keyed_edges import NO_KEY, key_or_dead_letter, keyable
 from engine.runtime.local.channels import Channel
 from engine.state.codec import encode_key
 from engine.state.key_groups import key_group_for_encoded_key, operator_index_for_key_group
@@ -39,7 +40,7 @@ class RecordWriter:
     def emit(self, record: StreamRecord) -> None:
         n = len(self.channels)
         if n == 1:
-            if not self._keyed or self._has_key(record):
+            if not self._keyed or key_or_dead_letter(self.key_selector, record.value, self.dead_letter) is not NO_KEY:
                 self._buffers[0].append(record)
         elif self.partitioning is Partitioning.HASH:
             target = self._target_of(record)
@@ -54,7 +55,7 @@ class RecordWriter:
         n = len(self.channels)
         if n == 1:
             if self._keyed:
-                records = [r for r in records if self._has_key(r)]
+                records = keyable(records, self.key_selector, self.dead_letter)
             self._buffers[0].extend(records)
             return
         buffers = self._buffers
@@ -83,21 +84,9 @@ class RecordWriter:
                 target = self._compute_target(key)
             buffers[target].append(record)
 
-    def _has_key(self, record: StreamRecord) -> bool:
-        """Whether the key selector gives ``record`` a key; one channel needs no key group, but Flink's keyBy
-        keys every record whatever the parallelism, so a record it rejects is a dead letter here too."""
-        try:
-            self.key_selector(record.value)  # type: ignore[misc]
-        except Exception as exc:  # a key selector failing on a record is bad data, not a bug in the job
-            self.dead_letter(record.value, exc, "key_selector")
-            return False
-        return True
-
     def _target_of(self, record: StreamRecord) -> int | None:
-        try:
-            key = self.key_selector(record.value)  # type: ignore[misc]
-        except Exception as exc:  # a key selector failing on a record is bad data, not a bug in the job
-            self.dead_letter(record.value, exc, "key_selector")
+        key = key_or_dead_letter(self.key_selector, record.value, self.dead_letter)  # type: ignore[arg-type]
+        if key is NO_KEY:
             return None
         cache = self._target_cache
         try:

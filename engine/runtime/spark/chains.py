@@ -30,6 +30,7 @@ from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns
 from engine.errors import JobDefinitionError
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output
 from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
+from engine.runtime.keyed_edges import keyable
 from engine.runtime.plan import PhysicalPlan, Vertex
 from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation, preaggregation_for
 from engine.runtime.spark.rows import DEST_DEAD_LETTER, DEST_DRIVER, DEST_STAGED, RowBuffer, encode_record
@@ -193,7 +194,7 @@ class Router:
 
     def emit(self, node_id: int, tag_id: str | None, records: Any) -> None:
         for c in self.routes.of(node_id, tag_id):
-            got = records if c.key_selector is None else self._keyed(records, c.key_selector)
+            got = records if c.key_selector is None else keyable(records, c.key_selector, self.dead_letter)
             if c.kind == OP:
                 self._operator(c.node_id).process_batch(list(got))
             elif c.kind == PASS:
@@ -207,19 +208,6 @@ class Router:
                 add = self.rows.add
                 for r in got:
                     add(DEST_DRIVER, ts=r.timestamp, value=encode_record(r.value), tag=tag)
-
-    def _keyed(self, records: Any, selector: Any) -> list[StreamRecord]:
-        """The records ``selector`` gives a key, in order; the others are dead letters (the local runtime's
-        RecordWriter does the same for a keyed edge)."""
-        kept = []
-        for r in records:
-            try:
-                selector(r.value)
-            except Exception as exc:  # noqa: BLE001 - a key the selector cannot give is a dead letter
-                self.dead_letter(r.value, exc, "key_selector")
-                continue
-            kept.append(r)
-        return kept
 
     def emit_columns(self, node_id: int, batch: TupleColumns) -> None:
         """Results in column form (engine/elements.py TupleColumns): kept as columns when every consumer is

@@ -52,12 +52,12 @@ from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore
 from engine.checkpointing.coordinator import CheckpointCoordinator, CheckpointTaskGateway
 from engine.checkpointing.discarder import CheckpointDiscarder
-from engine.runtime.recovery import persist_dead_letters
 from engine.checkpointing.job_status import JobStatus
 from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
 from engine.runtime.histories import BoundedHistory, history_limits
+from engine.runtime.recovery import persist_dead_letters
 from engine.runtime.spark.rows import DEST_STATE, ROW_DDL, RowBuffer, snapshot_from_row_parts, snapshot_to_row_parts
 
 ACK_DDL = "subtask int, ack string"

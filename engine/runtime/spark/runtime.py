@@ -48,9 +48,8 @@ codec-encodable (engine/state/codec.py: no pickle), which user records and windo
 
 from __future__ import annotations
 
-import logging
-
 import json
+import logging
 import sys
 import threading
 import time
