@@ -140,10 +140,10 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
              log_level: str = "INFO", log_format: str = "human") -> None:
     from checkpoints.errors import LeaseHeld
     from engine.logs import configure_logging
-
-    configure_logging(log_level, log_format)
     from engine.master.master import JobMaster, MasterConfig
     from engine.master.signals import SuspendOnSignal
+
+    configure_logging(log_level, log_format)
 
     if from_savepoint is not None:
         from checkpoints.validation import ensure_restorable

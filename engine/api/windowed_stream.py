@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from engine.api.functions import AggregateFunction, OutputTag, ProcessWindowFunction, ReduceFunction, WindowFunction
-from engine.api.graph import WindowTransformation
+from engine.api.graph import WindowTransformation, declared_output_type
 from engine.api.time import SizeLike, non_negative_millis
 from engine.api.typeinfo import check_type_info
 from engine.errors import JobDefinitionError
@@ -189,8 +189,6 @@ class WindowedStream:
         check_type_info(output_type, "output_type")
         if output_type is None and window_function is None:
             # PyFlink: a plain reduce emits the input's type
-            from engine.api.graph import declared_output_type
-
             output_type = declared_output_type(self._input._node)
         fn = reduce_function if isinstance(reduce_function, ReduceFunction) else None
         if fn is None:

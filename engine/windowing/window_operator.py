@@ -66,7 +66,7 @@ from engine.state.key_groups import KeyGroupRange
 from engine.state.keyed_state import HeapKeyedStateBackend
 from engine.state.snapshot import VOID_NAMESPACE, KeyedStateSnapshot
 from engine.timers import InternalTimer, InternalTimerService, TimerServiceSnapshot
-from engine.windowing.assigners import MergingWindowAssigner, WindowAssigner, WindowAssignerContext
+from engine.windowing.assigners import MergingWindowAssigner, WindowAssigner, WindowAssignerContext, default_trigger_of
 from engine.windowing.evictors import Evictor, EvictorContext, TimestampedValue
 from engine.windowing.internal_window_function import IncrementalAggregation, InternalWindowFunction
 from engine.windowing.merging_window_set import MERGING_WINDOW_SET_STATE, MergingWindowSet
@@ -267,7 +267,7 @@ class WindowOperator(OneInputStreamOperator):
         if not isinstance(assigner, WindowAssigner):
             raise JobDefinitionError("assigner", assigner, "must be a WindowAssigner")
         if trigger is None:
-            trigger = assigner.get_default_trigger()
+            trigger = default_trigger_of(assigner)  # a PyFlink-style assigner takes the env argument
         if not isinstance(trigger, Trigger):
             raise JobDefinitionError("trigger", trigger, "must be a Trigger")
         if evictor is not None and not isinstance(evictor, Evictor):
