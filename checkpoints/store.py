@@ -388,6 +388,10 @@ class CompletedCheckpointStore:
         self._outcome_unknown = False
         self._metadata_cache: dict[int, CheckpointMetadata] = {}
         self._lock = threading.Lock()
+        #: checkpoint folders the stray sweep leaves alone although the index does not name them (what this
+        #: master restored from: a user may restore it again, as Flink's default NO_CLAIM restore mode promises)
+        self._kept_unretained: set[int] = set()
+        self._strays_swept = False
 
     # -- recovery ------------------------------------------------------------------------------
 
@@ -542,7 +546,50 @@ class CompletedCheckpointStore:
                 self._outcome_unknown = True
                 raise
             self._metadata_cache[metadata.checkpoint_id] = metadata
-            return self._discard_subsumed(subsumed, kept)
+            result = self._discard_subsumed(subsumed, kept)
+            if not self._strays_swept:
+                self._strays_swept = True
+                result = self._discard_strays(metadata.checkpoint_id, kept, result)
+            return result
+
+    def keep_restore_source(self, uri: str) -> None:
+        """Never sweep the folder ``uri`` names as a stray, when it is one of this job's checkpoints (call with
+        what the master restores from; a savepoint or another storage's checkpoint is never swept anyway)."""
+        folder = uri.rstrip("/").removesuffix("/" + layout.METADATA_FILE)
+        checkpoint_id = layout.parse_checkpoint_dir(folder.rsplit("/", 1)[-1])
+        if checkpoint_id is not None and folder == self.storage.checkpoint_uri(checkpoint_id):
+            with self._lock:
+                self._kept_unretained.add(checkpoint_id)
+
+    def _discard_strays(self, first_id: int, kept: list[RetainedCheckpoint], result: AddResult) -> AddResult:
+        """Once per master, after its first checkpoint is retained: delete every ``chk-<n>/`` folder with
+        ``n < first_id`` that the index does not name.
+
+        A master killed between writing a checkpoint's ``_metadata`` and the index leaves a completed folder
+        nothing will ever retain or subsume (ids continue above every folder), and one killed mid-upload leaves
+        a partial one.  Holding the lease, with its own checkpoint retained, this master is the only writer:
+        such folders are no longer candidates for anything (a restore that wanted one has already happened).
+        ``keep_unretained`` ids are spared.  Failures are warnings: ``sluice checkpoints clean`` finds the rest.
+        """
+        keep = {h.checkpoint_id for h in kept} | self._kept_unretained
+        job_dir = layout.job_dir(self.job_id)
+        try:
+            self.check_fence("delete stray checkpoint folders")
+            strays = sorted({
+                n for info in self.store.list(job_dir + layout.CHECKPOINT_DIR_PREFIX)
+                if (n := layout.parse_checkpoint_dir(info.key[len(job_dir):].split("/", 1)[0])) is not None
+                and n < first_id and n not in keep
+            })
+            deleted = 0
+            for n in strays:
+                deleted += _delete_snapshot_dir(self.store, layout.checkpoint_dir(self.job_id, n))
+        except Exception as exc:  # noqa: BLE001 - the checkpoint is retained already; leftovers are orphans
+            log.warning("job %r: deleting stray checkpoint folders failed: %s", self.job_id, exc)
+            return AddResult(result.subsumed_ids, result.deleted_objects, (*result.warnings, str(exc)))
+        if strays:
+            log.info("job %r: deleted stray checkpoint folders %s (no index names them)", self.job_id,
+                     ", ".join(f"chk-{n}" for n in strays))
+        return AddResult(result.subsumed_ids, result.deleted_objects + deleted, result.warnings)
 
     def _discard_subsumed(self, subsumed: list[RetainedCheckpoint], kept: list[RetainedCheckpoint]) -> AddResult:
         if not subsumed:

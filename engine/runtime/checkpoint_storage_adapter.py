@@ -198,6 +198,11 @@ class CheckpointStorageAdapter:
     def has_fence(self) -> bool:
         return self._persistent_store is not None and self._persistent_store.fence is not None
 
+    def keep_restore_source(self, uri: str) -> None:
+        """The persistent store must not sweep ``uri``'s folder as a stray (see ``CompletedCheckpointStore``)."""
+        if self._persistent_store is not None:
+            self._persistent_store.keep_restore_source(uri)
+
     def check_fence(self, action: str) -> None:
         """Raise JobMasterFenced unless the job master still holds the job's lease (no-op without one)."""
         if self._persistent_store is not None:

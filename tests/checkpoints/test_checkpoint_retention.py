@@ -7,6 +7,7 @@ written; recovery restores from the newest".
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from ckpt_helpers import complete_checkpoint, keys, write_checkpoint
 
@@ -213,3 +214,35 @@ def test_a_location_travels_to_another_process_as_plain_data_and_writes_from_the
     shipped = pickle.loads(pickle.dumps(location))  # what Spark does when it sends a task
     handle = shipped.write_state_file("op", 1, "s", pa.table({"x": [2]}))
     assert backend.store.head("job-k/chk-1/" + handle.path).size == handle.bytes
+
+
+@pytest.mark.parametrize("restored_from_the_stray", [False, True])
+def test_a_new_masters_first_retained_checkpoint_sweeps_what_a_killed_master_left_outside_the_index(
+        backend, restored_from_the_stray):
+    """A master killed between a checkpoint's ``_metadata`` and the index write leaves a completed folder no
+    index names (the kill test found ``chk-4`` beside the retained 15, 17, 18); one killed mid-upload leaves a
+    partial one.  Ids continue above both, so retention never reaches them: the next master removes them once
+    its own first checkpoint is retained, sparing the one it restored from."""
+    storage = CheckpointStorage(backend.store, "job-strays")
+    first = CompletedCheckpointStore(storage, retained=3)
+    first.recover()
+    for n in (1, 2, 3):
+        complete_checkpoint(storage, first, n)
+    write_checkpoint(storage, 4, known_shared=first.shared_files_in_use())  # completed, never indexed
+    partial = storage.initialize_location(5)
+    partial.write_state_file("window-op", 0, "timers", pa.table({"ts": [5]}))  # upload cut short: no _metadata
+
+    second = CompletedCheckpointStore(storage, retained=3)
+    second.recover()
+    if restored_from_the_stray:
+        second.keep_restore_source(storage.checkpoint_uri(4) + "/_metadata")
+    second.keep_restore_source("s3://elsewhere/job-strays/chk-3")  # another storage's chk-3 protects nothing here
+    assert second.max_checkpoint_id() == 5
+    complete_checkpoint(storage, second, 6)
+    folders = sorted({k.split("/")[1] for k in keys(backend.store) if k.split("/")[1].startswith("chk-")})
+    assert folders == (["chk-2", "chk-3", "chk-4", "chk-6"] if restored_from_the_stray
+                       else ["chk-2", "chk-3", "chk-6"])
+    complete_checkpoint(storage, second, 7)  # once per master: chk-2 leaves by retention only
+    assert read_index(backend.store, "job-strays").index.ids() == [3, 6, 7]
+    if restored_from_the_stray:
+        assert backend.store.exists("job-strays/chk-4/_metadata")

@@ -63,6 +63,8 @@ class JobRun:
             self.job_id, job_name, self.env.get_max_parallelism(), config.get_checkpoint_storage_dir(),
             config.get_num_retained_checkpoints(), fence=self.env.get_runtime_options().get("fence"))
         self.store = self.adapter.completed_store
+        if from_savepoint:
+            self.adapter.keep_restore_source(from_savepoint)
         self.initial_restore: RestorePoint | None = load_restore_point(from_savepoint) if from_savepoint else None
         start_after = self.initial_restore.checkpoint_id if self.initial_restore is not None else None
         self.counter = StandaloneCheckpointIDCounter.continue_after(start_after)

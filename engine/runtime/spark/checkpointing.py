@@ -281,6 +281,8 @@ class SparkCheckpointing:
             retained = self.config.get_num_retained_checkpoints()
             persistent = PersistentStore(self.storage, retained=retained, fence=env.get_runtime_options().get("fence"))
             persistent.recover()
+            if job.restore_from:
+                persistent.keep_restore_source(job.restore_from)
             self.scheduler = ClockScheduler(job.clock)
             self.store = StorageCompletedCheckpointStore(self, persistent, retained)
             self.coordinator = CheckpointCoordinator(
