@@ -10,9 +10,13 @@ from engine.api.job_client import JobClient
 from engine.api.restart import RestartStrategies
 from engine.api.functions import (
     AggregateFunction,
+    KeyedProcessFunction,
     OutputTag,
     ProcessWindowFunction,
     ReduceFunction,
+    RuntimeContext,
+    TimeDomain,
+    TimerService,
     WindowFunction,
 )
 from engine.api.connectors import Encoder, FileSink, OutputFileConfig, RollingPolicy

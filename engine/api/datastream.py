@@ -10,10 +10,12 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from engine.api.fields import is_field
 from engine.api.functions import OutputTag
 from engine.api.graph import (
     AsyncTransformation,
     declared_output_type,
+    KeyedProcessTransformation,
     MapTransformation,
     Partitioning,
     PartitionTransformation,
@@ -230,6 +232,81 @@ class KeyedStream(DataStream):
         if slide is None:
             return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))
         return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
+
+
+    # -- keyed processing (engine/operators/keyed_process.py) ---------------------------------------
+    def process(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
+        """Run a KeyedProcessFunction: ``process_element(value, ctx)`` per record and ``on_timer(timestamp, ctx)``
+        per timer, with keyed state from ``open(runtime_context)``; yield ``(output_tag, value)`` for a side
+        output.  State and timers are in checkpoints and savepoints.
+
+        Local runtime only for now: the Spark runtime refuses the job at build time (JobDefinitionError).
+        """
+        from engine.api.functions import KeyedProcessFunction
+
+        check_type_info(output_type, "output_type")
+        if not isinstance(func, KeyedProcessFunction):
+            raise JobDefinitionError(
+                "func", func, "must be a KeyedProcessFunction instance on a KeyedStream",
+                "Subclass engine.KeyedProcessFunction and implement process_element(value, ctx) (and on_timer)")
+        return self._keyed_process(func, "process", "KeyedProcess", output_type)
+
+    def reduce(self, func: Any) -> SingleOutputStreamOperator:
+        """Rolling reduce: per record, the key's reduced value so far (``func(previous, record)``), emitted.
+
+        Local runtime only for now (see :meth:`process`)."""
+        from engine.api.functions import ReduceFunction
+        from engine.windowing.aggregations import ReduceAggregate
+
+        if not isinstance(func, ReduceFunction) and not callable(func):
+            raise JobDefinitionError("func", func, "must be a ReduceFunction or a callable (a, b) -> c")
+        return self._rolling(ReduceAggregate(func), "reduce", user_function=func)
+
+    def sum(self, field: int | str = 0) -> SingleOutputStreamOperator:
+        """Rolling sum of ``field`` (a tuple position or dict key): the key's FIRST record with ``field`` replaced
+        by the sum so far, per record (Flink's SumAggregator).  Local runtime only for now."""
+        return self._rolling_builtin("sum", field)
+
+    def min(self, field: int | str = 0) -> SingleOutputStreamOperator:
+        """Rolling minimum of ``field``: the key's FIRST record with ``field`` replaced by the minimum so far (the
+        other fields are not those of the minimal record: that is :meth:`min_by`).  Local runtime only for now."""
+        return self._rolling_builtin("min", field)
+
+    def max(self, field: int | str = 0) -> SingleOutputStreamOperator:
+        """Rolling maximum of ``field``, like :meth:`min`.  Local runtime only for now."""
+        return self._rolling_builtin("max", field)
+
+    def min_by(self, field: int | str = 0) -> SingleOutputStreamOperator:
+        """Rolling: the whole record with the smallest ``field`` so far, the first one on ties.  Local runtime only
+        for now."""
+        return self._rolling_builtin("min_by", field)
+
+    def max_by(self, field: int | str = 0) -> SingleOutputStreamOperator:
+        """Rolling: the whole record with the largest ``field`` so far, the first one on ties.  Local runtime only
+        for now."""
+        return self._rolling_builtin("max_by", field)
+
+    def _rolling_builtin(self, kind: str, field: Any) -> SingleOutputStreamOperator:
+        from engine.api.fields import check_field_of_input
+        from engine.windowing.aggregations import builtin_aggregation
+
+        if not is_field(field):
+            raise JobDefinitionError("field", field, "must be a tuple position (an int >= 0) or a dict key (a "
+                                     "non-empty str)", f"e.g. .{kind}(1) or .{kind}('amount')")
+        check_field_of_input(self._node, field)
+        return self._rolling(builtin_aggregation(kind, field), kind)
+
+    def _rolling(self, aggregate: Any, kind: str, user_function: Any = None) -> SingleOutputStreamOperator:
+        from engine.operators.keyed_process import RollingAggregation
+
+        # the result has the input's type, as in PyFlink
+        return self._keyed_process(RollingAggregation(aggregate, kind, user_function), kind,
+                                   f"Keyed({kind})", declared_output_type(self._node))
+
+    def _keyed_process(self, func: Any, description: str, name: str, output_type: Any) -> SingleOutputStreamOperator:
+        node = KeyedProcessTransformation(name=name, inputs=[self._node], key_selector=self._key_selector,
+                                          function=func, description=description, output_type=output_type)
+        return SingleOutputStreamOperator(self._env, node)
 
 
 class TimeCharacteristic:

@@ -1,4 +1,4 @@
-"""User function interfaces for windowed streams (PyFlink names, Java Flink behaviour).
+"""User function interfaces for windowed and keyed streams (PyFlink names, Java Flink behaviour).
 
 ``reduce``/``aggregate``/``sum``... are incremental: the window keeps one
 accumulator.  ``process``/``apply`` see all elements.  With an evictor every
@@ -7,6 +7,7 @@ window keeps its elements, incremental or not (seed 000).
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
@@ -141,3 +142,106 @@ class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
 
     @abstractmethod
     def apply(self, key: KEY, window: W, inputs: Iterable[IN]) -> Iterable[OUT]: ...
+
+
+# -- KeyedStream.process ---------------------------------------------------------------------------------------
+
+
+class TimeDomain(enum.Enum):
+    """Which clock a timer follows (PyFlink's ``pyflink.datastream.TimeDomain``)."""
+
+    EVENT_TIME = 0
+    PROCESSING_TIME = 1
+
+
+class TimerService(ABC):
+    """Timers and time for the current key (PyFlink's TimerService); times are epoch milliseconds.
+
+    Timers are kept per key and timestamp: registering the same time twice for a key gives one timer, and
+    deleting a timer that does not exist does nothing.  An event-time timer fires once the watermark reaches
+    its time (watermark >= timestamp), in timestamp order; a processing-time timer once processing time does.
+    """
+
+    @abstractmethod
+    def current_processing_time(self) -> int: ...
+
+    @abstractmethod
+    def current_watermark(self) -> int: ...
+
+    @abstractmethod
+    def register_processing_time_timer(self, timestamp: int) -> None: ...
+
+    @abstractmethod
+    def register_event_time_timer(self, timestamp: int) -> None: ...
+
+    @abstractmethod
+    def delete_processing_time_timer(self, timestamp: int) -> None: ...
+
+    @abstractmethod
+    def delete_event_time_timer(self, timestamp: int) -> None: ...
+
+
+class RuntimeContext(KeyedStateStore):
+    """What ``open(runtime_context)`` receives in a keyed function (PyFlink's RuntimeContext): keyed state
+    through ``get_state`` / ``get_list_state`` / ... (scoped to the key being processed) and where the
+    function runs."""
+
+    @abstractmethod
+    def get_task_name(self) -> str: ...
+
+    @abstractmethod
+    def get_number_of_parallel_subtasks(self) -> int: ...
+
+    @abstractmethod
+    def get_max_number_of_parallel_subtasks(self) -> int: ...
+
+    @abstractmethod
+    def get_index_of_this_subtask(self) -> int: ...
+
+
+class _KeyedProcessContext(ABC):
+    """``ctx`` of :meth:`KeyedProcessFunction.process_element`."""
+
+    @abstractmethod
+    def timestamp(self) -> int | None:
+        """The element's event timestamp (None when it has none); in ``on_timer``, the timer's time."""
+
+    @abstractmethod
+    def timer_service(self) -> TimerService: ...
+
+    @abstractmethod
+    def get_current_key(self) -> Any: ...
+
+
+class _KeyedProcessOnTimerContext(_KeyedProcessContext):
+    """``ctx`` of :meth:`KeyedProcessFunction.on_timer`: also which clock the firing timer follows."""
+
+    @abstractmethod
+    def time_domain(self) -> TimeDomain: ...
+
+
+class KeyedProcessFunction(Function, Generic[KEY, IN, OUT]):
+    """Processes a keyed stream element by element with keyed state and timers (PyFlink's KeyedProcessFunction).
+
+    ``process_element(value, ctx)`` and ``on_timer(timestamp, ctx)`` return or yield their outputs; yielding
+    ``(output_tag, value)`` with an :class:`OutputTag` sends ``value`` to that side output, as in PyFlink.
+    Outputs of ``process_element`` carry the element's timestamp; those of an event-time timer carry the timer's
+    time, those of a processing-time timer none (Flink's TimestampedCollector).  State comes from
+    ``runtime_context.get_state(...)`` in ``open``; it and the timers are in every checkpoint and savepoint and
+    are redistributed by key group when a job is restored at another parallelism.  At the end of bounded input
+    (MAX_WATERMARK) every event-time timer fires; pending processing-time timers do not (Flink's behaviour).
+
+    **Supported**: the local runtime.  **Not supported yet**: the Spark runtime refuses such a job when it is
+    built (JobDefinitionError), rather than running it differently.
+    """
+
+    Context = _KeyedProcessContext
+    OnTimerContext = _KeyedProcessOnTimerContext
+
+    @abstractmethod
+    def process_element(self, value: IN, ctx: _KeyedProcessContext) -> Iterable[OUT] | None:
+        """Called for every element, with its key as the current key."""
+
+    def on_timer(self, timestamp: int, ctx: _KeyedProcessOnTimerContext) -> Iterable[OUT] | None:
+        """Called when a timer fires, with the key that registered it as the current key."""
+        return None

@@ -107,6 +107,19 @@ class WindowTransformation(Transformation):
 
 
 @dataclass(eq=False)
+class KeyedProcessTransformation(Transformation):
+    """``KeyedStream.process(KeyedProcessFunction)`` and the rolling aggregates (``reduce``, ``sum``, ``min``...),
+    which run as a built-in KeyedProcessFunction: keyed state and timers per key (engine/operators/keyed_process.py).
+
+    ``description`` names what the user called, for messages: "process", "reduce", "sum", "min_by", ...
+    """
+
+    key_selector: Callable[[Any], Any] | None = None
+    function: Any = None  # an engine.api.functions.KeyedProcessFunction
+    description: str = "process"
+
+
+@dataclass(eq=False)
 class AsyncTransformation(Transformation):
     async_function: Any = None
     timeout_ms: int = 0

@@ -17,8 +17,9 @@ from the latest completed checkpoint.
 
 Supported: sources with per-split watermarks, chains of map/filter/flat_map,
 key_by repartitioning by key group, union, window operators (keyed and
-window_all), side outputs, sinks (two-phase commit), execute_and_collect, dead letters,
-checkpoints, savepoints, restarts, rescaling on restore.
+window_all), KeyedStream.process and rolling keyed aggregates (engine/operators/keyed_process.py),
+side outputs, sinks (two-phase commit), execute_and_collect, dead letters, checkpoints, savepoints,
+restarts, rescaling on restore.
 Partial: processing-time timers fire as the injected clock advances between
 scheduling rounds; at the end of bounded input pending processing-time timers
 are not fired (Flink's behaviour).  Once any source task has finished no further
@@ -36,6 +37,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from engine.api.graph import (
+    KeyedProcessTransformation,
     MapTransformation,
     SinkTransformation,
     TimestampsAndWatermarksTransformation,
@@ -52,6 +54,7 @@ from engine.checkpointing.task_state import TaskSnapshot
 from engine.elements import MIN_WATERMARK, CheckpointType
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
+from engine.operators.keyed_process import KeyedProcessOperator
 from engine.operators.simple import CollectOperator, FilterOperator, FlatMapOperator, MapOperator, SinkOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.checkpoint_storage_adapter import RestorePoint, safe_name, task_id_of
@@ -299,6 +302,8 @@ class LocalJob:
             v.source_watermark_strategy is node.watermark_strategy
         ):
             return _PassThrough()
+        if isinstance(node, KeyedProcessTransformation):
+            return KeyedProcessOperator(node.function, node.key_selector)
         return build_operator(node, self.env, self.clock)
 
     def _restore_operator(self, op: OneInputStreamOperator, uid: str, v: Vertex, index: int) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.api.graph import (
+    KeyedProcessTransformation,
     MapTransformation,
     Partitioning,
     SinkTransformation,
@@ -67,6 +68,26 @@ class Routes:
 
 def _tag_id(tag: Any) -> str | None:
     return None if tag is None else tag.tag_id
+
+
+def refuse_unsupported(plan: PhysicalPlan) -> None:
+    """Refuse, when the job is built and before Spark runs anything, what this runtime cannot run yet.
+
+    **Not supported yet** on Spark: ``KeyedStream.process(KeyedProcessFunction)`` and the rolling aggregates
+    (``reduce``/``sum``/``min``/``max``/``min_by``/``max_by`` on a KeyedStream).  They need keyed state and
+    timers carried between epochs per key group outside a window operator, which the epoch loop does not do
+    yet; refusing is better than running them with other results than the local runtime's.
+    """
+    for v in plan.vertices:
+        for node in v.nodes:
+            if isinstance(node, KeyedProcessTransformation):
+                call = "process(KeyedProcessFunction)" if node.description == "process" else f"{node.description}(...)"
+                raise JobDefinitionError(
+                    "runtime", "spark",
+                    f"cannot run KeyedStream.{call} ({node.name!r}) yet: keyed process functions and rolling "
+                    "aggregates are not supported on the Spark runtime",
+                    "Run this job on the local runtime (env.set_runtime('local')), or use a window "
+                    "(e.g. .window(...).reduce(...)) on Spark")
 
 
 def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: bool = True,

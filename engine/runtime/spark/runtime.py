@@ -64,7 +64,7 @@ from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkSt
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.runtime.plan import PhysicalPlan, build_plan
 from engine.runtime.snapshot_metadata import source_split_key
-from engine.runtime.spark.chains import build_routes
+from engine.runtime.spark.chains import build_routes, refuse_unsupported
 from engine.runtime.spark.preaggregation import preaggregate
 from engine.runtime.spark.rows import (
     DEST_DEAD_LETTER,
@@ -167,6 +167,7 @@ class SparkRuntime:
             target = collected.setdefault(node.id, [])
             roots.append(_CollectNode(name="Collect", inputs=[node], sink=target))
         plan = build_plan(roots, self.env.get_parallelism(), self.env.get_max_parallelism())
+        refuse_unsupported(plan)  # before any Spark work: what this runtime cannot run yet (chains.py)
         return SparkJob(self, plan, job_name, collected, from_savepoint or self.restore_from, dead_letters,
                         restore_snapshot)
 
