@@ -123,6 +123,10 @@ def _run_options(fn: Any) -> Any:
                      type=click.Choice(["human", "json"]),
                      help="log lines on stderr: human-readable, or one JSON object per line with the event's "
                           "figures as keys (checkpoint_id, duration_ms, ...)"),
+        click.option("--status-interval", "status_interval_ms", type=click.IntRange(min=50), default=2_000,
+                     show_default=True,
+                     help="ms between status publications (the status document in --storage) and samples of the "
+                          "job view (GET /jobs/<job id>/view on the control API)"),
         click.option("--allow-drained", is_flag=True,
                      help="restore a drained snapshot (taken by stop --drain) too: the job starts at the end of "
                           "event time, where every new record is late for event-time windows"),
@@ -137,7 +141,7 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
              host: str, port: int, token: str | None, params: tuple[str, ...], options: tuple[str, ...],
              skip_validation: bool, allow_drained: bool = False, started_by: str = "cli",
              validated_digest: str | None = None, lease_ttl_s: float = 15.0, lease_wait_s: float = 0.0,
-             log_level: str = "INFO", log_format: str = "human") -> None:
+             log_level: str = "INFO", log_format: str = "human", status_interval_ms: int = 2_000) -> None:
     from checkpoints.errors import LeaseHeld
     from engine.logs import configure_logging
     from engine.master.master import JobMaster, MasterConfig
@@ -158,7 +162,8 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
                           savepoint_dir=savepoint_dir, retained_checkpoints=retained, from_savepoint=from_savepoint,
                           output_dir=output, host=host, port=port, token=token,
                           runtime_options=_parse_params(options), started_by=started_by,
-                          lease_ttl_ms=int(lease_ttl_s * 1000), lease_wait_s=lease_wait_s)
+                          lease_ttl_ms=int(lease_ttl_s * 1000), lease_wait_s=lease_wait_s,
+                          status_interval_ms=status_interval_ms)
     master = JobMaster(config)
     master.on_fenced = _exit_fenced
     # SIGTERM / SIGINT suspend the job (engine/master/signals.py) for as long as the master lives

@@ -10,14 +10,16 @@ GET      /jobs/{job_id}/savepoints/{trigger}   savepoint status / location / fai
 POST     /jobs/{job_id}/stop                   stop with savepoint ``{"target_directory", "drain", "trigger_id"}``
 GET      /jobs/{job_id}/stop/{trigger}         stop status
 PATCH    /jobs/{job_id}?mode=cancel            cancel without savepoint
+GET      /jobs/{job_id}/view                   the job view: an HTML page of inline SVG charts (engine/master/view.py)
 GET      /metrics                              Prometheus text format
 GET      /openapi.json                         the API's OpenAPI document
 =======  ====================================  ==========================================
 
 Every route but ``/healthz`` requires ``Authorization: Bearer <token>`` when the
 master was given a token (always, when it is bound to a non-loopback address),
-``/openapi.json`` included; the browsable ``/docs`` and ``/redoc`` pages are served
-only without a token (they fetch the document without one).
+``/openapi.json`` and the job view included (a browser opens the view of a master without a token;
+with one, through the Airflow plugin's job page, which fetches it server-side); the browsable
+``/docs`` and ``/redoc`` pages are served only without a token (they fetch the document without one).
 
 Savepoint and stop requests may name a ``target_directory`` only inside the
 master's savepoint root (``--savepoint-dir``; without one, its checkpoint storage):
@@ -31,11 +33,13 @@ import hmac
 from typing import Any, Protocol
 
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
 from engine.master.client import ControlRoutes
 from engine.master.operations import OperationRegistry
 from engine.master.targets import confine_target
+from engine.master.view import CONTENT_SECURITY_POLICY
 
 
 class JobControl(Protocol):
@@ -65,10 +69,23 @@ class StopRequest(BaseModel):
     trigger_id: str | None = None
 
 
+#: sent with the job view: its own policy (no script, no load), never framed, never cached
+VIEW_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY + "; frame-ancestors 'none'",
+                "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+
+
 def create_app(job: JobControl, operations: OperationRegistry, token: str | None,
-               metrics_text: Any = None, savepoint_roots: tuple[str, ...] | None = None) -> FastAPI:
+               metrics_text: Any = None, savepoint_roots: tuple[str, ...] | None = None,
+               view: Any = None) -> FastAPI:
     """``savepoint_roots``: where a request's ``target_directory`` may point (None: anywhere, for tests of
-    the protocol alone; the job master always passes its roots)."""
+    the protocol alone; the job master always passes its roots).  ``view``: the job's
+    :class:`~engine.master.view.JobView` (the job master's is fed at every status publication); without
+    one, a view that samples the job once per request."""
+    if view is None:
+        from engine.master.timeline import JobTimeline
+        from engine.master.view import JobView
+
+        view = JobView(job, JobTimeline(job.job_id), sample_on_render=True)
     browsable = token is None
     app = FastAPI(title="Sluice job master", version="1", openapi_url="/openapi.json" if browsable else None,
                   docs_url="/docs" if browsable else None, redoc_url="/redoc" if browsable else None)
@@ -154,6 +171,11 @@ def create_app(job: JobControl, operations: OperationRegistry, token: str | None
             raise HTTPException(status_code=400, detail=f"mode must be 'cancel', got {mode!r}")
         job.cancel()
         return {"status": "cancelling"}
+
+    @app.get(ControlRoutes.VIEW, dependencies=[Depends(authorize)], response_class=HTMLResponse)
+    def job_view(job_id: str) -> HTMLResponse:
+        check_job(job_id)
+        return HTMLResponse(view.render(), headers=VIEW_HEADERS)
 
     @app.get(ControlRoutes.METRICS, dependencies=[Depends(authorize)])
     def metrics() -> Response:

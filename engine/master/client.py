@@ -41,6 +41,7 @@ class ControlRoutes:
     SAVEPOINT: Final = "/jobs/{job_id}/savepoints/{trigger_id}"
     STOP: Final = "/jobs/{job_id}/stop"
     STOP_STATUS: Final = "/jobs/{job_id}/stop/{trigger_id}"
+    VIEW: Final = "/jobs/{job_id}/view"
     METRICS: Final = "/metrics"
 
 
@@ -188,6 +189,17 @@ class ControlClient:
 
     def checkpoints(self) -> list[dict[str, Any]]:
         return self._call("GET", ControlRoutes.CHECKPOINTS.format(job_id=self.job_id))["history"]
+
+    def view(self) -> str:
+        """The job view's HTML page (engine/master/view.py)."""
+        path = ControlRoutes.VIEW.format(job_id=self.job_id)
+        try:
+            response = self._http.get(path)
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+        if response.status_code >= 400:
+            _decode("GET", self.url + path, response)
+        return response.text
 
     def trigger_savepoint(self, target_dir: str | None = None, trigger_id: str | None = None) -> str:
         method, path, kwargs = _savepoint(self.job_id, target_dir, trigger_id)

@@ -13,6 +13,10 @@ throughput, failures, and the control URL in ``extra``), so supervision —
 Airflow's included — works from storage alone, and clients find the control API
 through it.
 
+At the same cadence the master samples the job's status into a bounded timeline
+(engine/master/timeline.py) that the control API serves as the job view
+(``GET /jobs/{job_id}/view``, engine/master/view.py).
+
 Stopped by a signal (engine/master/signals.py), the master suspends its job
 (:meth:`JobMaster.suspend`, Flink's JobStatus.SUSPENDED) instead of ending it.
 """
@@ -35,6 +39,8 @@ from engine.master.api import create_app
 from engine.master.metrics import JobMetrics
 from engine.master.operations import OperationRegistry
 from engine.master.server import ControlServer
+from engine.master.timeline import CheckpointFailureLog, JobTimeline
+from engine.master.view import JobView, describe_operators
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +105,8 @@ class MasterConfig:
     #: how long a master stopped by a signal waits for its job to stop before it gives up and exits with the
     #: lease left to expire; below Kubernetes' default grace period (30 s) before it sends SIGKILL
     suspend_timeout_s: float = 20.0
+    #: status samples the job view keeps (one per status publication): memory stays bounded
+    view_samples: int = 720
 
 
 class JobMaster:
@@ -126,6 +134,9 @@ class JobMaster:
         self._suspend_deadline: float | None = None
         #: the job's ExternalizedCheckpointRetention when stopping it would delete its retained checkpoints
         self._cancel_deletes_checkpoints: str | None = None
+        #: the job view (GET /jobs/{job_id}/view), sampled at every status publication
+        self.view: JobView | None = None
+        self._failure_log: CheckpointFailureLog | None = None
 
     def _environment(self, job_id: str) -> Any:
         from engine.api.environment import StreamExecutionEnvironment
@@ -199,6 +210,7 @@ class JobMaster:
         self._acquire_lease(job_id)
         try:
             env = self._environment(job_id)
+            operators = describe_operators(env._sinks, env.get_parallelism(), env.get_max_parallelism())
             self.client = env.execute_async(self.config.job_name, from_savepoint=self.config.from_savepoint,
                                             savepoint_dir=self.config.savepoint_dir)
         except BaseException:
@@ -206,15 +218,21 @@ class JobMaster:
             raise
         control = _ClientControl(self.client, self._record_intent, lambda: self.suspension)
         self.metrics = JobMetrics(control.job_id, control.status, self.client.checkpoint_records)
+        timeline = JobTimeline(control.job_id, capacity=self.config.view_samples,
+                               read_metadata=_read_snapshot_metadata)
+        self._failure_log = CheckpointFailureLog(timeline).attach()
+        self.view = JobView(control, timeline, operators, self.config.checkpoint_interval_ms,
+                            self.config.status_interval_ms)
         self._record_intent("running", f"started by {self.config.started_by}"
                             + (f" from {self.config.from_savepoint}" if self.config.from_savepoint else ""))
         app = create_app(control, self.operations, self.config.token,
-                         self.metrics.render, savepoint_roots=self._savepoint_roots())
+                         self.metrics.render, savepoint_roots=self._savepoint_roots(), view=self.view)
         self.server = ControlServer(app, self.config.host, self.config.port, self.config.token).start()
         try:  # at once: until then the status document names the previous master's (dead) control URL
             self._publish_once()
         except Exception as exc:  # noqa: BLE001 - the publishing loop retries
             log.warning("could not publish the first status document: %s", exc)
+        self._sample_view()
         threading.Thread(target=self._publish_loop, name="sluice-status", daemon=True).start()
         log.info("job %s running on the %s runtime%s; control API at %s", control.job_id, self.config.runtime,
                  f", restored from {self.config.from_savepoint}" if self.config.from_savepoint else " from scratch",
@@ -246,6 +264,9 @@ class JobMaster:
             raise
         finally:
             self._stop_publishing.set()
+            self._sample_view()  # the job's last figures, for a view asked for while the master lingers
+            if self._failure_log is not None:
+                self._failure_log.detach()
             self._suspension_ended()
             try:
                 if self.fenced is None:
@@ -459,6 +480,16 @@ class JobMaster:
                 log.warning("not publishing the status document: %s", exc)
             except Exception:  # status publication must never take the job down; it is retried next tick
                 log.exception("could not publish the status document")
+            self._sample_view()
+
+    def _sample_view(self) -> None:
+        """One sample of the job's status for the job view; a failure costs the sample, never the job."""
+        if self.view is None:
+            return
+        try:
+            self.view.sample()
+        except Exception:  # noqa: BLE001
+            log.exception("could not sample the job's status for its view")
 
     def _renew_loop(self) -> None:
         """Renew the lease four times per ttl from the moment it is held (the job may take long to start:
@@ -510,6 +541,13 @@ class JobMaster:
             suspension=suspension,
         )
         write_status(open_store(self.config.storage_uri), doc)
+
+
+def _read_snapshot_metadata(uri: str) -> Any:
+    """A completed checkpoint's ``_metadata`` (for its incremental size in the job view)."""
+    from checkpoints.restore import read_snapshot_metadata
+
+    return read_snapshot_metadata(uri)
 
 
 class _ClientControl:
