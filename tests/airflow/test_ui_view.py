@@ -191,18 +191,56 @@ def test_the_data_docs_link_is_a_path_under_the_root_or_none():
     assert data_docs_path(None, "/srv/docs") is None
 
 
+def test_the_job_page_embeds_the_masters_job_view_fetched_server_side_in_a_sandboxed_frame(job_with_history,
+                                                                                            as_admin):
+    import html
+    import re
+
+    from sluice.hook import SluiceHook
+
+    page = as_admin.get("/jobs/purchases").text
+    frame = re.search(r"<iframe class='job-view' title='job view' sandbox='' [^>]*srcdoc=\"([^\"]*)\"></iframe>", page)
+    assert frame is not None, page[-2000:]
+    embedded = html.unescape(frame.group(1))
+    history = SluiceHook("sluice_test").checkpoint_history(job_with_history["job_id"])
+    # the master's own page (engine/master/view.py), as it served it: its checkpoints, its charts
+    assert embedded.startswith("<!doctype html>") and '<meta http-equiv="Content-Security-Policy"' in embedded
+    rows = {int(i) for i in re.findall(r'<tr class="checkpoint completed" data-checkpoint-id="(\d+)"', embedded)}
+    retained = {h["checkpoint_id"] for h in history}  # fetched after the page: the master has retained newer ones
+    assert rows & retained and max(rows) <= max(retained)
+    assert 'data-chart="checkpoint-durations"' in embedded
+    assert SluiceHook("sluice_test").token not in page  # fetched with the token; the browser never sees it
+
+
+def test_without_a_master_the_job_page_says_there_is_no_job_view(sluice_env, as_admin):
+    page = as_admin.get("/jobs/purchases").text
+
+    assert "<iframe" not in page and "no job view: no job master answers" in page
+
+
 def test_the_page_renders_in_headless_chromium_and_a_screenshot_is_kept(job_with_history, served_ui, admin_token):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "sluice_ui.png"
     shot.unlink(missing_ok=True)
+    errors: list[str] = []
+    outside: list[str] = []
 
     with chromium() as browser:
         browser.add_cookies([{"name": "_token", "value": admin_token, "url": served_ui}])
         page = browser.new_page()
-        page.goto(f"{served_ui}/jobs/purchases")
+        page.on("console", lambda m: errors.append(f"{m.text} {m.location.get('url')}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: outside.append(r.url) if not r.url.startswith((served_ui, "about:")) else None)
+        page.goto(f"{served_ui}/jobs/purchases", wait_until="networkidle")
         dom = page.content()
+        frame = page.frame_locator("iframe.job-view")
+        embedded_charts = frame.locator("svg[data-chart=checkpoint-durations]").count()
+        embedded_rows = frame.locator("tr.checkpoint.completed").count()
         page.screenshot(path=str(shot), full_page=True)
 
     assert "Checkpoint history" in dom and "<svg" in dom and "Data Docs" in dom
+    assert embedded_charts == 1 and embedded_rows >= 3  # the master's view renders inside the frame
+    # the app runs alone here: the browser's own /favicon.ico request (Airflow's api-server serves one) is a 404
+    assert outside == [] and [e for e in errors if not e.endswith("/favicon.ico")] == [], errors
     assert shot.exists() and shot.stat().st_size > 10_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

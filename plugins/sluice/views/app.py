@@ -14,6 +14,12 @@ the first two trigger the Sluice DAGs as the logged-in user (after the auth mana
 allows that user to trigger them), the stop goes to the job's master.  No scripts, no
 external assets: the page works offline and under a strict content security policy.
 
+The job page embeds the **job view** its master serves (``GET /jobs/{job_id}/view``, docs/observability.md):
+fetched here, server-side, through the deployment's hook (its token and control-host allow list), and shown
+in a sandboxed ``<iframe srcdoc>``.  The master's token stays on the server, the master need not be
+reachable from the browser (it listens on a worker's loopback), and the embedded page (which has no script
+of its own) can neither run one nor reach Airflow's session.
+
 Authentication is Airflow's own.  Airflow puts none in front of plugin apps, so
 every route here depends on ``airflow.api_fastapi.core_api.security.get_user``,
 which accepts what Airflow's REST API accepts: ``Authorization: Bearer <jwt>`` or
@@ -47,7 +53,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 from sluice.deployments import Deployment, load_deployments
 from sluice.hook import SluiceHook
 from sluice.links import data_docs_page, job_page
-from sluice.views.data import data_docs_file, deployment_view
+from sluice.views.data import data_docs_file, deployment_view, job_view_html
 
 #: served with every Data Docs file.  The site is HTML and scripts rendered by Great Expectations
 #: from job and state values (its index fills its tables with HTML strings from inline data),
@@ -164,7 +170,21 @@ def _action(name: str, action: str, label: str, snapshot: str | None = None) -> 
             f" style='display:inline'><button type='submit'>{html.escape(label)}</button></form>")
 
 
-def render_job(v: dict[str, Any], notice: str | None = None) -> HTMLResponse:
+#: the embedded job view's frame height: its page is about this tall with a few splits (it scrolls beyond)
+JOB_VIEW_HEIGHT_PX = 2300
+
+
+def job_view_frame(page: str | None, problem: str | None) -> str:
+    """The master's job view in a sandboxed frame (no script, opaque origin), or why there is none."""
+    if page is None:
+        return (f"<p class='muted job-view-missing'>no job view: no job master answers "
+                f"({html.escape(problem or 'unknown')}); a running master serves it</p>")
+    return (f"<iframe class='job-view' title='job view' sandbox='' referrerpolicy='no-referrer' "
+            f"style='width:100%;max-width:840px;height:{JOB_VIEW_HEIGHT_PX}px;border:1px solid #ccd' "
+            f"srcdoc=\"{html.escape(page, quote=True)}\"></iframe>")
+
+
+def render_job(v: dict[str, Any], notice: str | None = None, job_view: str = "") -> HTMLResponse:
     s = v["status"] or {}
     now = v["now_ms"]
     facts = [
@@ -205,6 +225,7 @@ def render_job(v: dict[str, Any], notice: str | None = None) -> HTMLResponse:
         f"<table><tr><th>id</th><th>completed</th><th>bytes</th><th>duration ms</th><th>location</th></tr>{retained}</table>"
         f"<h2>Savepoints</h2><table><tr><th>checkpoint</th><th>completed</th><th>bytes</th><th>validation</th>"
         f"<th>report</th><th>location</th><th></th></tr>{savepoints}</table>"
+        f"<h2>Job view</h2>{job_view}"
     )
     return _page(f"Sluice job {v['name']}", body)
 
@@ -301,7 +322,8 @@ def create_app() -> FastAPI:
 
     @pages.get("/jobs/{name}", response_class=HTMLResponse)
     def job(request: Request, name: str, notice: str | None = None) -> HTMLResponse:
-        return render_job(one(request, name), notice)
+        view = one(request, name)
+        return render_job(view, notice, job_view_frame(*job_view_html(deployment(name))))
 
     @pages.post("/jobs/{name}/actions/{action}")
     def act(request: Request, name: str, action: str, user: BaseUser = Depends(page_user),

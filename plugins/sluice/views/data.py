@@ -90,6 +90,18 @@ def deployment_view(deployment: Deployment) -> dict[str, Any]:
     return view
 
 
+def job_view_html(deployment: Deployment) -> tuple[str | None, str | None]:
+    """``(page, None)``: the job view its master serves (``GET /jobs/{job_id}/view``, engine/master/view.py),
+    fetched here, server-side, through the hook's control client (its token and control-host allow list);
+    ``(None, why)`` when no master answers or it refuses."""
+    hook = SluiceHook(deployment.conn_id, timeout_s=5.0)
+    try:
+        with hook.client(deployment.job_id) as client:
+            return client.view(), None
+    except Exception as exc:  # a stopped job has no master: the page says so
+        return None, f"{type(exc).__name__}: {exc}"
+
+
 def running_parallelism(status: JobStatus) -> int | None:
     """The running job's parallelism: the control API's ``status`` answer, else the status document's
     ``extra.parallelism`` (:meth:`SluiceHook.get_status` keeps both in ``details``); None if neither says."""
