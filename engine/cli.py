@@ -1,6 +1,6 @@
 """The ``sluice`` command line (ARCHITECTURE section 7).
 
-Verbs: ``demo``, ``run``, ``restore``, ``status``, ``savepoint``, ``stop``, ``cancel``, and the
+Verbs: ``demo``, ``run``, ``restore``, ``status``, ``list``, ``savepoint``, ``stop``, ``cancel``, and the
 storage verbs ``checkpoints list``, ``inspect`` and ``validate`` from the checkpoints package.
 ``run --from-savepoint`` and ``restore`` validate the snapshot with Great Expectations first and
 refuse a snapshot that fails, unless ``--skip-validation`` is given; they refuse a drained snapshot
@@ -260,16 +260,24 @@ def _with_locate(fn: Any) -> Any:
     return fn
 
 
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["json", "human"]), default="json", show_default=True,
+                       help="json: the document as served (for scripts; the default, unchanged); human: a summary")
+
+
 @main.command()
 @_with_locate
+@_FORMAT
 def status(job_id: str, url: str | None, storage: str | None, token: str | None,
-           control_hosts: str | None) -> None:
+           control_hosts: str | None, fmt: str) -> None:
     """Print a job's status: its master's, or, when no master answers, the status document the last one
     published in --storage (a stopped, suspended, failed or killed job), marked ``"source": "status document"``."""
     from engine.master.client import ControlApiUnavailable, UntrustedControlUrl
 
     try:
-        click.echo(json.dumps(_client(job_id, url, storage, token, control_hosts).status(), indent=2))
+        client = _client(job_id, url, storage, token, control_hosts)
+        shown = client.status()
+        click.echo(json.dumps(shown, indent=2) if fmt == "json"
+                   else _human_status({"control_url": client.url, **shown}))
         return
     except UntrustedControlUrl:
         raise  # the token is not sent to a host off the allow list: say so, never fall back quietly
@@ -286,7 +294,123 @@ def status(job_id: str, url: str | None, storage: str | None, token: str | None,
     shown = json.loads(document.to_json())
     shown.update(source="status document", note=f"no job master answers ({unreachable}); this is what the "
                  "last master published, with its heartbeat time")
-    click.echo(json.dumps(shown, indent=2))
+    click.echo(json.dumps(shown, indent=2) if fmt == "json" else _human_status(shown))
+
+
+def _when(ms: Any, now_ms: int) -> str:
+    """``2026-11-26 13:10:04 UTC (12 s ago)``, or ``-``."""
+    if not isinstance(ms, int) or isinstance(ms, bool) or ms <= 0:
+        return "-"
+    from datetime import datetime, timezone
+
+    stamp = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{stamp} ({_age(now_ms - ms)} ago)" if ms <= now_ms else stamp
+
+
+def _age(ms: int) -> str:
+    seconds = max(0, ms) / 1000
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _human_status(s: dict[str, Any], now_ms: int | None = None) -> str:
+    """A few lines for a person: a master's status (``GET /jobs/{id}``) or a status document (``_status.json``)."""
+    import time
+
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    extra = s.get("extra") or {}
+    control_url = s.get("control_url") or extra.get("control_url")
+    source = s.get("source") or "job master"
+    lines = [f"job {s.get('job_id')}: {s.get('state')} (from the {source}"
+             + (f", heartbeat {_when(s.get('heartbeat_ms'), now)}" if s.get("heartbeat_ms") else "") + ")"]
+    facts = [("runtime", s.get("runtime") or extra.get("runtime")),
+             ("parallelism", s.get("parallelism") or extra.get("parallelism")),
+             ("attempt", s.get("attempt")), ("restarts", s.get("restarts"))]
+    known = ", ".join(f"{name} {value}" for name, value in facts if value is not None)
+    if known:
+        lines.append(f"  {known}")
+    if s.get("records_in") is not None or s.get("records_per_second") is not None:
+        lines.append(f"  records in {s.get('records_in', '-')}, out {s.get('records_out', '-')}, "
+                     f"{s.get('records_per_second') or 0:.1f} records/s in")
+    lag = s.get("lag_ms")
+    lines.append(f"  watermark {_when(s.get('watermark_ms'), 2 ** 62)}"
+                 + (f" (event-time lag {_age(lag)})" if isinstance(lag, int) else ""))
+    counts = ""
+    if s.get("num_completed_checkpoints") is not None:
+        counts = f"; {s['num_completed_checkpoints']} completed, {s.get('num_failed_checkpoints', 0)} failed"
+    lines.append(f"  last checkpoint {s.get('last_completed_checkpoint') or '-'} at "
+                 f"{_when(s.get('last_completed_ms'), now)}{counts}")
+    splits = s.get("splits") or {}
+    for split, state in sorted(splits.items()):
+        lines.append(f"  split {split}: " + ("idle" if state.get("idle") else "active")
+                     + f", watermark {_when(state.get('watermark_ms'), 2 ** 62)}")
+    metrics = s.get("metrics") or {}
+    if metrics:
+        lines.append(f"  late records dropped {metrics.get('num_late_records_dropped', 0)}, "
+                     f"dead letters {metrics.get('num_dead_letter_records', 0)}")
+    suspension = s.get("suspension")
+    if suspension:
+        lines.append(f"  suspended on {suspension.get('signal')}" + (f": {suspension['note']}"
+                                                                     if suspension.get("note") else ""))
+    for failure in (s.get("failures") or [])[-3:]:
+        lines.append(f"  failure: {failure.get('message') if isinstance(failure, dict) else failure}")
+    if control_url:
+        lines.append(f"  control API {control_url}; job view {control_url.rstrip('/')}/jobs/{s.get('job_id')}/view")
+    if s.get("note"):
+        lines.append(f"  note: {s['note']}")
+    return "\n".join(lines)
+
+
+@main.command(name="list")
+@click.option("--storage", required=True, callback=_location,
+              help="checkpoint storage root the jobs' masters publish their status documents in")
+@_FORMAT
+def list_jobs(storage: str, fmt: str) -> None:
+    """List the jobs under a storage root: each one's state, heartbeat and last checkpoint from its status
+    document (the last one its master published; a job whose master died still says RUNNING there, with an
+    old heartbeat).  Lists every key under the root once: on a large bucket, point --storage at the jobs'
+    own prefix."""
+    import time
+
+    from checkpoints.backends import open_store
+    from checkpoints.layout import STATUS_FILE
+    from checkpoints.status import read_status
+
+    store = open_store(storage)
+    job_ids = sorted({info.key.split("/", 1)[0] for info in store.list("")
+                      if info.key.count("/") == 1 and info.key.endswith("/" + STATUS_FILE)})
+    now = int(time.time() * 1000)
+    jobs = []
+    for job_id in job_ids:
+        try:
+            document = read_status(store, job_id)
+        except Exception as exc:  # noqa: BLE001 - one unreadable document must not hide the other jobs
+            jobs.append({"job_id": job_id, "state": "UNREADABLE", "problem": f"{type(exc).__name__}: {exc}"})
+            continue
+        if document is not None:
+            jobs.append({"job_id": job_id, "state": document.state, "heartbeat_ms": document.heartbeat_ms,
+                         "last_completed_checkpoint": document.last_completed_checkpoint,
+                         "last_completed_ms": document.last_completed_ms,
+                         "runtime": document.extra.get("runtime"), "control_url": document.extra.get("control_url")})
+    if fmt == "json":
+        click.echo(json.dumps({"storage": storage, "jobs": jobs}, indent=2))
+        return
+    if not jobs:
+        click.echo(f"no job has published a status document under {storage}")
+        return
+    rows = [("JOB", "STATE", "HEARTBEAT", "LAST CHECKPOINT", "RUNTIME")]
+    for job in jobs:
+        checkpoint = job.get("last_completed_checkpoint")
+        rows.append((job["job_id"], job["state"], _age(now - job["heartbeat_ms"]) + " ago" if job.get("heartbeat_ms")
+                     else job.get("problem", "-"),
+                     f"{checkpoint} ({_age(now - job['last_completed_ms'])} ago)" if checkpoint is not None
+                     and job.get("last_completed_ms") else str(checkpoint or "-"), str(job.get("runtime") or "-")))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
 def _wait_for(client: Any, kind: str, trigger_id: str) -> None:

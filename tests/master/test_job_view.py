@@ -152,6 +152,21 @@ def test_the_view_shows_every_split_its_idle_period_and_the_checkpoint_history_o
     assert "per-second counts" in page
 
 
+def test_human_status_of_a_running_job_shows_its_splits_counts_and_where_its_view_is(idle_job):
+    url = idle_job["control_url"]
+    done = subprocess.run([sys.executable, "-m", "engine.cli", "status", "viewjob", "--url", url, "--format", "human"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "job viewjob: RUNNING (from the job master)"
+    assert lines[1] == "  parallelism 1, attempt 1, restarts 0"
+    assert re.fullmatch(r"  records in \d+, out \d+, \d+\.\d records/s in", lines[2]), lines[2]
+    assert [line.split(":")[0] for line in lines if line.startswith("  split ")] == ["  split split-0",
+                                                                                    "  split split-1"]
+    assert re.search(r"^  late records dropped \d+, dead letters 0$", done.stdout, re.M)
+    assert f"  control API {url}; job view {url}/jobs/viewjob/view" in lines
+
+
 def test_the_views_last_points_equal_the_status_once_the_job_has_stopped(idle_job):
     """Stopped, the job's figures no longer move: the newest sample must show exactly what the status says."""
     base = idle_job["base"]

@@ -41,3 +41,54 @@ def test_status_of_a_job_that_never_ran_still_says_so(tmp_path: Path) -> None:
     result = CliRunner().invoke(sluice, ["status", "purchases", "--storage", (tmp_path / "chk").as_uri()])
     assert result.exit_code != 0
     assert "has published no status document" in str(result.exception) + result.output
+
+
+def test_human_status_of_a_status_document_says_what_happened_in_a_few_lines(tmp_path: Path) -> None:
+    storage = (tmp_path / "chk").as_uri()
+    now = int(time.time() * 1000)
+    write_status(open_store(storage), StatusDocument(
+        job_id="purchases", heartbeat_ms=now - 30_000, state="SUSPENDED", last_completed_checkpoint=12,
+        last_completed_ms=now - 40_000, extra={"control_url": f"http://127.0.0.1:{_closed_port()}", "runtime": "spark"},
+        suspension=Suspension(signal="SIGTERM", received_ms=now, exit_status=143, stopped_ms=now)))
+
+    result = CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage, "--format", "human"])
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("job purchases: SUSPENDED (from the status document, heartbeat ")
+    assert lines[0].endswith(("(30 s ago))", "(31 s ago))"))  # the second it took to get here
+    assert "  runtime spark" in lines and "  suspended on SIGTERM" in lines
+    assert any(line.startswith("  last checkpoint 12 at ") and ("(40 s ago)" in line or "(41 s ago)" in line)
+               for line in lines)
+    assert any(line.startswith("  note: no job master answers") for line in lines)
+    # json stays the default, as before: scripts parse it
+    assert json.loads(CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage]).output)["state"] == \
+        "SUSPENDED"
+
+
+def test_list_shows_every_job_under_the_storage_root_with_its_state_and_last_checkpoint(tmp_path: Path) -> None:
+    storage = (tmp_path / "chk").as_uri()
+    store = open_store(storage)
+    now = int(time.time() * 1000)
+    write_status(store, StatusDocument(job_id="purchases", heartbeat_ms=now - 5_000, state="RUNNING",
+                                       last_completed_checkpoint=7, last_completed_ms=now - 9_000,
+                                       extra={"runtime": "local"}))
+    write_status(store, StatusDocument(job_id="clicks", heartbeat_ms=now - 600_000, state="FINISHED"))
+    store.put_bytes("clicks/chk-3/_metadata", b"{}")  # not a status document
+    store.put_bytes("orphan/chk-1/_metadata", b"{}")  # a folder without one is no job the CLI can show
+    store.put_bytes("broken/_status.json", b"not json")
+
+    shown = json.loads(CliRunner().invoke(sluice, ["list", "--storage", storage, "--format", "json"]).output)
+    human = CliRunner().invoke(sluice, ["list", "--storage", storage, "--format", "human"])
+
+    assert [(j["job_id"], j["state"]) for j in shown["jobs"]] == [
+        ("broken", "UNREADABLE"), ("clicks", "FINISHED"), ("purchases", "RUNNING")]
+    assert shown["jobs"][2]["last_completed_checkpoint"] == 7 and shown["jobs"][2]["runtime"] == "local"
+    assert human.exit_code == 0, human.output
+    rows = [line.split() for line in human.output.splitlines()]
+    assert rows[0] == ["JOB", "STATE", "HEARTBEAT", "LAST", "CHECKPOINT", "RUNTIME"]
+    assert rows[2] == ["clicks", "FINISHED", "10", "min", "ago", "-", "-"]
+    assert rows[3] in (["purchases", "RUNNING", "5", "s", "ago", "7", "(9", "s", "ago)", "local"],
+                       ["purchases", "RUNNING", "6", "s", "ago", "7", "(10", "s", "ago)", "local"])
+    empty = CliRunner().invoke(sluice, ["list", "--storage", (tmp_path / "none").as_uri(), "--format", "human"])
+    assert empty.exit_code == 0 and "no job has published a status document" in empty.output
