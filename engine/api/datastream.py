@@ -238,9 +238,7 @@ class KeyedStream(DataStream):
     def process(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
         """Run a KeyedProcessFunction: ``process_element(value, ctx)`` per record and ``on_timer(timestamp, ctx)``
         per timer, with keyed state from ``open(runtime_context)``; yield ``(output_tag, value)`` for a side
-        output.  State and timers are in checkpoints and savepoints.
-
-        Local runtime only for now: the Spark runtime refuses the job at build time (JobDefinitionError).
+        output.  State and timers are in checkpoints and savepoints; both runtimes run it.
         """
         from engine.api.functions import KeyedProcessFunction
 
@@ -252,9 +250,7 @@ class KeyedStream(DataStream):
         return self._keyed_process(func, "process", "KeyedProcess", output_type)
 
     def reduce(self, func: Any) -> SingleOutputStreamOperator:
-        """Rolling reduce: per record, the key's reduced value so far (``func(previous, record)``), emitted.
-
-        Local runtime only for now (see :meth:`process`)."""
+        """Rolling reduce: per record, the key's reduced value so far (``func(previous, record)``), emitted."""
         from engine.api.functions import ReduceFunction
         from engine.windowing.aggregations import ReduceAggregate
 
@@ -264,26 +260,24 @@ class KeyedStream(DataStream):
 
     def sum(self, field: int | str = 0) -> SingleOutputStreamOperator:
         """Rolling sum of ``field`` (a tuple position or dict key): the key's FIRST record with ``field`` replaced
-        by the sum so far, per record (Flink's SumAggregator).  Local runtime only for now."""
+        by the sum so far, per record (Flink's SumAggregator)."""
         return self._rolling_builtin("sum", field)
 
     def min(self, field: int | str = 0) -> SingleOutputStreamOperator:
         """Rolling minimum of ``field``: the key's FIRST record with ``field`` replaced by the minimum so far (the
-        other fields are not those of the minimal record: that is :meth:`min_by`).  Local runtime only for now."""
+        other fields are not those of the minimal record: that is :meth:`min_by`)."""
         return self._rolling_builtin("min", field)
 
     def max(self, field: int | str = 0) -> SingleOutputStreamOperator:
-        """Rolling maximum of ``field``, like :meth:`min`.  Local runtime only for now."""
+        """Rolling maximum of ``field``, like :meth:`min`."""
         return self._rolling_builtin("max", field)
 
     def min_by(self, field: int | str = 0) -> SingleOutputStreamOperator:
-        """Rolling: the whole record with the smallest ``field`` so far, the first one on ties.  Local runtime only
-        for now."""
+        """Rolling: the whole record with the smallest ``field`` so far, the first one on ties."""
         return self._rolling_builtin("min_by", field)
 
     def max_by(self, field: int | str = 0) -> SingleOutputStreamOperator:
-        """Rolling: the whole record with the largest ``field`` so far, the first one on ties.  Local runtime only
-        for now."""
+        """Rolling: the whole record with the largest ``field`` so far, the first one on ties."""
         return self._rolling_builtin("max_by", field)
 
     def _rolling_builtin(self, kind: str, field: Any) -> SingleOutputStreamOperator:

@@ -231,8 +231,9 @@ class KeyedProcessFunction(Function, Generic[KEY, IN, OUT]):
     are redistributed by key group when a job is restored at another parallelism.  At the end of bounded input
     (MAX_WATERMARK) every event-time timer fires; pending processing-time timers do not (Flink's behaviour).
 
-    **Supported**: the local runtime.  **Not supported yet**: the Spark runtime refuses such a job when it is
-    built (JobDefinitionError), rather than running it differently.
+    Both runtimes run it (engine/operators/keyed_process.py).  On Spark, as for windows, the records of epoch n
+    are processed under the watermark of the end of epoch n-1 and processing time moves once per epoch.
+    Each subtask works on its own copy of the function (``copy.deepcopy``), as Flink deserializes one per task.
     """
 
     Context = _KeyedProcessContext

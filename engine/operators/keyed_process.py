@@ -236,6 +236,9 @@ class KeyedProcessOperator(OneInputStreamOperator):
     def advance_processing_time(self, now_ms: int) -> None:
         self.timer_service.advance_processing_time(now_ms)
 
+    def current_watermark(self) -> int:
+        return self.timer_service.current_watermark()
+
     def on_event_time(self, timer: InternalTimer) -> None:
         self._on_timer(timer, TimeDomain.EVENT_TIME, timer.timestamp)
 

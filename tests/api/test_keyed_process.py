@@ -199,13 +199,3 @@ def test_ctx_timestamp_is_none_for_records_without_a_timestamp() -> None:
     env = _env()
     assert env.from_collection([1, 2]).key_by(lambda v: v).process(Stamp()).execute_and_collect() == [
         (1, None), (2, None)]
-
-
-def test_a_keyed_process_function_is_refused_on_spark_at_build_time() -> None:
-    """Not supported on Spark yet: refused before Spark runs anything (no session needed), not run differently."""
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_runtime("spark")
-    stream = _stamped(env).key_by(lambda e: e[0])
-    with pytest.raises(JobDefinitionError) as err:
-        stream.process(CountWithTimeoutFunction()).execute_and_collect()
-    assert "KeyedStream.process" in str(err.value) and "local" in str(err.value)

@@ -105,12 +105,3 @@ def test_reduce_needs_a_function() -> None:
     with pytest.raises(JobDefinitionError) as err:
         keyed.reduce(42)
     assert err.value.parameter == "func"
-
-
-@pytest.mark.parametrize("kind", ["sum", "min_by"])
-def test_rolling_aggregates_are_refused_on_spark_at_build_time(kind: str) -> None:
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_runtime("spark")
-    with pytest.raises(JobDefinitionError) as err:
-        getattr(env.from_collection(TUPLES).key_by(0), kind)(1).execute_and_collect()
-    assert f"KeyedStream.{kind}" in str(err.value) and "local" in str(err.value)

@@ -39,7 +39,7 @@ from engine.state import codec
 
 OP = "op"  # a stateless operator node run in the task
 PASS = "pass"  # a timestamps/watermarks node folded into its source (per-split generation ran already)
-WINDOW = "window"  # a HASH edge into a window vertex
+WINDOW = "window"  # a HASH edge into a keyed vertex: a window, or KeyedStream.process / a rolling aggregate
 DRIVER = "driver"  # a sink or collect target
 STAGED = "staged"  # an exactly-once file sink whose parts the task writes (staged_sinks.py)
 
@@ -70,26 +70,6 @@ def _tag_id(tag: Any) -> str | None:
     return None if tag is None else tag.tag_id
 
 
-def refuse_unsupported(plan: PhysicalPlan) -> None:
-    """Refuse, when the job is built and before Spark runs anything, what this runtime cannot run yet.
-
-    **Not supported yet** on Spark: ``KeyedStream.process(KeyedProcessFunction)`` and the rolling aggregates
-    (``reduce``/``sum``/``min``/``max``/``min_by``/``max_by`` on a KeyedStream).  They need keyed state and
-    timers carried between epochs per key group outside a window operator, which the epoch loop does not do
-    yet; refusing is better than running them with other results than the local runtime's.
-    """
-    for v in plan.vertices:
-        for node in v.nodes:
-            if isinstance(node, KeyedProcessTransformation):
-                call = "process(KeyedProcessFunction)" if node.description == "process" else f"{node.description}(...)"
-                raise JobDefinitionError(
-                    "runtime", "spark",
-                    f"cannot run KeyedStream.{call} ({node.name!r}) yet: keyed process functions and rolling "
-                    "aggregates are not supported on the Spark runtime",
-                    "Run this job on the local runtime (env.set_runtime('local')), or use a window "
-                    "(e.g. .window(...).reduce(...)) on Spark")
-
-
 def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: bool = True,
                  staged_nodes: frozenset[int] = frozenset()) -> Routes:
     """Routes for every node of ``plan``; ``driver_nodes`` are sink/collect node ids (rows to the driver).
@@ -114,6 +94,10 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
             pre = preaggregation_for(node) if preaggregation else None
             if pre is not None:
                 routes.preaggregations[node.id] = pre
+            return Consumer(WINDOW, node.id)
+        if isinstance(node, KeyedProcessTransformation):
+            # a keyed vertex like a window: records keyed by its selector, shuffled by key group, one operator
+            # per subtask per epoch with its state carried as state rows (stages.py window_stage)
             return Consumer(WINDOW, node.id)
         raise JobDefinitionError(
             "runtime", "spark", f"cannot run {type(node).__name__} {node.name!r} yet",

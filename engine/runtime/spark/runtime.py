@@ -19,7 +19,9 @@ Epoch n, driven by :meth:`SparkJob.step`:
    groups (engine/runtime/spark/epochs.py), and runs the shared WindowOperator once per (vertex,
    subtask) over its key groups: records judged against W(n-1), then W(n) fires timers.  The new
    state rows stay in Spark, materialized with ``localCheckpoint`` so lineage never grows across
-   epochs; every window stage of the epoch is computed by one more Spark job.
+   epochs; every window stage of the epoch is computed by one more Spark job.  A
+   ``KeyedStream.process`` or rolling-aggregate vertex is a keyed vertex too and runs the same way,
+   with the KeyedProcessOperator (engine/operators/keyed_process.py) in place of the WindowOperator.
 4. **Driver rows.**  Collect records, dead letters and counters come back to the driver.  An
    exactly-once file sink is written by the tasks themselves: each stages one part per epoch in
    the sink's open transaction and only the part's key reaches the driver, which commits when the
@@ -59,12 +61,12 @@ from typing import Any
 from engine.api.environment import JobExecutionResult
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
 from engine.runtime.histories import BoundedHistory, history_limits
-from engine.api.graph import SinkTransformation, Transformation, WindowTransformation
+from engine.api.graph import KeyedProcessTransformation, SinkTransformation, Transformation, WindowTransformation
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.runtime.plan import PhysicalPlan, build_plan
 from engine.runtime.snapshot_metadata import source_split_key
-from engine.runtime.spark.chains import build_routes, refuse_unsupported
+from engine.runtime.spark.chains import build_routes
 from engine.runtime.spark.preaggregation import preaggregate
 from engine.runtime.spark.rows import (
     DEST_DEAD_LETTER,
@@ -167,7 +169,6 @@ class SparkRuntime:
             target = collected.setdefault(node.id, [])
             roots.append(_CollectNode(name="Collect", inputs=[node], sink=target))
         plan = build_plan(roots, self.env.get_parallelism(), self.env.get_max_parallelism())
-        refuse_unsupported(plan)  # before any Spark work: what this runtime cannot run yet (chains.py)
         return SparkJob(self, plan, job_name, collected, from_savepoint or self.restore_from, dead_letters,
                         restore_snapshot)
 
@@ -232,7 +233,8 @@ class SparkJob:
             if isinstance(node, SinkTransformation) and not isinstance(node, _CollectNode)
             and stages_on_executors(node.sink))
         self.routes = build_routes(plan, driver_nodes, runtime.preaggregation, self.staged_nodes)
-        self.windows = [v for v in plan.vertices if isinstance(v.head, WindowTransformation)]
+        #: the keyed vertices: windows, and KeyedStream.process / rolling aggregates, which run the same way
+        self.windows = [v for v in plan.vertices if isinstance(v.head, _KEYED_VERTICES)]
         self.upstream_windows = {v.head.id: _upstream_windows(v) for v in self.windows}
         self.sources = [v for v in plan.vertices if v.is_source()]
         # per split, by (source uid, split id) (snapshot_metadata.source_split_key: split ids are unique within
@@ -481,7 +483,8 @@ class SparkJob:
             epoch_records = sum(r["records"] for r in reports)
             self.records_read += epoch_records
             active = [v for v in self.windows if not (
-                after == before and epoch_records == 0 and v.head.assigner.is_event_time())]  # else nothing can change
+                after == before and epoch_records == 0 and isinstance(v.head, WindowTransformation)
+                and v.head.assigner.is_event_time())]  # else nothing can change
             window_outputs = self._run_windows(active, stage_outputs, before, after, now_ms)
             self.watermark = after
             self._deliver(source_rows)
@@ -714,8 +717,13 @@ class SparkJob:
         )
 
 
+#: vertices that run per key group with state carried between epochs (stages.py window_stage)
+_KEYED_VERTICES = (WindowTransformation, KeyedProcessTransformation)
+
+
 def _upstream_windows(v: Any) -> set[int]:
-    """Window node ids whose output reaches vertex ``v`` without another window in between."""
+    """Keyed vertex (window, keyed process) node ids whose output reaches vertex ``v`` without another one in
+    between."""
     found: set[int] = set()
     stack = [e.source_vertex for e in v.inputs]
     seen: set[int] = set()
@@ -724,7 +732,7 @@ def _upstream_windows(v: Any) -> set[int]:
         if u.id in seen:
             continue
         seen.add(u.id)
-        if isinstance(u.head, WindowTransformation):
+        if isinstance(u.head, _KEYED_VERTICES):
             found.add(u.head.id)
         else:
             stack.extend(e.source_vertex for e in u.inputs)

@@ -18,7 +18,9 @@ its state rows (one per subtask, or one per key group after a restore: rescaling
 W(n-1) (a subtask without state starts there), fed the epoch's records in (key group, channel,
 sequence) order with ``process_batch`` — so every record of epoch n is judged against W(n-1) and
 each key sees its records in arrival order — then given W(n), which fires due timers.  Its new
-snapshot leaves as one state row; what it emits is routed like any task output.
+snapshot leaves as one state row; what it emits is routed like any task output.  A
+``KeyedStream.process`` / rolling-aggregate vertex runs in this stage the same way, with the
+KeyedProcessOperator (engine/operators/keyed_process.py): keyed state and timers as state rows.
 """
 
 from __future__ import annotations
@@ -234,6 +236,18 @@ def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
         yield current, pa.Table.from_batches(pending)
 
 
+def _keyed_operator(node: Any) -> Any:
+    """The operator of a keyed vertex: the window operator, or the keyed process operator of
+    ``KeyedStream.process`` and the rolling aggregates (the same class the local runtime runs)."""
+    from engine.api.graph import KeyedProcessTransformation
+
+    if isinstance(node, KeyedProcessTransformation):
+        from engine.operators.keyed_process import KeyedProcessOperator
+
+        return KeyedProcessOperator(node.function, node.key_selector)
+    return build_window_operator(node)
+
+
 def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuffer, metrics: Metrics,
                  key_groups: KeyGroupRange, subtask: int, table: pa.Table, *, epoch: int, parallelism: int,
                  max_parallelism: int, watermark_before: int, watermark_after: int, now_ms: int,
@@ -243,7 +257,7 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
                               clock=ManualClock(now_ms), metrics=metrics)
     router = Router(routes, rows, context, f"{node_id}/{subtask:05d}", max_parallelism, watermark_before, staging)
     context.dead_letter = router.dead_letter
-    operator = build_window_operator(node)
+    operator = _keyed_operator(node)
     operator.open(context, _NodeOutput(router, node_id))
     dests = table.column("_dest").to_numpy()
     state_rows = table.take(np.nonzero(dests == DEST_STATE)[0])
