@@ -28,8 +28,10 @@ from typing import Any, Callable, Sequence
 
 from engine.master.timeline import CheckpointRow, TimelineSample
 
-#: points drawn per series at most (the timeline may hold many more samples)
+#: points drawn per series at most (the timeline may hold many more samples) ...
 MAX_POINTS = 240
+#: ... and per chart: a chart of many splits thins each line further (the page stays well under a megabyte)
+CHART_POINT_BUDGET = 2_400
 #: distinct series colours, cycled; idle periods are grey
 PALETTE = ("#4b77be", "#d9822b", "#2e9e6a", "#b84fa3", "#c23b3b", "#5b6fd6", "#8a8f2c", "#2c8a8f")
 WIDTH = 760
@@ -159,11 +161,11 @@ def _y_range(values: Sequence[float], from_zero: bool) -> tuple[float, float]:
     return low, high
 
 
-def _thin(indexes: Sequence[int]) -> list[int]:
-    """At most MAX_POINTS of ``indexes``, evenly spread, the newest kept."""
-    if len(indexes) <= MAX_POINTS:
+def _thin(indexes: Sequence[int], at_most: int = MAX_POINTS) -> list[int]:
+    """At most about ``at_most`` of ``indexes``, evenly spread, the newest kept."""
+    if len(indexes) <= at_most:
         return list(indexes)
-    step = math.ceil(len(indexes) / MAX_POINTS)
+    step = math.ceil(len(indexes) / at_most)
     kept = list(indexes[::step])
     if kept[-1] != indexes[-1]:
         kept.append(indexes[-1])
@@ -186,10 +188,11 @@ def _time_chart(chart: Chart, samples: list[TimelineSample], lines: list[tuple[s
     y = _Scale(low, high, MARGIN_TOP + plot_height, MARGIN_TOP)
     chart.y_ticks = [(y(v), fmt(v)) for v in _ticks(low, high)]
     chart.x_ticks = [(x(t), _clock(t)) for t in _ticks(t0, max(t1, t0 + 1), 4)]
+    drawn = _thin(range(len(samples)), max(24, min(MAX_POINTS, CHART_POINT_BUDGET // len(lines))))
     for n, (name, get) in enumerate(lines):
         series = Series(name, PALETTE[n % len(PALETTE)])
         run: list[str] = []
-        for i in _thin(range(len(samples))):
+        for i in drawn:
             value = get(samples[i])
             if value is None:
                 if run:
@@ -238,7 +241,8 @@ def watermark_chart(samples: list[TimelineSample]) -> Chart:
         chart.caption = ("the job reports no source splits (finished, or a source without per-split watermarks): "
                          "the job's watermark is shown")
         return _time_chart(chart, samples, [("job", lambda s: s.watermark_ms)], fmt=_clock, from_zero=False)
-    lines = [(sid, functools.partial(_split_watermark, sid)) for sid in splits]
+    by_split = {id(s): {r.split_id: r for r in s.splits} for s in samples}  # one lookup per point, not a scan
+    lines = [(sid, functools.partial(_split_watermark, by_split, sid)) for sid in splits]
     _time_chart(chart, samples, lines, fmt=_clock, from_zero=False, plot_height=plot)
     if not samples:
         return chart
@@ -250,7 +254,7 @@ def watermark_chart(samples: list[TimelineSample]) -> Chart:
         chart.lanes.append((top + LANE_HEIGHT * 0.7, label))
         chart.boxes.append(Box(MARGIN_LEFT, top + 2, chart.width - MARGIN_RIGHT - MARGIN_LEFT, LANE_HEIGHT - 4,
                                "lane", sid))
-        for start, end in _idle_periods(samples, sid):
+        for start, end in _idle_periods(samples, by_split, sid):
             left = x(start)
             right = x(end) if end > start else left + 3
             chart.boxes.append(Box(left, top + 2, max(3.0, right - left), LANE_HEIGHT - 4, "idle",
@@ -258,19 +262,21 @@ def watermark_chart(samples: list[TimelineSample]) -> Chart:
     return chart
 
 
-def _split_watermark(split_id: str, sample: TimelineSample) -> int | None:
-    for r in sample.splits:
-        if r.split_id == split_id:
-            return r.watermark_ms if r.watermark_ms is not None and 0 < r.watermark_ms < 2 ** 62 else None
-    return None
+def _split_watermark(by_split: dict[int, dict[str, Any]], split_id: str, sample: TimelineSample) -> int | None:
+    r = by_split[id(sample)].get(split_id)
+    if r is None or r.watermark_ms is None or not 0 < r.watermark_ms < 2 ** 62:  # none yet, or MIN/MAX_WATERMARK
+        return None
+    return r.watermark_ms
 
 
-def _idle_periods(samples: list[TimelineSample], split_id: str) -> list[tuple[int, int]]:
+def _idle_periods(samples: list[TimelineSample], by_split: dict[int, dict[str, Any]],
+                  split_id: str) -> list[tuple[int, int]]:
     """``(from, to)`` times of each run of samples in which the split was idle (to: the next sample's time)."""
     periods: list[tuple[int, int]] = []
     start: int | None = None
     for i, s in enumerate(samples):
-        idle = any(r.split_id == split_id and r.idle for r in s.splits)
+        reading = by_split[id(s)].get(split_id)
+        idle = reading is not None and reading.idle
         if idle and start is None:
             start = s.time_ms
         if not idle and start is not None:

@@ -352,3 +352,31 @@ def _check_view_auth(client: httpx.Client) -> None:
     assert client.get("/jobs/other/view", headers={"Authorization": "Bearer s3cret"}).status_code == 404
     page = client.get("/jobs/j/view", headers={"Authorization": "Bearer s3cret"})
     assert page.status_code == 200 and 'data-checkpoint-id="1"' in page.text and "s3cret" not in page.text
+
+
+def test_epoch_duration_is_the_time_between_two_samples_over_the_epochs_completed_in_between():
+    timeline = JobTimeline("j")
+    for time_ms, epoch in ((0, 0), (2_000, 4), (4_000, 5), (6_000, 5), (8_000, 9)):
+        timeline.sample(_status(1, epoch=epoch), now_ms=time_ms)
+    samples, rows = timeline.snapshot()
+    assert [s.epoch_ms for s in samples] == [None, 500.0, 2000.0, None, 500.0]
+    page = render_view("j", {}, samples, rows)
+    epochs = _points(page, "epochs")["epoch"]
+    assert [(t, v) for t, v in epochs] == [(2_000, 500.0), (4_000, 2000.0), (8_000, 500.0)]
+
+
+def test_a_view_before_the_first_sample_says_so_and_a_long_timeline_is_thinned_per_chart():
+    page = render_view("j", {"state": "CREATED"}, [], [])
+    assert page.count("no samples yet") == 4 and "no checkpoint completed or failed yet" in page
+    assert "<svg" not in page
+
+    timeline = JobTimeline("j", capacity=720)
+    for n in range(720):
+        status = _status(n)
+        status["splits"] = {f"s-{k:02}": {"watermark_ms": 1_700_000_000_000 + n, "idle": False} for k in range(64)}
+        timeline.sample(status, now_ms=1_000 * n)
+    page = render_view("j", {}, *timeline.snapshot())
+    marks = _points(page, "watermarks")
+    assert len(marks) == 64 and all(24 <= len(p) <= 40 for p in marks.values())
+    assert all(p[-1] == (719_000, 1_700_000_000_719) for p in marks.values())  # the newest point is always drawn
+    assert len(_points(page, "throughput")["in"]) <= 241
