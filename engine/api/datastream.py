@@ -144,6 +144,13 @@ class DataStream:
             "window", window_assigner, "needs a keyed stream",
             "Call .key_by(...) first for windows per key, or use .window_all(...) for one window over all records")
 
+    def process(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
+        """PyFlink's non-keyed ``DataStream.process(ProcessFunction)`` is not supported yet; keyed state and
+        timers need a key: ``key_by(...).process(KeyedProcessFunction)``."""
+        raise JobDefinitionError(
+            "func", func, "cannot run on a non-keyed DataStream: process(ProcessFunction) without key_by is not "
+            "supported yet", "Call .key_by(...) first and pass a KeyedProcessFunction, or use map/flat_map/filter")
+
     def add_async(self, async_function: Any, timeout: SizeLike, capacity: int = 100,
                   ordered: bool = True) -> SingleOutputStreamOperator:
         """Async I/O for enrichment calls (Flink's AsyncDataStream.orderedWait / unorderedWait)."""

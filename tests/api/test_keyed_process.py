@@ -199,3 +199,10 @@ def test_ctx_timestamp_is_none_for_records_without_a_timestamp() -> None:
     env = _env()
     assert env.from_collection([1, 2]).key_by(lambda v: v).process(Stamp()).execute_and_collect() == [
         (1, None), (2, None)]
+
+
+def test_process_on_a_stream_without_key_by_is_refused_naming_the_way_out() -> None:
+    env = _env()
+    with pytest.raises(JobDefinitionError, match="key_by") as err:
+        _stamped(env).process(CountWithTimeoutFunction())
+    assert err.value.parameter == "func"
