@@ -238,6 +238,25 @@ def test_job_split_and_operator_names_are_shown_escaped(tmp_path: Path):
     assert "&lt;img src=x onerror=alert(2)&gt; -&gt; Map" in page
 
 
+def test_failed_checkpoints_of_a_running_job_are_listed_with_their_reason_as_the_status_counts_them(tmp_path: Path):
+    """A checkpoint timeout of 10 ms: most checkpoints expire, some complete; the job tolerates the failures."""
+    with _sluice_run(tmp_path, name="failing", checkpoint_timeout_ms=10) as job:
+        base = f"{job['control_url']}/jobs/{job['job_id']}"
+        _wait_for(lambda: (s := _get(base).json())["num_failed_checkpoints"] >= 3 and s["num_completed_checkpoints"],
+                  what="failed and completed checkpoints")
+        before = _get(base).json()["num_failed_checkpoints"]
+        page = _get(f"{base}/view").text
+        after = _get(base).json()["num_failed_checkpoints"]
+
+    failed = re.findall(r'<tr class="checkpoint failed" data-checkpoint-id="(\d+)">.*?<td>([^<]*)</td></tr>', page)
+    assert before <= len(failed) <= after  # every failure the job counted, itemised as it happened
+    assert {reason for _, reason in failed} == {"CHECKPOINT_EXPIRED"}
+    assert page.count('<rect class="bar failed"') == len(failed)
+    assert "not itemised" not in page
+    completed = set(re.findall(r'<tr class="checkpoint completed" data-checkpoint-id="(\d+)"', page))
+    assert completed and not completed & {cid for cid, _ in failed}
+
+
 # -- the timeline and the renderer, without a master ------------------------------------------------
 
 

@@ -28,7 +28,14 @@ class NamedGeneratorSource(GeneratorSource):
 
 
 def build(env: Any, start_timestamp_ms: int, idle_from: int = 30, idle_to: int = 90, events_per_second: int = 20,
-          split_prefix: str = "split-", source_name: str = "events") -> dict[str, Any]:
+          split_prefix: str = "split-", source_name: str = "events",
+          checkpoint_timeout_ms: int | None = None) -> dict[str, Any]:
+    """``checkpoint_timeout_ms``: a timeout short enough makes checkpoints expire (failures the view must
+    show with their reason); the job then tolerates any number of them."""
+    if checkpoint_timeout_ms is not None:
+        config = env.get_checkpoint_config()
+        config.set_checkpoint_timeout(checkpoint_timeout_ms)
+        config.set_tolerable_checkpoint_failure_number(1_000_000)
     source = NamedGeneratorSource(split_prefix, num_splits=2, events_per_split=None, num_keys=5,
                                   events_per_second=events_per_second, live=True,
                                   start_timestamp_ms=start_timestamp_ms, late_fraction=0.05, late_by_max_ms=20_000,
