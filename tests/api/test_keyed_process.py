@@ -28,6 +28,7 @@ from engine import (
     KeyedProcessFunction,
     ListStateDescriptor,
     MAX_WATERMARK,
+    ManualClock,
     MapStateDescriptor,
     OutputTag,
     ProcessWindowFunction,
@@ -206,3 +207,22 @@ def test_process_on_a_stream_without_key_by_is_refused_naming_the_way_out() -> N
     with pytest.raises(JobDefinitionError, match="key_by") as err:
         _stamped(env).process(CountWithTimeoutFunction())
     assert err.value.parameter == "func"
+
+
+def test_processing_time_timers_fire_as_the_local_runtimes_clock_advances() -> None:
+    class Echo(KeyedProcessFunction):
+        def process_element(self, value, ctx):
+            ctx.timer_service().register_processing_time_timer(ctx.timer_service().current_processing_time() + 15)
+
+        def on_timer(self, timestamp, ctx):
+            yield ctx.get_current_key(), timestamp, ctx.time_domain()
+
+    env = _env()
+    env.set_clock(ManualClock(0))
+    env.set_runtime_option("clock_step_ms", 10)  # one record per round, 10 ms of processing time per round
+    out = env.from_collection([f"k{i % 3}" for i in range(30)]).key_by(lambda v: v).process(Echo()) \
+        .execute_and_collect()
+    # record i is processed in round i + 1, at 10 * (i + 1) ms: its timer is due at 10 * i + 25 ms, two rounds
+    # later, while records still arrive; the last two are pending at the end of bounded input and do not fire
+    # (Flink's behaviour)
+    assert out == [(f"k{i % 3}", 10 * i + 25, TimeDomain.PROCESSING_TIME) for i in range(28)]

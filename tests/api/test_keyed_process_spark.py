@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import StreamExecutionEnvironment, WatermarkStrategy
+from engine import KeyedProcessFunction, ManualClock, StreamExecutionEnvironment, ValueStateDescriptor, WatermarkStrategy
 from engine.io.collection_source import CollectionSource
 
 pytestmark = pytest.mark.spark
@@ -125,3 +125,67 @@ def _alerts_of(events: list) -> list:
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e[2])
     stream = env.from_collection(events).assign_timestamps_and_watermarks(strategy)
     return stream.key_by(lambda e: e[0]).process(restore_jobs.QuietAlerts()).execute_and_collect()
+
+
+def _trickle(records: list):
+    """An unbounded source with one split returning ``records`` once, then nothing, forever."""
+    from engine.io.source import ReadBatch, Source, SourceSplit, SplitReader, check_int_offset
+
+    class Reader(SplitReader):
+        def __init__(self, offset: int) -> None:
+            self.offset = offset
+
+        def read(self, max_records: int) -> ReadBatch:
+            values = list(records[self.offset:self.offset + max_records])
+            self.offset += len(values)
+            return ReadBatch(values, self.offset, finished=False)
+
+        def current_offset(self) -> int:
+            return self.offset
+
+    class Trickle(Source):
+        def discover_splits(self):
+            return [SourceSplit("only", 0)]
+
+        def is_bounded(self) -> bool:
+            return False
+
+        def create_reader(self, split, start_offset=None) -> SplitReader:
+            return Reader(check_int_offset(split, start_offset, len(records)))
+
+    return Trickle()
+
+
+class _RemindLater(KeyedProcessFunction):
+    """A processing-time timer 5 s after each element; it emits (key, time, elements so far, domain)."""
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", default=0))
+
+    def process_element(self, value, ctx):
+        self.count.update(self.count.value() + 1)
+        ctx.timer_service().register_processing_time_timer(ctx.timer_service().current_processing_time() + 5_000)
+
+    def on_timer(self, timestamp, ctx):
+        yield ctx.get_current_key(), timestamp, self.count.value(), ctx.time_domain().name
+
+
+def test_processing_time_timers_fire_on_the_epoch_whose_clock_passed_them(spark) -> None:
+    from engine.runtime.spark.runtime import SparkRuntime
+
+    clock = ManualClock(1_000)
+    env = _env("spark", 2)
+    env.set_clock(clock)
+    events = env.from_source(_trickle([("a", 1), ("b", 2), ("a", 3)]), WatermarkStrategy.no_watermarks(), "trickle")
+    reminders = events.key_by(lambda e: e[0]).process(_RemindLater())
+    job = SparkRuntime(env).start("reminders", [], [reminders._node])
+    out = job.collected[reminders._node.id]
+    assert job.run_epoch() and out == []  # t = 1 s: timers at 6 s
+    clock.advance(3_000)
+    assert job.run_epoch() and out == []  # t = 4 s
+    clock.advance(2_000)
+    assert job.run_epoch()  # t = 6 s: both keys' timers (a's registered twice: one timer) fire
+    assert sorted(out) == [("a", 6_000, 2, "PROCESSING_TIME"), ("b", 6_000, 1, "PROCESSING_TIME")]
+    clock.advance(10_000)
+    assert job.run_epoch() and len(out) == 2  # nothing fires twice
+    job.cancel()
