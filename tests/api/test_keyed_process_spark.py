@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from engine import KeyedProcessFunction, ManualClock, StreamExecutionEnvironment, ValueStateDescriptor, WatermarkStrategy
+from engine import (
+    KeyedProcessFunction,
+    ManualClock,
+    StreamExecutionEnvironment,
+    ValueStateDescriptor,
+    WatermarkStrategy,
+)
 from engine.io.collection_source import CollectionSource
 
 pytestmark = pytest.mark.spark
@@ -90,7 +96,8 @@ def test_spark_alerts_are_the_hand_computed_ones(spark) -> None:
     assert sorted(_alerts("spark", 3)) == sorted(expected)
 
 
-def test_a_spark_savepoint_restores_state_and_timers_at_another_parallelism_on_both_runtimes(spark, tmp_path: Path) -> None:
+def test_a_spark_savepoint_restores_state_and_timers_at_another_parallelism_on_both_runtimes(
+        spark, tmp_path: Path) -> None:
     from engine.runtime.spark.runtime import SparkRuntime
 
     def build(parallelism: int, options: dict, runtime: str = "spark") -> tuple[StreamExecutionEnvironment, object]:
