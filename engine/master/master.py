@@ -221,7 +221,7 @@ class JobMaster:
         timeline = JobTimeline(control.job_id, capacity=self.config.view_samples,
                                read_metadata=_read_snapshot_metadata)
         self._failure_log = CheckpointFailureLog(timeline).attach()
-        self.view = JobView(control, timeline, operators, self.config.checkpoint_interval_ms,
+        self.view = JobView(control, timeline, operators, self.config.checkpoint_interval_ms or 0,
                             self.config.status_interval_ms)
         self._record_intent("running", f"started by {self.config.started_by}"
                             + (f" from {self.config.from_savepoint}" if self.config.from_savepoint else ""))

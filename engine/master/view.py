@@ -403,7 +403,7 @@ def _rate(value: float | None) -> str:
 def checkpoint_table(rows: list[CheckpointRow], interval_ms: int | None) -> list[dict[str, str]]:
     out = []
     for r in reversed(rows):  # newest first
-        over = r.duration_ms is not None and interval_ms is not None and r.duration_ms > interval_ms
+        over = r.duration_ms is not None and bool(interval_ms) and r.duration_ms > interval_ms  # type: ignore[operator]
         out.append({"id": str(r.checkpoint_id), "kind": r.kind, "status": r.status,
                     "time": _when(r.time_ms), "duration": "-" if r.duration_ms is None else f"{r.duration_ms} ms",
                     "over_interval": "yes" if over else "", "full": _bytes(r.full_bytes),
@@ -423,7 +423,8 @@ def _template() -> Any:
 def render_view(job_id: str, status: dict[str, Any], samples: list[TimelineSample], rows: list[CheckpointRow],
                 operators: list[dict[str, Any]] | None = None, interval_ms: int | None = None,
                 sample_interval_ms: int | None = None, capacity: int | None = None) -> str:
-    """The page, from the job's current ``status`` and its timeline."""
+    """The page, from the job's current ``status`` and its timeline; ``interval_ms`` 0: checkpointing is off,
+    None: not known."""
     latest = samples[-1] if samples else None
     failed_rows = sum(1 for r in rows if r.status == "failed")
     failed_count = status.get("num_failed_checkpoints")
@@ -435,7 +436,8 @@ def render_view(job_id: str, status: dict[str, Any], samples: list[TimelineSampl
         ("watermark", _when(_int(status.get("watermark_ms")))),
         ("last completed checkpoint", str(status.get("last_completed_checkpoint"))),
         ("checkpoints completed / failed", f"{status.get('num_completed_checkpoints', '-')} / {failed_count or 0}"),
-        ("checkpoint interval", f"{interval_ms} ms" if interval_ms else "checkpointing off"),
+        ("checkpoint interval", f"{interval_ms} ms" if interval_ms else "checkpointing off" if interval_ms == 0
+         else "not known to this master"),
         ("restarts", str(status.get("restarts", "-"))),
     ]
     span = (f"{len(samples)} samples" + (f", one every {sample_interval_ms / 1000:g} s" if sample_interval_ms else "")

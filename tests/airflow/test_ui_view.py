@@ -236,6 +236,8 @@ def test_the_page_renders_in_headless_chromium_and_a_screenshot_is_kept(job_with
         frame = page.frame_locator("iframe.job-view")
         embedded_charts = frame.locator("svg[data-chart=checkpoint-durations]").count()
         embedded_rows = frame.locator("tr.checkpoint.completed").count()
+        # a full-page screenshot of a shorter viewport leaves the sandboxed (out-of-process) frame blank
+        page.set_viewport_size({"width": 1100, "height": 3600})
         page.screenshot(path=str(shot), full_page=True)
 
     assert "Checkpoint history" in dom and "<svg" in dom and "Data Docs" in dom
