@@ -1,6 +1,6 @@
 """The ``sluice`` command line (ARCHITECTURE section 7).
 
-Verbs: ``demo``, ``run``, ``restore``, ``status``, ``list``, ``savepoint``, ``stop``, ``cancel``, and the
+Verbs: ``demo``, ``run``, ``restore``, ``status``, ``list``, ``view``, ``savepoint``, ``stop``, ``cancel``, and the
 storage verbs ``checkpoints list``, ``inspect`` and ``validate`` from the checkpoints package.
 ``run --from-savepoint`` and ``restore`` validate the snapshot with Great Expectations first and
 refuse a snapshot that fails, unless ``--skip-validation`` is given; they refuse a drained snapshot
@@ -411,6 +411,23 @@ def list_jobs(storage: str, fmt: str) -> None:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+@main.command()
+@_with_locate
+@click.option("--output", "output_path", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="file to write the page to (default: sluice-view-<job id>.html here)")
+def view(job_id: str, url: str | None, storage: str | None, token: str | None, control_hosts: str | None,
+         output_path: str | None) -> None:
+    """Save a running job's view (its master's GET /jobs/<job id>/view: charts of throughput, watermarks per
+    split, checkpoints, late records and dead letters) to a file a browser opens, and print its path.  For a
+    master with a token, which a browser cannot send; without one, the URL opens in a browser directly."""
+    from pathlib import Path
+
+    client = _client(job_id, url, storage, token, control_hosts)
+    target = Path(output_path or f"sluice-view-{job_id}.html")
+    target.write_text(client.view(), encoding="utf-8")
+    click.echo(str(target.resolve()))
 
 
 def _wait_for(client: Any, kind: str, trigger_id: str) -> None:

@@ -95,7 +95,7 @@ def idle_job(tmp_path_factory) -> Iterator[dict[str, Any]]:
                     and (status["last_completed_checkpoint"] or 0) >= 4)
 
         _wait_for(idle_then_active, timeout_s=90, what="split-1 idle, then active again, and 4 checkpoints")
-        yield {**job, "base": base}
+        yield {**job, "base": base, "storage": (tmp_path / "chk").as_uri()}
 
 
 def _points(page: str, chart: str) -> dict[str, list[tuple[int, float]]]:
@@ -165,6 +165,17 @@ def test_human_status_of_a_running_job_shows_its_splits_counts_and_where_its_vie
                                                                                     "  split split-1"]
     assert re.search(r"^  late records dropped \d+, dead letters 0$", done.stdout, re.M)
     assert f"  control API {url}; job view {url}/jobs/viewjob/view" in lines
+
+
+def test_sluice_view_saves_the_page_of_a_master_found_through_storage(idle_job, tmp_path: Path):
+    target = tmp_path / "view.html"
+    done = subprocess.run([sys.executable, "-m", "engine.cli", "view", "viewjob", "--storage", idle_job["storage"],
+                           "--output", str(target)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(target)
+    page = target.read_text()
+    assert page.startswith("<!doctype html>") and "<title>Sluice job viewjob</title>" in page
+    assert set(_points(page, "watermarks")) == {"split-0", "split-1"}
 
 
 def test_the_views_last_points_equal_the_status_once_the_job_has_stopped(idle_job):
