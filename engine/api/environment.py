@@ -198,13 +198,19 @@ class StreamExecutionEnvironment:
         node = SourceTransformation(name=source_name, source=source, watermark_strategy=watermark_strategy)
         return DataStream(self, node)
 
-    def read_files(self, path: str, format: str = "parquet") -> DataStream:
-        """Read a local or ``s3://`` folder, one split per file; records are dicts."""
+    def read_files(self, path: str, format: str = "parquet", monitor_interval: Any = None) -> DataStream:
+        """Read a local or ``s3://`` folder, one split per file; records are dicts.
+
+        ``monitor_interval`` (a ``Duration``, a ``timedelta`` or ms): keep reading the folder as files land,
+        listing it again at that interval (Flink's ``FileSource...monitorContinuously``); the job then runs
+        until it is stopped.  Without it the folder is listed once and the job ends after its files."""
         from engine.io.file_source import FileSource
 
         if format not in ("parquet", "jsonl", "csv"):
             raise JobDefinitionError("format", format, "must be 'parquet', 'jsonl' or 'csv'")
-        return self.from_source(FileSource(path, format=format), source_name=f"Files({path})")
+        interval_ms = None if monitor_interval is None else _interval_ms("monitor_interval", monitor_interval)
+        return self.from_source(FileSource(path, format=format, monitor_interval_ms=interval_ms),
+                                source_name=f"Files({path})")
 
     # -- execution -----------------------------------------------------------------------------
     def _register_sink(self, node: SinkTransformation) -> None:
@@ -260,3 +266,20 @@ class StreamExecutionEnvironment:
     def get_last_result(self) -> JobExecutionResult | None:
         """The JobExecutionResult of the last execute_and_collect (metrics, dead letters)."""
         return getattr(self, "_last_result", None)
+
+
+def _interval_ms(name: str, value: Any) -> int:
+    """A ``Duration``/``Time`` (``to_milliseconds``), a ``timedelta`` or an int of ms, as a positive int of ms."""
+    import datetime
+
+    if hasattr(value, "to_milliseconds"):
+        ms = value.to_milliseconds()
+    elif isinstance(value, datetime.timedelta):
+        ms = int(value.total_seconds() * 1000)
+    elif type(value) is int:
+        ms = value
+    else:
+        raise JobDefinitionError(name, value, "must be a Duration, a timedelta or an int of milliseconds")
+    if ms <= 0:
+        raise JobDefinitionError(name, value, "must be positive")
+    return int(ms)

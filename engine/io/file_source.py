@@ -9,11 +9,17 @@ with ``_`` or ``.`` (staging folders, markers).
 Files must land atomically and never change afterwards: S3 puts are atomic;
 locally, write to a hidden name and rename.  A reader decodes its file once.
 
-``continuous=True`` makes the source unbounded: every ``discover_splits`` call
-lists the folder again and returns the files seen before plus new ones (in name
-order), which is how the runtime picks up files as they land.  A continuous
-source over a folder that does not exist yet has no splits; a bounded one
-refuses it.
+``continuous=True`` (or a ``monitor_interval_ms``) makes the source unbounded, Flink's
+``FileSource.monitorContinuously``: a running job lists the folder again every
+``monitor_interval_ms`` (default 1 s) and reads each file that appeared, once.  Which files were
+read, and how far, is the source position in every checkpoint (a finished file is recorded at its
+end), so a restore reads exactly the files and rows the checkpoint had not, plus every file that
+landed since.  A file read to its end is released; its offset stays.  A continuous source over a
+folder that does not exist yet has no splits; a bounded one refuses it.
+
+Partial: the positions of finished files stay in every snapshot for the life of the job (Flink keeps
+the processed paths in its enumerator state the same way); a folder of very many small files makes
+snapshots grow with it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ from engine.io.source import (
 from engine.io.storage import check_folder_uri, is_visible_name, open_folder
 
 
+#: how often a continuous file source lists its folder when no interval is given
+DEFAULT_MONITOR_INTERVAL_MS = 1000
+
+
 class FileSource(Source):
     """Event files under ``path`` (local folder, ``file:///`` or ``s3://bucket/prefix``) in ``format``."""
 
@@ -43,12 +53,17 @@ class FileSource(Source):
         format: str = "parquet",  # noqa: A002 - PyFlink's and the contract's name
         *,
         continuous: bool = False,
+        monitor_interval_ms: int | None = None,
         infer_types: bool = True,
         storage_options: dict[str, Any] | None = None,
     ) -> None:
         self.path = check_folder_uri("path", path)
         self.format = check_format(format, FORMATS)
-        self.continuous = bool(continuous)
+        if monitor_interval_ms is not None and (type(monitor_interval_ms) is not int or monitor_interval_ms <= 0):
+            raise JobDefinitionError("monitor_interval", monitor_interval_ms, "must be a positive number of ms",
+                                     "e.g. Duration.of_seconds(1), or leave it out to read the folder once")
+        self.continuous = bool(continuous) or monitor_interval_ms is not None
+        self.monitor_interval_ms = (monitor_interval_ms or DEFAULT_MONITOR_INTERVAL_MS) if self.continuous else None
         self.infer_types = bool(infer_types)
         self.storage_options = dict(storage_options or {})
         self._store = None

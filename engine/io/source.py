@@ -22,6 +22,7 @@ from k identically, in any process.
 from __future__ import annotations
 
 import abc
+import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -167,6 +168,28 @@ class Source(abc.ABC):
     def initial_offset(self, split: SourceSplit) -> Offset:
         """The offset of a split's first record."""
         return 0
+
+    #: ms between two ``discover_splits`` calls of a running job, for a source that keeps finding splits
+    #: (``read_files(..., monitor_interval=...)``); None: splits are discovered once, when the job starts
+    monitor_interval_ms: int | None = None
+
+
+def source_monitor_interval_ms(source: Source) -> int | None:
+    """How often a running job lists ``source`` again; None when it never does (bounded sources never)."""
+    interval = getattr(source, "monitor_interval_ms", None)
+    return None if interval is None or source.is_bounded() else int(interval)
+
+
+def assigned_splits(splits: list[SourceSplit], parallelism: int, index: int, monitored: bool) -> list[SourceSplit]:
+    """The splits source subtask ``index`` of ``parallelism`` reads, in split-id order.
+
+    Splits found at start go round-robin in split-id order.  A monitored source's splits go by a stable
+    hash of their id instead (crc32), so a split found later lands on the same subtask whatever was found
+    before it, and every subtask can list the folder itself without a coordinator."""
+    ordered = sorted(splits, key=lambda s: s.split_id)
+    if monitored:
+        return [s for s in ordered if zlib.crc32(str(s.split_id).encode()) % parallelism == index]
+    return [s for k, s in enumerate(ordered) if k % parallelism == index]
 
 
 def check_max_records(max_records: int) -> int:

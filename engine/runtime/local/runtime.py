@@ -53,6 +53,7 @@ from engine.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpoin
 from engine.checkpointing.task_state import TaskSnapshot
 from engine.elements import MIN_WATERMARK, CheckpointType
 from engine.errors import IllegalStateError, JobDefinitionError
+from engine.io.source import assigned_splits, source_monitor_interval_ms
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
 from engine.operators.keyed_process import KeyedProcessOperator
 from engine.operators.simple import CollectOperator, FilterOperator, FlatMapOperator, MapOperator, SinkOperator
@@ -364,8 +365,8 @@ class LocalJob:
         mp = self.plan.max_parallelism
         if v.is_source():
             source = v.head.source
-            splits = [s for k, s in enumerate(sorted(source.discover_splits(), key=lambda s: s.split_id))
-                      if k % v.parallelism == index]
+            monitored = source_monitor_interval_ms(source)
+            splits = assigned_splits(source.discover_splits(), v.parallelism, index, monitored is not None)
             # a split is named per source in snapshots: split ids are unique within their source only
             source_uid = v.head.operator_uid()
             saved = self.restore.source_positions if self.restore is not None else {}
@@ -383,8 +384,15 @@ class LocalJob:
             task: Subtask = SourceTask(name, states, stage, outputs[v.head.id], ops, outs, self.runtime.bundle_size,
                                        self.dead_letter, bounded=source.is_bounded())
             #: the positions Sn a snapshot records for this subtask's splits
-            task.split_positions = lambda states=states: {
-                source_split_key(source_uid, s.split_id): s.offset() for s in states}
+            task.split_positions = lambda task=task: {
+                source_split_key(source_uid, s.split_id): s.offset() for s in task.splits}
+            if monitored is not None:
+                task.discover = lambda: [
+                    SplitState(s, source.create_reader(
+                        s, saved.get(saved_split_key(saved, source_uid, s.split_id))))
+                    for s in assigned_splits(source.discover_splits(), v.parallelism, index, True)
+                    if s.split_id not in {t.split_id for t in task.splits}]
+                task.monitor_interval_ms, task.clock = monitored, self.clock
             if self.checkpointing:
                 state_ops[f"{vkey}.watermarks"] = JsonStateOperator(f"{vkey}.watermarks", stage.snapshot, mp)
                 task.checkpointing = self._subtask_coordinator(task_id, task, state_ops, None, task.split_positions)

@@ -206,6 +206,12 @@ class SourceTask(Subtask):
         self.epoch = 0
         self.parked = False
         self._epoch_end: dict[str, int] = {}
+        #: set by the runtime for a continuously monitored source: returns the splits that appeared since the
+        #: last call (already readers, positioned), called at most every ``monitor_interval_ms`` of ``clock``
+        self.discover: Callable[[], list[SplitState]] | None = None
+        self.monitor_interval_ms = 0
+        self.clock: Any = None
+        self._next_discovery_ms: int | None = None
 
     def runnable(self) -> bool:
         if self.finished or self.is_backpressured():
@@ -240,10 +246,14 @@ class SourceTask(Subtask):
             self.before_read(self)
         if self.suspended or self.parked:
             return 0
+        if self.discover is not None:
+            self._discover_splits()
         active = self.active_splits()
         if not active:
             if self.bounded:
                 self._end_of_input()
+            else:
+                self.starved = True  # a monitored folder with nothing new: let the runtime back off
             return 0
         epoch_mode = self.epoch_records is not None
         if epoch_mode:
@@ -269,7 +279,14 @@ class SourceTask(Subtask):
         self.records_read += len(batch.values)
         if batch.finished:
             split.finished = True
-            elements.extend(stage.on_split_finished(split_id))
+            if self.discover is not None and not epoch_mode:
+                # a monitored folder's file often fits in one read: let its progress count before it is
+                # released, or a feed of small files would never move event time (its next file may be minutes away)
+                elements.extend(stage.on_periodic_emit())
+            if split_id in stage.split_ids:  # a restored split that had finished before the snapshot is not
+                elements.extend(stage.on_split_finished(split_id))
+            if self.discover is not None:
+                split.reader.close()  # a monitored folder grows without end: keep the offset, not the rows
         if not epoch_mode:
             elements.extend(stage.on_periodic_emit())
         self._emit(elements)
@@ -279,6 +296,21 @@ class SourceTask(Subtask):
         elif epoch_mode and not self._epoch_splits(self.active_splits()):
             self._end_epoch()
         return len(batch.values)
+
+    def _discover_splits(self) -> None:
+        """List the monitored folder again when its interval has passed; new splits start their watermark
+        generation at once (a new split holds the subtask's watermark back until it has read, as in Flink)."""
+        now = self.clock.now_ms()
+        if self._next_discovery_ms is not None and now < self._next_discovery_ms:
+            return
+        self._next_discovery_ms = now + self.monitor_interval_ms
+        assert self.discover is not None
+        for split in self.discover():
+            self.splits.append(split)
+            if split.split_id not in self.stage.split_ids:
+                self.stage.add_split(split.split_id)
+            if self.epoch_records is not None and not self.parked:
+                self._epoch_end[split.split_id] = int(split.offset()) + self.epoch_records
 
     def _emit(self, elements: list[Any]) -> None:
         """Push stage output into the chain in order: consecutive records as one batch."""
