@@ -91,7 +91,6 @@ def test_files_landing_while_the_job_runs_and_while_it_is_down_are_each_read_exa
         rows += land(src, 1)
         expected_0 = window_sums([r for r in rows if r["ts"] < FILE_SPAN_MS])
         wait_for(lambda: set(expected_0) <= set(output_sums(out)), 60, "file 0's windows committed", client)
-        assert client.status().records_in == 2 * ROWS_PER_FILE or client.status().records_in >= ROWS_PER_FILE
         savepoint = client.stop_with_savepoint((tmp_path / "sp").as_uri()).result(timeout=60)
         client.wait(60)
     finally:
