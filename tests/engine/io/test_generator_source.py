@@ -175,23 +175,6 @@ def test_invalid_parameters_are_refused_by_name(parameter, value):
         _source(**{parameter: value})
 
 
-def test_generating_arrow_batches_is_fast_enough_for_the_benchmarks():
-    import time
-
-    source = _source(num_keys=100_000, key_skew=1.1, events_per_split=1_000_000)
-    reader = source.create_reader(source.discover_splits()[0])
-    started = time.perf_counter()
-    produced = 0
-    while True:
-        batch = reader.read_arrow(100_000)
-        produced += batch.num_records
-        if batch.finished:
-            break
-    rate = produced / (time.perf_counter() - started)
-    # the machine is shared; the bound is half the target so a busy neighbour does not fail it
-    assert rate > 500_000, f"{rate:,.0f} events/s"
-
-
 def test_live_mode_releases_offsets_as_the_wall_clock_reaches_their_event_time():
     import time
 
