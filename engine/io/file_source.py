@@ -98,21 +98,35 @@ class FileSource(Source):
         return not self.continuous
 
     def create_reader(self, split: SourceSplit, start_offset: int | None = None) -> SplitReader:
-        key = split.location or split.split_id
-        rows = decode(self.format, self._folder().get_bytes(key), infer_types=self.infer_types)
+        if self.continuous:
+            # a monitored folder's restore creates a reader for every file ever read: decode each only when
+            # it is first read (a finished one then ends at once and is released), never all at once
+            return _FileReader(None, check_int_offset(split, start_offset, None), lambda: self._decode(split))
+        rows = self._decode(split)
         return _FileReader(rows, check_int_offset(split, start_offset, len(rows)))
+
+    def _decode(self, split: SourceSplit) -> RowFile:
+        key = split.location or split.split_id
+        return decode(self.format, self._folder().get_bytes(key), infer_types=self.infer_types)
 
 
 class _FileReader(SplitReader):
-    __slots__ = ("_rows", "_offset", "_dead")
+    __slots__ = ("_rows", "_offset", "_dead", "_load")
 
-    def __init__(self, rows: RowFile, offset: int) -> None:
+    def __init__(self, rows: RowFile | None, offset: int, load: Any = None) -> None:
         self._rows = rows
         self._offset = offset
         self._dead = 0
+        self._load = load
 
     def _advance(self, max_records: int) -> tuple[int, int]:
         check_max_records(max_records)
+        if self._rows is None and self._load is not None:
+            self._rows, self._load = self._load(), None
+            if self._offset > len(self._rows):
+                raise JobDefinitionError(
+                    "start_offset", self._offset, f"must not pass the end ({len(self._rows)}) of its file",
+                    "The checkpoint belongs to different input; restore it with the input it was taken on")
         start = self._offset
         stop = min(len(self._rows), start + max_records)
         self._offset = stop

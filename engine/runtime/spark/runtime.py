@@ -10,7 +10,10 @@ Epoch n, driven by :meth:`SparkJob.step`:
    collects the split reports — S(n), finished, watermark, idleness — and the rows for the driver.
 2. **Watermark.**  The driver feeds the reports to a StatusWatermarkValve with one channel per
    split (seed 004; a finished split counts as MAX_WATERMARK): its output is W(n).  End of bounded
-   input (every split finished) makes W(n) = MAX_WATERMARK.
+   input (every split finished) makes W(n) = MAX_WATERMARK.  A monitored folder
+   (``read_files(..., monitor_interval=...)``) is listed again at the start of an epoch once its
+   interval has passed: a new file gets a channel, a finished one releases its channel
+   (engine/watermarks/split_valve.py).
 3. **Windows.**  Each window vertex, in plan order (so a window after a window sees its input in
    the same epoch), gets the records routed to it — built-in min/max, and a sum the columnar
    layout does not take, first folded per (key, pane) in Spark SQL
@@ -83,7 +86,8 @@ from engine.runtime.spark.rows import (
 from engine.runtime.spark.stages import WINDOW_STAGE_COLUMNS, source_stage, window_stage
 from engine.state import codec
 from engine.watermarks.strategy import WatermarkStrategy
-from engine.watermarks.valve import StatusWatermarkValve, ValveOutput
+from engine.watermarks.split_valve import SplitWatermarkValve
+from engine.watermarks.valve import ValveOutput
 
 DEFAULT_EPOCH_RECORDS = 10_000
 DEFAULT_MASTER = "local[2]"
@@ -248,26 +252,21 @@ class SparkJob:
             if source_of_uid.setdefault(uid, v) is not v:
                 raise JobDefinitionError("uid", uid, "must name one source only: its splits' positions are "
                                          "stored under it", "Give each source its own .uid(...)")
-            if source_monitor_interval_ms(v.head.source) is not None:
-                # Partial (issue 19): the epoch loop lists splits once; a split found mid-run needs a valve
-                # channel added and a finished one released, across restores too.  Refused rather than run wrong.
-                raise JobDefinitionError(
-                    "monitor_interval", v.head.source.monitor_interval_ms,
-                    "is not supported on the Spark runtime yet: it lists a source's files once, when the job starts",
-                    "run a continuously monitored folder on the local runtime, or read a fixed set of files on Spark")
             for split in sorted(v.head.source.discover_splits(), key=lambda s: s.split_id):
                 key = source_split_key(uid, split.split_id)
                 if key in self.splits:
                     raise JobDefinitionError("split_id", split.split_id, f"must be unique within source {uid!r}")
                 self.split_channel[key] = len(self.split_channel)
-                strategy = v.source_watermark_strategy
-                self.splits[key] = {"vertex": v.id, "source_uid": uid, "split": split, "offset": None,
-                                    "watermarks": None, "finished": False, "idle": False,
-                                    "watermark": MIN_WATERMARK, "inactive_since": None,
-                                    "idle_timeout": getattr(strategy, "idle_timeout_ms", None)}
+                self.splits[key] = self._split_entry(v, uid, split)
         self.bounded = all(v.head.source.is_bounded() for v in self.sources)
+        #: monitored sources (read_files(..., monitor_interval=...)): vertex id -> (vertex, interval, next listing)
+        self.monitored: dict[int, list[Any]] = {
+            v.id: [v, interval, 0] for v in self.sources
+            if (interval := source_monitor_interval_ms(v.head.source)) is not None}
         self._valve_output = _LastWatermark()
-        self.valve = StatusWatermarkValve(max(1, len(self.split_channel)), self._valve_output)
+        self.valve = SplitWatermarkValve(max(1, len(self.split_channel)), self._valve_output)
+        if not self.split_channel and self.monitored:
+            self.valve.release_channel(0)  # an empty monitored folder: the placeholder must not hold time back
         #: W(n-1): the watermark every record of the next epoch is judged against
         self.watermark = MIN_WATERMARK
         #: window node id -> its keyed state rows (a localCheckpointed DataFrame) or None
@@ -295,6 +294,34 @@ class SparkJob:
 
         self.checkpointing = SparkCheckpointing(self)
         self.checkpointing.restore_if_requested()
+        self.release_finished_splits()
+
+    @staticmethod
+    def _split_entry(v: Any, uid: str, split: Any) -> dict[str, Any]:
+        return {"vertex": v.id, "source_uid": uid, "split": split, "offset": None, "watermarks": None,
+                "finished": False, "idle": False, "watermark": MIN_WATERMARK, "inactive_since": None,
+                "idle_timeout": getattr(v.source_watermark_strategy, "idle_timeout_ms", None)}
+
+    def _discover_splits(self, now_ms: int) -> None:
+        """List each monitored source whose interval has passed; a new split gets a valve channel and is read
+        from this epoch on (engine/watermarks/split_valve.py)."""
+        for entry in self.monitored.values():
+            v, interval, due = entry
+            if now_ms < due:
+                continue
+            entry[2] = now_ms + interval
+            uid = v.head.operator_uid()
+            for split in sorted(v.head.source.discover_splits(), key=lambda s: s.split_id):
+                key = source_split_key(uid, split.split_id)
+                if key not in self.splits:
+                    self.split_channel[key] = self.valve.add_channel()
+                    self.splits[key] = self._split_entry(v, uid, split)
+
+    def release_finished_splits(self) -> None:
+        """After a restore: finished splits of a monitored source no longer count in the valve."""
+        for key, split in self.splits.items():
+            if split["finished"] and split["vertex"] in self.monitored:
+                self.valve.release_channel(self.split_channel[key])
 
     # ---- control handle: the shape of the local runtime's LocalJobClient (engine/master/api.py JobControl) ------
     def trigger_savepoint(self, target_dir: str | None = None) -> Future:
@@ -432,11 +459,15 @@ class SparkJob:
     def _await_next_epoch(self, epoch_started: float) -> None:
         """``epoch_interval_ms``: wait out the rest of the interval, or less if a control request arrives."""
         interval_ms = self.runtime.epoch_interval_ms
-        if interval_ms:
-            remaining_s = interval_ms / 1000 - (time.monotonic() - epoch_started)
-            if remaining_s > 0:
-                self.checkpointing.request_arrived.wait(remaining_s)
-            self.checkpointing.request_arrived.clear()
+        remaining_s = interval_ms / 1000 - (time.monotonic() - epoch_started) if interval_ms else 0.0
+        if self.monitored and all(s["finished"] for s in self.splits.values()):
+            # every file read: nothing can arrive before the next listing, and an epoch without a split is no
+            # Spark job, so back to back they would spin the driver (millions of empty epochs a minute)
+            due_ms = min(due for _, _, due in self.monitored.values())
+            remaining_s = max(remaining_s, (due_ms - self.clock.now_ms()) / 1000)
+        if remaining_s > 0:
+            self.checkpointing.request_arrived.wait(remaining_s)
+        self.checkpointing.request_arrived.clear()
 
     def drain_to_max_watermark(self) -> None:
         """End event time without reading: every window vertex advances to MAX_WATERMARK (stop --drain)."""
@@ -477,6 +508,8 @@ class SparkJob:
             self.epoch += 1
             now_ms = self.clock.now_ms()
             before = self.watermark
+            if self.monitored:
+                self._discover_splits(now_ms)
             # one Spark job reads every split: its driver rows are the split reports plus what sinks get
             source_frames = [f for f in (self._source_frame(v, now_ms, before) for v in self.sources) if f is not None]
             stage_outputs = []
@@ -646,6 +679,10 @@ class SparkJob:
                     split["idle"] = False
                 if self.bounded:
                     valve.input_watermark(Watermark(MAX_WATERMARK), ch)
+                elif split["vertex"] in self.monitored:
+                    if r["watermark"] > MIN_WATERMARK:  # its progress counts before it leaves (as on local)
+                        valve.input_watermark(Watermark(r["watermark"]), ch)
+                    valve.release_channel(ch)
                 continue
             if r["idle"] or idle_by_time:
                 if r["watermark"] > MIN_WATERMARK:
