@@ -61,8 +61,6 @@ from engine.runtime.recovery import persist_dead_letters
 from engine.runtime.spark.rows import DEST_STATE, ROW_DDL, RowBuffer, snapshot_from_row_parts, snapshot_to_row_parts
 
 ACK_DDL = "subtask int, ack string"
-_KEYED_PREFIX = "keyed/"
-_FILE_KEYED_PREFIX = "keyed."
 
 
 def window_uid(v: Any) -> str:
@@ -88,7 +86,9 @@ def _file_table(name: str) -> str:
 
 
 def _state_table(name: str) -> str:
-    return _KEYED_PREFIX + name[len(_FILE_KEYED_PREFIX):] if name.startswith(_FILE_KEYED_PREFIX) else name
+    from engine.runtime.snapshot_metadata import state_table_name
+
+    return state_table_name(name)
 
 
 # ---- driver-side collaborators of the coordinator ------------------------------------------------------
@@ -580,7 +580,14 @@ class SparkCheckpointing:
         if uri is None:
             return
         from checkpoints import load_snapshot
-        from engine.runtime.snapshot_metadata import saved_split_key
+        from engine.runtime.checkpoint_storage_adapter import CHANNEL_STATE_SUFFIX
+        from engine.runtime.snapshot_metadata import (
+            restored_watermark,
+            saved_split_key,
+            sink_states,
+            split_states,
+            valve_state_for_splits,
+        )
 
         job = self.job
         options = self.storage_options if uri.startswith(("s3://", "s3a://")) else {}
@@ -588,16 +595,30 @@ class SparkCheckpointing:
         if snapshot is None:
             snapshot = load_snapshot(uri, verify_checksums=True, **options)
         meta = snapshot.metadata
-        marks = meta.watermarks
-        for s in job.splits.values():
+        in_flight = [op.uid for op in meta.operators if op.uid.endswith(CHANNEL_STATE_SUFFIX) and any(op.files())]
+        if in_flight:  # records between the barriers of an unaligned checkpoint: dropping them would lose them
+            raise JobDefinitionError(
+                "runtime", "spark", f"cannot restore snapshot {snapshot.uri}: it holds in-flight records of an "
+                f"unaligned checkpoint ({', '.join(in_flight)}), which only the local runtime replays",
+                "Restore it with env.set_runtime('local'), or restore from a savepoint (always aligned)")
+        # the portable core (engine/runtime/snapshot_metadata.py): a local runtime's snapshot restores here too
+        saved_splits = split_states(meta)
+        job.watermark = restored_watermark(meta)
+        in_channel_order: list[dict[str, Any] | None] = [None] * len(job.split_channel)
+        for key_now, s in job.splits.items():
             key = saved_split_key(meta.source_positions, s["source_uid"], s["split"].split_id)
             if key is None:
                 continue  # a split the snapshot never saw starts from its beginning
-            saved = marks["splits"][key]
+            saved = saved_splits.get(key)
+            if saved is None:
+                raise CorruptSnapshotError(
+                    f"snapshot {snapshot.uri} has a position for split {key!r} but no watermark state for it "
+                    "(watermarks.splits); it cannot be restored")
             s.update(offset=meta.source_positions[key], watermarks=saved["watermarks"], finished=saved["finished"],
                      idle=saved["idle"], watermark=saved["watermark"])
-        job.valve.restore(marks["valve"])
-        job.watermark = int(marks["watermark"])
+            in_channel_order[job.split_channel[key_now]] = saved
+        # Spark's own valve over all splits when the snapshot has it; else (a local snapshot) rebuilt from the splits
+        job.valve.restore(meta.watermarks.get("valve") or valve_state_for_splits(in_channel_order, job.watermark))
         job._valve_output.watermark = job.watermark
         uids = set(snapshot.operator_uids())
         saved_windows = [op.uid for op in meta.operators if op.config.get("kind") == "window"]
@@ -618,11 +639,18 @@ class SparkCheckpointing:
             job.state[v.head.id] = job.spark.range(0, v.parallelism, numPartitions=v.parallelism) \
                 .mapInArrow(fn, ROW_DDL).localCheckpoint(eager=True)
         saved_sinks = [op.uid for op in meta.operators if op.config.get("kind") == "sink"]
+        # a local runtime's snapshot names each sink subtask's state by the sink's operator uid
+        local_sinks = {uid: st for uid, st in sink_states(meta).items() if uid not in saved_sinks}
+        nodes = {n.id: n for v in job.plan.vertices for n in v.nodes}
         for position, (task_id, writer) in enumerate(self.sink_tasks.items()):
+            if not hasattr(writer, "initialize_state"):
+                continue
             saved = task_id if task_id in uids else (
                 saved_sinks[position] if len(saved_sinks) == len(self.sink_tasks) else None)
-            if saved is not None and hasattr(writer, "initialize_state"):
+            if saved is not None:
                 writer.initialize_state(meta.operator(saved).config.get("two_phase_commit"))
+            elif (state := local_sinks.get(nodes[int(task_id.split("-", 1)[1])].operator_uid())) is not None:
+                writer.initialize_state(state)
         if self.coordinator is not None:
             self.coordinator._counter.set_count(max(self.coordinator._counter.get(), meta.checkpoint_id + 1))
         self.restored_from = snapshot.uri
