@@ -40,6 +40,7 @@ from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
 from engine.checkpointing.discarder import CheckpointDiscarder
 from engine.checkpointing.job_status import JobStatus
+from engine.checkpointing.properties import CheckpointProperties
 from engine.checkpointing.task_state import TaskSnapshot, TaskStateSnapshot
 from engine.elements import StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
 from engine.errors import CorruptSnapshotError
@@ -219,6 +220,22 @@ def _channel_state_snapshot(task_id: str, checkpoint_id: int, state: InputChanne
 
 def _is_keyed(snapshot: MaterializedOperatorSnapshot) -> bool:
     return any(name.startswith("keyed/") or name == "timers" for name in snapshot.tables)
+
+
+def deletes_retained_checkpoints_at_end(latest: CheckpointProperties | None, job_status: JobStatus) -> bool:
+    """Whether the retained checkpoints are deleted when a whole run ends in ``job_status`` (both runtimes).
+
+    ``latest``: the properties of the newest checkpoint or savepoint the run completed (None: it completed
+    none, and the index keeps what it holds, such as the checkpoints of an earlier run it restored from).
+    As Flink's CompletedCheckpointStore.shutdown, a checkpoint's properties decide per the job's
+    ExternalizedCheckpointRetention: deleted on FINISHED always, on CANCELED unless RETAIN_ON_CANCELLATION,
+    on FAILED only with NO_EXTERNALIZED_CHECKPOINTS; never on SUSPENDED (the job is not over).  Unlike
+    Flink, a run whose newest snapshot is a savepoint (stop-with-savepoint) keeps its retained checkpoints:
+    savepoints never discard (as the local runtime always did: a stopped job's checkpoints stay beside its
+    savepoint).
+    Applied once, when the run ends, never when one attempt fails and the next restarts from them.
+    """
+    return latest is not None and job_status.is_globally_terminal() and latest.should_discard_on_shutdown(job_status)
 
 
 class _NoDiscard(CheckpointDiscarder):
@@ -423,8 +440,9 @@ class CheckpointStorageAdapter:
         return point
 
     def shutdown(self, job_status: JobStatus, latest: CompletedCheckpoint | None) -> None:
+        """The whole run ended (called once, never between restart attempts): apply the job's retention."""
         if self._persistent_store is not None:
-            delete = latest is not None and latest.should_discard_on_shutdown(job_status)
+            delete = deletes_retained_checkpoints_at_end(latest.properties if latest is not None else None, job_status)
             self._persistent_store.shutdown(delete_checkpoints=delete)
 
     def retained_checkpoint_ids(self) -> list[int]:

@@ -162,6 +162,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
         location = self.owner.locations.pop(checkpoint.checkpoint_id)
         uri = location.finalize(metadata)
         owner, checkpoint_id = self.owner, checkpoint.checkpoint_id
+        owner.latest_properties = checkpoint.properties
         entry = {
             "checkpoint_id": checkpoint_id, "savepoint": checkpoint.is_savepoint(), "uri": uri,
             "bytes": metadata.total_bytes(), "epoch": metadata.watermarks["epoch"],
@@ -192,7 +193,10 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
         return highest or None
 
     def shutdown(self, job_status: JobStatus) -> None:
-        pass  # retained checkpoints stay in storage (RETAIN_ON_CANCELLATION semantics of the persistent store)
+        """One attempt ended: a stand-alone SparkJob is its own run and applies the retention now; an attempt of
+        a SparkJobRun leaves that to the run's end (the next attempt may restart from these checkpoints)."""
+        if self.owner.applies_retention_at_end:
+            self.owner.apply_retention(job_status, self.owner.latest_properties)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +268,10 @@ class SparkCheckpointing:
         self.stopped = False
         self.cancelled = False
         self.ended = False
+        #: properties of the newest checkpoint or savepoint this attempt completed (retention at the run's end)
+        self.latest_properties: Any = None
+        #: False for an attempt of a SparkJobRun, which applies the retention once, when the whole run ends
+        self.applies_retention_at_end = True
         self.failure: BaseException | None = None
         self.source_tasks = [f"source-{v.id}" for v in job.sources]
         self.window_tasks = {
@@ -350,13 +358,24 @@ class SparkCheckpointing:
             for writer in job.sink_writers.values():
                 if hasattr(writer, "abort_current"):
                     writer.abort_current()
-        if self.coordinator is not None:
-            self.coordinator.shutdown(JobStatus.FINISHED if job.finished else JobStatus.CANCELED)
+        if self.coordinator is not None:  # a stop-with-savepoint ends FINISHED, as in Flink and on the local runtime
+            self.coordinator.shutdown(JobStatus.FINISHED if job.finished or self.stopped
+                                      else JobStatus.CANCELED if self.cancelled else JobStatus.FAILED)
         with self.requests_lock:
             pending, self.requests = self.requests, []
         for r in pending:
             if not r.future.done():
                 r.future.set_exception(IllegalStateError(f"job {job.job_name!r} ended before the {r.kind} request ran"))
+
+    def apply_retention(self, job_status: JobStatus, latest: Any) -> None:
+        """The whole run ended in ``job_status``: delete the retained checkpoints if the job's
+        ExternalizedCheckpointRetention says so (``deletes_retained_checkpoints_at_end``, the local runtime's rule;
+        ``latest``: the properties of the run's newest checkpoint or savepoint)."""
+        if self.coordinator is None:
+            return
+        from engine.runtime.checkpoint_storage_adapter import deletes_retained_checkpoints_at_end
+
+        self.store.persistent.shutdown(delete_checkpoints=deletes_retained_checkpoints_at_end(latest, job_status))
 
     # ---- control requests ----------------------------------------------------------------------------------
     def submit(self, kind: str, target: str | None = None, drain: bool = False) -> Future:
