@@ -98,6 +98,11 @@ class SubtaskCheckpointCoordinator(CheckpointableTask):
         self._broadcast(CancelCheckpointMarker(checkpoint_id))
         # operators hear of the abort once, from the coordinator's notify_checkpoint_aborted
 
+    @property
+    def state_operators(self) -> dict[str, Any]:
+        """uid -> what this task snapshots (its operators, its watermark stage or valve)."""
+        return dict(self._operators)
+
     def is_checkpoint_running(self, checkpoint_id: int) -> bool:
         """True between the synchronous part and the ack/decline of ``checkpoint_id``."""
         return checkpoint_id in self._running

@@ -533,11 +533,16 @@ class LocalJob:
         now = self.clock.now_ms()
         states = {}
         for task in self.tasks:
-            sinks = {op.context.operator_id: op for op in task.operators
-                     if isinstance(op, SinkOperator) and op.is_two_phase_commit}
+            # every operator's final state, not only the sinks': a restore of this checkpoint (on either runtime)
+            # must find the job's operators, whose windows have all fired by now
+            if task.checkpointing is not None:
+                ops = task.checkpointing.state_operators
+            else:
+                ops = {op.context.operator_id: op for op in task.operators
+                       if isinstance(op, SinkOperator) and op.is_two_phase_commit}
             positions = task.split_positions() if isinstance(task, SourceTask) else {}
-            if sinks or positions:
-                snapshot = TaskSnapshot(checkpoint_id, now, {u: op.snapshot_state(checkpoint_id) for u, op in sinks.items()},
+            if ops or positions:
+                snapshot = TaskSnapshot(checkpoint_id, now, {u: op.snapshot_state(checkpoint_id) for u, op in ops.items()},
                                         positions)
                 states[task.task_id] = run.adapter.write_task_state(task.task_id, snapshot)
         completed = CompletedCheckpoint(
