@@ -57,6 +57,7 @@ from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
 from engine.runtime.histories import BoundedHistory, history_limits
+from engine.runtime.operator_metrics import operator_state_sizes
 from engine.runtime.recovery import persist_dead_letters
 from engine.runtime.spark.rows import DEST_STATE, ROW_DDL, RowBuffer, snapshot_from_row_parts, snapshot_to_row_parts
 
@@ -168,6 +169,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
             "triggered_ms": checkpoint.timestamp_ms, "completed_ms": checkpoint.completion_timestamp_ms,
             "upload_ms": owner.upload_ms.pop(checkpoint_id, None),
             "duration_ms": checkpoint.completion_timestamp_ms - checkpoint.timestamp_ms}
+        owner.last_operator_sizes = operator_state_sizes(metadata)
         marks = owner.output_marks.pop(checkpoint_id, None)
         if checkpoint.is_savepoint():
             owner.history.append(entry)
@@ -240,6 +242,8 @@ class SparkCheckpointing:
         self.history: BoundedHistory[dict[str, Any]] = BoundedHistory(max_history)
         #: completed checkpoints (not savepoints) of this attempt, exact
         self.num_completed = 0
+        #: bytes per operator uid of the newest completed checkpoint or savepoint (sluice_state_size_bytes)
+        self.last_operator_sizes: dict[str, int] = {}
         #: this attempt's completed checkpoints that storage retains, oldest first: what a restart may restore
         self.retained: collections.deque[RetainedCheckpoint] = collections.deque(
             maxlen=max(1, self.config.get_num_retained_checkpoints()))

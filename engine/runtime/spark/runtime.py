@@ -68,6 +68,7 @@ from engine.api.graph import KeyedProcessTransformation, SinkTransformation, Tra
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.io.source import source_monitor_interval_ms
+from engine.runtime.operator_metrics import MAX_SUBTASKS_LISTED, operator_entry, vertex_key
 from engine.runtime.plan import PhysicalPlan, build_plan
 from engine.runtime.snapshot_metadata import source_split_key
 from engine.runtime.spark.chains import build_routes
@@ -76,6 +77,7 @@ from engine.runtime.spark.rows import (
     DEST_DEAD_LETTER,
     DEST_DRIVER,
     DEST_METRICS,
+    DEST_OPERATOR_COUNTS,
     DEST_SPLIT,
     DEST_STAGED,
     DEST_STATE,
@@ -281,6 +283,13 @@ class SparkJob:
         self._row_struct: Any = None
         self.records_read = 0
         self.records_out = 0
+        #: records the tasks handed to each consumer, (producer node, tag id, consumer node) -> count, in all and
+        #: per keyed-vertex subtask; and records each keyed subtask's operator was given (operator_metrics)
+        self.edge_records: dict[tuple[int, str | None, int], int] = {}
+        self.edge_records_by_subtask: dict[tuple[int, tuple[int, str | None, int]], int] = {}
+        self.keyed_records_in: dict[tuple[int, int], int] = {}
+        #: source vertex id -> records its splits read in this attempt
+        self.records_read_by_vertex: dict[int, int] = {}
         #: sink parts the tasks staged themselves (engine/runtime/spark/staged_sinks.py)
         self.staged_parts = 0
         self.last_epoch_ms = 0
@@ -349,7 +358,8 @@ class SparkJob:
             failures=() if self.failure is None else (f"{type(self.failure).__name__}: {self.failure}",),
             num_completed_checkpoints=cp.num_completed, metrics=self.metrics(),
             splits={str(sid): {"watermark_ms": s["watermark"], "idle": bool(s["idle"])}
-                    for sid, s in list(self.splits.items()) if not s["finished"]})
+                    for sid, s in list(self.splits.items()) if not s["finished"]},
+            operators=self.operator_metrics(), state_size_bytes=dict(cp.last_operator_sizes))
 
     def output_marks(self) -> dict[str, Any]:
         """How far the driver-side outputs reach now (collect lists, dead letters): what a restart from a
@@ -484,7 +494,7 @@ class SparkJob:
         from pyspark.sql import functions as F
 
         return _union(frames).where(F.col("_dest").isin(DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLIT,
-                                                          DEST_STAGED)) \
+                                                          DEST_STAGED, DEST_OPERATOR_COUNTS)) \
             .select("_dest", "_value", "_tag").collect()
 
     def run_epoch(self) -> bool:
@@ -522,6 +532,9 @@ class SparkJob:
             reports = [json.loads(value) for dest, value, _ in source_rows if dest == DEST_SPLIT]
             after = self._advance_watermark(reports, now_ms)
             epoch_records = sum(r["records"] for r in reports)
+            for r in reports:
+                vertex = self.splits[r["key"]]["vertex"]
+                self.records_read_by_vertex[vertex] = self.records_read_by_vertex.get(vertex, 0) + r["records"]
             self.records_read += epoch_records
             active = [v for v in self.windows if not (
                 after == before and epoch_records == 0 and isinstance(v.head, WindowTransformation)
@@ -728,6 +741,8 @@ class SparkJob:
             elif dest == DEST_METRICS:
                 for k, n in json.loads(value).items():
                     self.counters[k] = self.counters.get(k, 0) + int(n)
+            elif dest == DEST_OPERATOR_COUNTS:
+                self._count_operator_records(json.loads(value))
         for node_id, keys in staged.items():
             adopt_parts(self.sink_writers[node_id], keys)
             self.staged_parts += len(keys)
@@ -740,6 +755,60 @@ class SparkJob:
                 self.sink_writers[node_id].write(values)
 
     # ---- results -----------------------------------------------------------------------------------------------
+    def _count_operator_records(self, doc: dict[str, Any]) -> None:
+        """Add one task's records per consumer (engine/runtime/spark/chains.py Router.received)."""
+        subtask = doc.get("subtask")
+        for producer, tag, consumer, n in doc["edges"]:
+            edge = (int(producer), tag, int(consumer))
+            self.edge_records[edge] = self.edge_records.get(edge, 0) + int(n)
+            if subtask is not None:
+                key = (int(subtask), edge)
+                self.edge_records_by_subtask[key] = self.edge_records_by_subtask.get(key, 0) + int(n)
+        if subtask is not None and doc.get("in") is not None:
+            node, n = doc["in"]
+            key2 = (int(node), int(subtask))
+            self.keyed_records_in[key2] = self.keyed_records_in.get(key2, 0) + int(n)
+
+    def operator_metrics(self) -> dict[str, dict[str, Any]]:
+        """Each vertex's records in and out and input watermark (engine/runtime/operator_metrics.py), from the
+        records the tasks handed to each consumer: a vertex's in is what crossed its input edges (for a
+        source, what its splits read), its out what crossed its output edges plus what its sinks got."""
+        from engine.api.graph import SinkTransformation
+
+        edges, by_subtask = dict(self.edge_records), dict(self.edge_records_by_subtask)
+        keyed_in = dict(self.keyed_records_in)
+        read = dict(self.records_read_by_vertex)
+
+        def edge_key(e: Any) -> tuple[int, str | None, int]:
+            return (e.source_node.id, None if e.tag is None else e.tag.tag_id, e.target_vertex.head.id)
+
+        out: dict[str, dict[str, Any]] = {}
+        watermark = self.watermark if self.watermark > MIN_WATERMARK else None
+        for v in self.plan.vertices:
+            sinks = {n.id for n in v.nodes if isinstance(n, SinkTransformation)}
+            records_out = sum(edges.get(edge_key(e), 0) for e in v.outputs) + sum(
+                n for (_, _, c), n in edges.items() if c in sinks)
+            subtasks: list[dict[str, Any]] = []
+            if v.is_source():
+                records_in = read.get(v.id, 0)
+                marks = [s["watermark"] for s in list(self.splits.values()) if s["vertex"] == v.id
+                         and not s["finished"] and not s["idle"]]
+                unfinished = any(not s["finished"] for s in list(self.splits.values()) if s["vertex"] == v.id)
+                mark = min(marks) if marks else (None if unfinished else MAX_WATERMARK)
+                mark = mark if mark is None or mark > MIN_WATERMARK else None
+            else:
+                records_in = sum(edges.get(edge_key(e), 0) for e in v.inputs)
+                mark = watermark
+            if isinstance(v.head, _KEYED_VERTICES):
+                for index in range(min(v.parallelism, MAX_SUBTASKS_LISTED + 1)):
+                    sub_out = sum(by_subtask.get((index, edge_key(e)), 0) for e in v.outputs) + sum(
+                        n for (i, (_, _, c)), n in by_subtask.items() if i == index and c in sinks)
+                    sub_in = None if v.head.id in self.routes.preaggregations else keyed_in.get((v.head.id, index), 0)
+                    subtasks.append({"index": index, "records_in": sub_in, "records_out": sub_out,
+                                     "watermark_ms": watermark})
+            out[vertex_key(v)] = operator_entry(v, records_in, records_out, mark, subtasks)
+        return out
+
     def metrics(self) -> dict[str, int]:
         total = dict(self.counters)
         total["num_dead_letter_records"] = self.dead_letters.total  # also those no longer kept
