@@ -68,6 +68,7 @@ from engine.api.graph import KeyedProcessTransformation, SinkTransformation, Tra
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.io.source import source_monitor_interval_ms
+from engine.runtime.duration_histogram import DurationHistogram
 from engine.runtime.operator_metrics import MAX_SUBTASKS_LISTED, operator_entry, vertex_key
 from engine.runtime.plan import PhysicalPlan, build_plan
 from engine.runtime.snapshot_metadata import source_split_key
@@ -293,6 +294,8 @@ class SparkJob:
         #: sink parts the tasks staged themselves (engine/runtime/spark/staged_sinks.py)
         self.staged_parts = 0
         self.last_epoch_ms = 0
+        #: every epoch's duration, as sluice_epoch_duration_seconds buckets (engine/runtime/duration_histogram.py)
+        self.epoch_durations = DurationHistogram()
         #: (monotonic time, records read) of the last epoch summary logged (see _log_progress)
         self._progress_logged: tuple[float, int] | None = None
         #: wall time of the last epoch's two Spark jobs: reading splits, and shuffles + window stages
@@ -359,7 +362,8 @@ class SparkJob:
             num_completed_checkpoints=cp.num_completed, metrics=self.metrics(),
             splits={str(sid): {"watermark_ms": s["watermark"], "idle": bool(s["idle"])}
                     for sid, s in list(self.splits.items()) if not s["finished"]},
-            operators=self.operator_metrics(), state_size_bytes=dict(cp.last_operator_sizes))
+            operators=self.operator_metrics(), state_size_bytes=dict(cp.last_operator_sizes),
+            epoch_durations=self.epoch_durations.to_json())
 
     def output_marks(self) -> dict[str, Any]:
         """How far the driver-side outputs reach now (collect lists, dead letters): what a restart from a
@@ -550,7 +554,9 @@ class SparkJob:
                 self.phases_total_ms[phase] += ms
             if self.bounded and all(s["finished"] for s in self.splits.values()) and after == MAX_WATERMARK:
                 self.finished = True
-        self.last_epoch_ms = int((time.monotonic() - started) * 1000)
+        elapsed_s = time.monotonic() - started
+        self.last_epoch_ms = int(elapsed_s * 1000)
+        self.epoch_durations.observe(elapsed_s)
 
     # ---- stages ------------------------------------------------------------------------------------------------
     def _source_frame(self, v: Any, now_ms: int, watermark_before: int) -> Any:
