@@ -69,10 +69,10 @@ from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkSt
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.io.source import source_monitor_interval_ms
 from engine.runtime.duration_histogram import DurationHistogram
-from engine.runtime.operator_metrics import MAX_SUBTASKS_LISTED, operator_entry, vertex_key
 from engine.runtime.plan import PhysicalPlan, build_plan
 from engine.runtime.snapshot_metadata import source_split_key
 from engine.runtime.spark.chains import build_routes
+from engine.runtime.spark.operator_counts import OperatorCounts
 from engine.runtime.spark.preaggregation import preaggregate
 from engine.runtime.spark.rows import (
     DEST_DEAD_LETTER,
@@ -284,13 +284,8 @@ class SparkJob:
         self._row_struct: Any = None
         self.records_read = 0
         self.records_out = 0
-        #: records the tasks handed to each consumer, (producer node, tag id, consumer node) -> count, in all and
-        #: per keyed-vertex subtask; and records each keyed subtask's operator was given (operator_metrics)
-        self.edge_records: dict[tuple[int, str | None, int], int] = {}
-        self.edge_records_by_subtask: dict[tuple[int, tuple[int, str | None, int]], int] = {}
-        self.keyed_records_in: dict[tuple[int, int], int] = {}
-        #: source vertex id -> records its splits read in this attempt
-        self.records_read_by_vertex: dict[int, int] = {}
+        #: records in and out per vertex and keyed subtask, from what the tasks counted (operator_counts.py)
+        self.operator_counts = OperatorCounts()
         #: sink parts the tasks staged themselves (engine/runtime/spark/staged_sinks.py)
         self.staged_parts = 0
         self.last_epoch_ms = 0
@@ -362,7 +357,9 @@ class SparkJob:
             num_completed_checkpoints=cp.num_completed, metrics=self.metrics(),
             splits={str(sid): {"watermark_ms": s["watermark"], "idle": bool(s["idle"])}
                     for sid, s in list(self.splits.items()) if not s["finished"]},
-            operators=self.operator_metrics(), state_size_bytes=dict(cp.last_operator_sizes),
+            operators=self.operator_counts.report(self.plan, list(self.splits.values()), self.watermark,
+                                                  _KEYED_VERTICES, self.routes.preaggregations),
+            state_size_bytes=dict(cp.last_operator_sizes),
             epoch_durations=self.epoch_durations.to_json())
 
     def output_marks(self) -> dict[str, Any]:
@@ -537,8 +534,7 @@ class SparkJob:
             after = self._advance_watermark(reports, now_ms)
             epoch_records = sum(r["records"] for r in reports)
             for r in reports:
-                vertex = self.splits[r["key"]]["vertex"]
-                self.records_read_by_vertex[vertex] = self.records_read_by_vertex.get(vertex, 0) + r["records"]
+                self.operator_counts.add_read(self.splits[r["key"]]["vertex"], r["records"])
             self.records_read += epoch_records
             active = [v for v in self.windows if not (
                 after == before and epoch_records == 0 and isinstance(v.head, WindowTransformation)
@@ -748,7 +744,7 @@ class SparkJob:
                 for k, n in json.loads(value).items():
                     self.counters[k] = self.counters.get(k, 0) + int(n)
             elif dest == DEST_OPERATOR_COUNTS:
-                self._count_operator_records(json.loads(value))
+                self.operator_counts.add_task_counts(json.loads(value))
         for node_id, keys in staged.items():
             adopt_parts(self.sink_writers[node_id], keys)
             self.staged_parts += len(keys)
@@ -761,60 +757,6 @@ class SparkJob:
                 self.sink_writers[node_id].write(values)
 
     # ---- results -----------------------------------------------------------------------------------------------
-    def _count_operator_records(self, doc: dict[str, Any]) -> None:
-        """Add one task's records per consumer (engine/runtime/spark/chains.py Router.received)."""
-        subtask = doc.get("subtask")
-        for producer, tag, consumer, n in doc["edges"]:
-            edge = (int(producer), tag, int(consumer))
-            self.edge_records[edge] = self.edge_records.get(edge, 0) + int(n)
-            if subtask is not None:
-                key = (int(subtask), edge)
-                self.edge_records_by_subtask[key] = self.edge_records_by_subtask.get(key, 0) + int(n)
-        if subtask is not None and doc.get("in") is not None:
-            node, n = doc["in"]
-            key2 = (int(node), int(subtask))
-            self.keyed_records_in[key2] = self.keyed_records_in.get(key2, 0) + int(n)
-
-    def operator_metrics(self) -> dict[str, dict[str, Any]]:
-        """Each vertex's records in and out and input watermark (engine/runtime/operator_metrics.py), from the
-        records the tasks handed to each consumer: a vertex's in is what crossed its input edges (for a
-        source, what its splits read), its out what crossed its output edges plus what its sinks got."""
-        from engine.api.graph import SinkTransformation
-
-        edges, by_subtask = dict(self.edge_records), dict(self.edge_records_by_subtask)
-        keyed_in = dict(self.keyed_records_in)
-        read = dict(self.records_read_by_vertex)
-
-        def edge_key(e: Any) -> tuple[int, str | None, int]:
-            return (e.source_node.id, None if e.tag is None else e.tag.tag_id, e.target_vertex.head.id)
-
-        out: dict[str, dict[str, Any]] = {}
-        watermark = self.watermark if self.watermark > MIN_WATERMARK else None
-        for v in self.plan.vertices:
-            sinks = {n.id for n in v.nodes if isinstance(n, SinkTransformation)}
-            records_out = sum(edges.get(edge_key(e), 0) for e in v.outputs) + sum(
-                n for (_, _, c), n in edges.items() if c in sinks)
-            subtasks: list[dict[str, Any]] = []
-            if v.is_source():
-                records_in = read.get(v.id, 0)
-                marks = [s["watermark"] for s in list(self.splits.values()) if s["vertex"] == v.id
-                         and not s["finished"] and not s["idle"]]
-                unfinished = any(not s["finished"] for s in list(self.splits.values()) if s["vertex"] == v.id)
-                mark = min(marks) if marks else (None if unfinished else MAX_WATERMARK)
-                mark = mark if mark is None or mark > MIN_WATERMARK else None
-            else:
-                records_in = sum(edges.get(edge_key(e), 0) for e in v.inputs)
-                mark = watermark
-            if isinstance(v.head, _KEYED_VERTICES):
-                for index in range(min(v.parallelism, MAX_SUBTASKS_LISTED + 1)):
-                    sub_out = sum(by_subtask.get((index, edge_key(e)), 0) for e in v.outputs) + sum(
-                        n for (i, (_, _, c)), n in by_subtask.items() if i == index and c in sinks)
-                    sub_in = None if v.head.id in self.routes.preaggregations else keyed_in.get((v.head.id, index), 0)
-                    subtasks.append({"index": index, "records_in": sub_in, "records_out": sub_out,
-                                     "watermark_ms": watermark})
-            out[vertex_key(v)] = operator_entry(v, records_in, records_out, mark, subtasks)
-        return out
-
     def metrics(self) -> dict[str, int]:
         total = dict(self.counters)
         total["num_dead_letter_records"] = self.dead_letters.total  # also those no longer kept
