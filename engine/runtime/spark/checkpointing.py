@@ -342,6 +342,13 @@ class SparkCheckpointing:
             self._take_triggered()
         self._serve_requests()
 
+    def release_upload_thread(self) -> None:
+        """After uploads were collected: stop the upload thread (a later upload starts a new one).  A run that
+        stops without ending the job (``max_epochs``) must not leave the thread behind."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
     def on_job_end(self) -> None:
         if self.ended:
             return

@@ -446,6 +446,8 @@ class SparkJob:
                 cp.collect_uploads(wait=True)
             if self.finished or cp.stopped or cp.cancelled or sys.exc_info()[0] is not None:
                 cp.on_job_end()
+            elif sys.exc_info()[0] is None:
+                cp.release_upload_thread()
 
     def _log_progress(self) -> None:
         """An epoch summary at most every EPOCH_LOG_INTERVAL_S (the first epoch's always): a Spark job used to

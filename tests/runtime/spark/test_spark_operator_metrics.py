@@ -72,6 +72,9 @@ def test_state_size_per_operator_is_the_last_completed_checkpoints(spark, tmp_pa
     from operator_metrics_jobs import build
 
     env, _ = build("spark", epoch_records=300, checkpoint_dir=tmp_path.as_uri())
+    # stopped after its first epoch, before it FINISHES: a finished run deletes its retained
+    # checkpoints (ExternalizedCheckpointRetention), and this test reads the last one
+    env.set_runtime_option("max_epochs", 1)
     client = env.execute_async("operator-state-sizes")
     client.get_job_execution_result().result(600)
     status, history = client.status_details(), client.checkpoint_history()
