@@ -118,6 +118,10 @@ class JobClient:
             "failures": [{"message": f} for f in report.failures],
             "metrics": dict(report.metrics),
             "splits": {sid: dict(s) for sid, s in report.splits.items()},
+            "operators": {uid: {**op, "subtasks": [dict(st) for st in op.get("subtasks", ())]}
+                          for uid, op in report.operators.items()},
+            "state_size_bytes": dict(report.state_size_bytes),
+            "epoch_durations": None if report.epoch_durations is None else dict(report.epoch_durations),
         }
 
     def checkpoint_history(self) -> list[dict[str, Any]]:

@@ -13,7 +13,8 @@ import threading
 from typing import Any, Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK
 
@@ -56,6 +57,11 @@ class _StatusCollector:
         yield from self._job_level(flat)
         yield self._checkpoints_by_status(flat)
         yield from self._splits(status.get("splits") or {})
+        yield from self._operators(status.get("operators") or {})
+        yield self._state_sizes(status.get("state_size_bytes") or {})
+        epochs = status.get("epoch_durations")
+        if epochs:
+            yield self._epoch_durations(epochs)
 
     def _job_level(self, flat: dict[str, Any]) -> Iterable[Any]:
         for key, (name, help_text, kind) in _FIELDS.items():
@@ -86,6 +92,49 @@ class _StatusCollector:
             idle.add_metric([self._job_id, split], 1.0 if state.get("idle") else 0.0)
         yield watermark
         yield idle
+
+
+    def _operators(self, operators: dict[str, Any]) -> Iterable[Any]:
+        """Records in and out per operator chain (vertex), and each listed subtask's input watermark
+        (engine/runtime/operator_metrics.py): Flink's numRecordsIn/Out and currentInputWatermark."""
+        labels = ["job", "operator", "operator_name"]
+        records_in = CounterMetricFamily("sluice_operator_records_in", "Records an operator chain received "
+                                         "(a source chain: records its splits read)", labels=labels)
+        records_out = CounterMetricFamily("sluice_operator_records_out", "Records an operator chain sent "
+                                          "downstream or handed to its sinks", labels=labels)
+        watermark = GaugeMetricFamily("sluice_operator_watermark_ms", "Input watermark of an operator subtask "
+                                      "(ms); absent before its first and after the end of input",
+                                      labels=[*labels, "subtask"])
+        for uid, op in sorted(operators.items()):
+            names = [self._job_id, uid, str(op.get("name", uid))]
+            if _number(op.get("records_in")):
+                records_in.add_metric(names, float(op["records_in"]))
+            if _number(op.get("records_out")):
+                records_out.add_metric(names, float(op["records_out"]))
+            for sub in op.get("subtasks") or ():
+                value = sub.get("watermark_ms")
+                if isinstance(value, int) and MIN_WATERMARK < value < MAX_WATERMARK:
+                    watermark.add_metric([*names, str(sub.get("index"))], float(value))
+        yield records_in
+        yield records_out
+        yield watermark
+
+    def _state_sizes(self, sizes: dict[str, Any]) -> Any:
+        family = GaugeMetricFamily("sluice_state_size_bytes", "Bytes of an operator's state in the last completed "
+                                   "checkpoint or savepoint", labels=["job", "operator"])
+        for uid, size in sorted(sizes.items()):
+            if _number(size):
+                family.add_metric([self._job_id, uid], float(size))
+        return family
+
+    def _epoch_durations(self, epochs: dict[str, Any]) -> Any:
+        """The Spark runtime's epoch durations, bucketed by the runtime (engine/runtime/duration_histogram.py):
+        the master samples every few seconds and would miss most epochs if it observed them itself."""
+        family = HistogramMetricFamily("sluice_epoch_duration_seconds", "Wall time of a Spark epoch (this attempt)",
+                                       labels=["job"])
+        buckets = [(bound if bound == "+Inf" else floatToGoString(bound), float(n)) for bound, n in epochs["buckets"]]
+        family.add_metric([self._job_id], buckets, sum_value=float(epochs.get("sum_s", 0.0)))
+        return family
 
 
 class CheckpointHistograms:

@@ -18,9 +18,14 @@ Checkpoint rows come from two places:
   count them either).  A failure logged while the coordinator's logger is quieter than WARNING is not seen;
   the view then says how many failures the status counts that it cannot itemise.
 
+Each sample also keeps every operator chain's records in and out with their rates since the previous
+sample, and the input watermark of its listed subtasks (engine/runtime/operator_metrics.py), so the view
+draws rates and watermarks per operator over time.
+
 **Supported**: both runtimes' status and history; masters that know no operator graph or no sizes (the
-fields stay None).  **Not supported**: per-operator record counts (the runtimes count records per job:
-sources in, sinks out), per-subtask watermarks (the status reports per split only).
+fields stay None).  **Limits**: at most :data:`MAX_OPERATORS` operator chains and
+:data:`MAX_SUBTASK_WATERMARKS` subtask watermarks per sample (the first by uid and index), so a wide job
+does not grow every sample.
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ DEFAULT_CAPACITY = 720
 DEFAULT_MAX_CHECKPOINTS = 100
 #: splits kept per sample, the first by id: a source with thousands of splits must not grow every sample
 MAX_SPLITS = 64
+#: operator chains kept per sample, the first by uid
+MAX_OPERATORS = 64
+#: subtask watermarks kept per sample, the first by (operator uid, subtask index)
+MAX_SUBTASK_WATERMARKS = 64
 #: failed-checkpoint events that are not failures (engine/checkpointing/failure_reason.py)
 _NOT_A_FAILURE = ("CHECKPOINT_SUBSUMED",)
 
@@ -55,6 +64,28 @@ class SplitReading:
     split_id: str
     watermark_ms: int | None
     idle: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorReading:
+    """One operator chain's counts in a sample; rates are per second since the previous sample (None for the
+    first sample that has the operator, or after its counts went back: a restart)."""
+
+    uid: str
+    name: str
+    parallelism: int | None
+    records_in: int | None
+    records_out: int | None
+    in_per_second: float | None = None
+    out_per_second: float | None = None
+    watermark_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskWatermark:
+    uid: str
+    index: int
+    watermark_ms: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +108,8 @@ class TimelineSample:
     completed_checkpoints: int | None = None
     failed_checkpoints: int | None = None
     splits: tuple[SplitReading, ...] = ()
+    operators: tuple[OperatorReading, ...] = ()
+    subtask_watermarks: tuple[SubtaskWatermark, ...] = ()
 
 
 @dataclass(slots=True)
@@ -146,6 +179,8 @@ class JobTimeline:
                 completed_checkpoints=_int(status.get("num_completed_checkpoints")),
                 failed_checkpoints=_int(status.get("num_failed_checkpoints")),
                 splits=readings,
+                operators=_operator_readings(status.get("operators") or {}, previous, now),
+                subtask_watermarks=_subtask_watermarks(status.get("operators") or {}),
             )
             self.samples.append(sample)
         self._take_history(history)
@@ -219,6 +254,35 @@ def _rate(previous: TimelineSample | None, now_ms: int, value: int | None, name:
     if value is None or before is None or now_ms <= previous.time_ms or value < before:  # type: ignore[union-attr]
         return None
     return (value - before) * 1000 / (now_ms - previous.time_ms)  # type: ignore[union-attr]
+
+
+def _operator_readings(operators: dict[str, Any], previous: TimelineSample | None,
+                       now_ms: int) -> tuple[OperatorReading, ...]:
+    before = {r.uid: r for r in previous.operators} if previous is not None else {}
+    readings = []
+    for uid, op in sorted(operators.items())[:MAX_OPERATORS]:
+        op = op or {}
+        records_in, records_out = _int(op.get("records_in")), _int(op.get("records_out"))
+        last = before.get(uid)
+        elapsed_ms = now_ms - previous.time_ms if previous is not None else 0
+        readings.append(OperatorReading(
+            str(uid), str(op.get("name") or uid), _int(op.get("parallelism")), records_in, records_out,
+            _per_second(last.records_in if last else None, records_in, elapsed_ms),
+            _per_second(last.records_out if last else None, records_out, elapsed_ms),
+            _int(op.get("watermark_ms"))))
+    return tuple(readings)
+
+
+def _per_second(before: int | None, value: int | None, elapsed_ms: int) -> float | None:
+    if before is None or value is None or elapsed_ms <= 0 or value < before:
+        return None
+    return (value - before) * 1000 / elapsed_ms
+
+
+def _subtask_watermarks(operators: dict[str, Any]) -> tuple[SubtaskWatermark, ...]:
+    marks = [SubtaskWatermark(str(uid), int(sub.get("index", i)), _int(sub.get("watermark_ms")))
+             for uid, op in sorted(operators.items()) for i, sub in enumerate((op or {}).get("subtasks") or ())]
+    return tuple(marks[:MAX_SUBTASK_WATERMARKS])
 
 
 def _epoch_ms(previous: TimelineSample | None, now_ms: int, epoch: int | None) -> float | None:

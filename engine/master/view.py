@@ -1,8 +1,8 @@
 """The job view: one HTML page with server-rendered inline SVG charts, served by the job master.
 
 ``GET /jobs/{job_id}/view`` (engine/master/api.py) renders :func:`render_view` from the master's
-:class:`~engine.master.timeline.JobTimeline`: the operators with their parallelism and the job's records in
-and out with their rates; the watermark of every source split over time with its idle periods shaded
+:class:`~engine.master.timeline.JobTimeline`: the operators with their parallelism, records in and out and
+rates per operator chain, and each operator subtask's input watermark; the watermark of every source split over time with its idle periods shaded
 (seed 004); the checkpoint history (completed and failed, duration against the checkpoint interval, full
 and incremental size); epoch duration (Spark) and late-record and dead-letter counts over time.
 
@@ -109,6 +109,16 @@ def _when(ms: int | None) -> str:
     if not ms:
         return "-"
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _watermark(ms: int | None) -> str:
+    """A watermark: MAX_WATERMARK (every input ended) has no date."""
+    if ms is None:
+        return "-"
+    if ms >= 2 ** 62:
+        return "end of input"
+    when = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return when.strftime("%Y-%m-%d %H:%M:%S") + f".{ms % 1000:03d} UTC"
 
 
 def _number(value: float) -> str:
@@ -363,6 +373,59 @@ def epoch_chart(samples: list[TimelineSample]) -> Chart:
     return _time_chart(chart, samples, [("epoch", lambda s: s.epoch_ms)], plot_height=140)
 
 
+def _operator_names(samples: list[TimelineSample]) -> dict[str, str]:
+    seen: dict[str, str] = {}
+    for s in samples:
+        for r in s.operators:
+            seen.setdefault(r.uid, r.name)
+    return seen
+
+
+def _operator_rate(uid: str, sample: TimelineSample) -> float | None:
+    for r in sample.operators:
+        if r.uid == uid:
+            return r.out_per_second
+    return None
+
+
+def operator_rate_chart(samples: list[TimelineSample]) -> Chart:
+    """Records each operator chain sent (or handed to its sinks) per second, one line per chain."""
+    chart = Chart("operator-rates", "Records out per second, per operator",
+                  "each operator chain's records sent downstream (or to its sinks) per second between two samples",
+                  height=MARGIN_TOP + 170 + MARGIN_BOTTOM, y_label="records/s")
+    names = _operator_names(samples)
+    if not names:
+        chart.empty = "the runtime reports no per-operator counts"
+        return chart
+    return _time_chart(chart, samples, [(f"{name} [{uid}]", functools.partial(_operator_rate, uid))
+                                        for uid, name in names.items()])
+
+
+def _subtask_mark(uid: str, index: int, sample: TimelineSample) -> int | None:
+    for w in sample.subtask_watermarks:
+        if w.uid == uid and w.index == index:
+            return w.watermark_ms if w.watermark_ms is not None and 0 < w.watermark_ms < 2 ** 62 else None
+    return None
+
+
+def subtask_watermark_chart(samples: list[TimelineSample]) -> Chart:
+    """The input watermark of every listed operator subtask over time."""
+    chart = Chart("subtask-watermarks", "Watermarks per operator subtask",
+                  "each subtask's input watermark (a source subtask's: the one it generates from its splits)",
+                  height=MARGIN_TOP + 170 + MARGIN_BOTTOM, y_label="event time")
+    names = _operator_names(samples)
+    keys: dict[tuple[str, int], None] = {}
+    for s in samples:
+        for w in s.subtask_watermarks:
+            keys.setdefault((w.uid, w.index), None)
+    if not keys:
+        chart.empty = "the runtime lists no operator subtasks"
+        return chart
+    lines = [(f"{names.get(uid, uid)} [{uid}] #{index}", functools.partial(_subtask_mark, uid, index))
+             for uid, index in sorted(keys)]
+    return _time_chart(chart, samples, lines, fmt=_clock, from_zero=False)
+
+
 def late_and_dead_letter_chart(samples: list[TimelineSample]) -> Chart:
     chart = Chart("late-dead-letters", "Late records and dead letters",
                   "records dropped as late by windows, and records sent to the dead-letter output, since the "
@@ -375,21 +438,34 @@ def late_and_dead_letter_chart(samples: list[TimelineSample]) -> Chart:
 
 
 def operator_rows(operators: list[dict[str, Any]] | None, latest: TimelineSample | None) -> list[dict[str, str]]:
-    """The operator table: each operator chain with its parallelism; records in at sources and out at sinks
-    (the runtimes count records per job, not per operator: the others show a dash)."""
+    """The operator table: each operator chain (vertex) with its parallelism, records in and out as the runtime
+    counted them (engine/runtime/operator_metrics.py) and their rates since the previous sample.  Chains the
+    master described are matched by uid; without a description, the chains the status reports are listed."""
+    readings = {r.uid: r for r in latest.operators} if latest is not None else {}
+    described = operators if operators is not None else [
+        {"uid": r.uid, "name": r.name, "parallelism": r.parallelism} for r in readings.values()]
     rows = []
-    for op in operators or []:
-        records_in = records_out = rate_in = rate_out = "-"
-        if latest is not None and op.get("is_source"):
-            records_in = _count(latest.records_in)
-            rate_in = _rate(latest.records_per_second)
-        if latest is not None and op.get("is_sink"):
-            records_out = _count(latest.records_out)
-            rate_out = _rate(latest.records_out_per_second)
-        rows.append({"name": str(op.get("name")), "parallelism": str(op.get("parallelism", "-")),
+    for op in described:
+        reading = readings.get(str(op.get("uid")))
+        rows.append({"uid": str(op.get("uid", "")), "name": str(op.get("name")),
+                     "parallelism": str(op.get("parallelism", "-")),
                      "inputs": ", ".join(str(i) for i in op.get("inputs", ())) or "-",
-                     "records_in": records_in, "rate_in": rate_in, "records_out": records_out, "rate_out": rate_out})
+                     "records_in": _count(reading.records_in if reading else None),
+                     "rate_in": _rate(reading.in_per_second if reading else None),
+                     "records_out": _count(reading.records_out if reading else None),
+                     "rate_out": _rate(reading.out_per_second if reading else None),
+                     "watermark": _watermark(reading.watermark_ms if reading else None)})
     return rows
+
+
+def subtask_watermark_rows(latest: TimelineSample | None) -> list[dict[str, str]]:
+    """Each listed subtask's current input watermark (Flink's web UI "Watermarks" tab)."""
+    if latest is None:
+        return []
+    names = {r.uid: r.name for r in latest.operators}
+    return [{"operator": names.get(w.uid, w.uid), "uid": w.uid, "subtask": str(w.index),
+             "watermark": _watermark(w.watermark_ms), "watermark_ms": "" if w.watermark_ms is None else str(w.watermark_ms)}
+            for w in latest.subtask_watermarks]
 
 
 def _count(value: int | None) -> str:
@@ -443,11 +519,13 @@ def render_view(job_id: str, status: dict[str, Any], samples: list[TimelineSampl
     span = (f"{len(samples)} samples" + (f", one every {sample_interval_ms / 1000:g} s" if sample_interval_ms else "")
             + (f"; the newest {capacity} are kept" if capacity else ""))
     failures = [str(f.get("message", f)) if isinstance(f, dict) else str(f) for f in status.get("failures") or ()]
-    charts = [throughput_chart(samples), watermark_chart(samples), checkpoint_duration_chart(rows, interval_ms),
+    charts = [throughput_chart(samples), operator_rate_chart(samples), watermark_chart(samples),
+              subtask_watermark_chart(samples), checkpoint_duration_chart(rows, interval_ms),
               checkpoint_size_chart(rows), epoch_chart(samples), late_and_dead_letter_chart(samples)]
     return _template().render(
         title=f"Sluice job {status.get('job_name') or job_id}", job_id=job_id, facts=facts, span=span,
         operators=operator_rows(operators, latest), operators_known=operators is not None,
+        subtask_watermarks=subtask_watermark_rows(latest),
         charts=charts, checkpoints=checkpoint_table(rows, interval_ms), unitemised_failures=unitemised,
         failures=failures, splits=split_ids(samples), csp=CONTENT_SECURITY_POLICY,
         generated=_when(latest.time_ms if latest else None), margin_left=MARGIN_LEFT, margin_right=MARGIN_RIGHT,
@@ -497,7 +575,7 @@ def describe_operators(sinks: list[Any], default_parallelism: int, max_paralleli
         plan = build_plan(sinks, default_parallelism, max_parallelism)
     except Exception:  # noqa: BLE001 - the job itself reports a graph it cannot run; the view just omits it
         return None
-    return [{"name": v.name, "parallelism": v.parallelism, "is_source": v.is_source(),
+    return [{"uid": v.head.operator_uid(), "name": v.name, "parallelism": v.parallelism, "is_source": v.is_source(),
              "is_sink": any(isinstance(n, SinkTransformation) for n in v.nodes),
              "inputs": [f"{e.source_vertex.name} ({e.partitioning.value})" for e in v.inputs]}
             for v in plan.vertices]

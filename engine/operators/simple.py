@@ -170,12 +170,15 @@ class CollectOperator(OneInputStreamOperator):
 
     def __init__(self, target: list[Any]) -> None:
         self._target = target
+        self.records_written = 0
 
     def process_element(self, record: StreamRecord) -> None:
         self._target.append(record.value)
+        self.records_written += 1
 
     def process_batch(self, records: Sequence[StreamRecord]) -> None:
         self._target.extend([r.value for r in records])
+        self.records_written += len(records)
 
     def process_watermark(self, watermark: Any) -> None:
         pass

@@ -37,6 +37,7 @@ import pyarrow as pa
 from engine.api.graph import SinkTransformation
 from engine.checkpointing.channel_state import InputChannelState
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
+from engine.runtime.operator_metrics import operator_state_sizes
 from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
 from engine.checkpointing.discarder import CheckpointDiscarder
 from engine.checkpointing.job_status import JobStatus
@@ -268,6 +269,8 @@ class CheckpointStorageAdapter:
         self.external_pointers: dict[int, str] = {}
         #: checkpoint id -> bytes of state it wrote, until the run records it in its history
         self.sizes: dict[int, int] = {}
+        #: bytes per operator uid of the newest finalized checkpoint or savepoint (sluice_state_size_bytes)
+        self.last_operator_sizes: dict[str, int] = {}
         if storage_dir is not None:
             from checkpoints import CheckpointStorage, RetainedCheckpointStore as PersistentStore, open_store
 
@@ -412,6 +415,7 @@ class CheckpointStorageAdapter:
         if not savepoint:
             self._persistent_store.add_checkpoint(metadata)
         self.sizes[cid] = metadata.total_bytes()
+        self.last_operator_sizes = operator_state_sizes(metadata)
         with self._lock:
             self._locations.pop(cid, None)
             self._savepoint_targets.pop(cid, None)

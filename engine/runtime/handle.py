@@ -63,6 +63,14 @@ class JobStatusReport:
     metrics: Mapping[str, int] = field(default_factory=dict)
     #: each unfinished source split's {"watermark_ms": int, "idle": bool} (seed 004's per-split generation)
     splits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: each operator chain (vertex) by its head's uid: name, parallelism, records_in, records_out, watermark_ms
+    #: and per-subtask readings (engine/runtime/operator_metrics.py)
+    operators: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: bytes each operator's state took in the last completed checkpoint, by operator uid (where measured)
+    state_size_bytes: Mapping[str, int] = field(default_factory=dict)
+    #: the Spark runtime's epoch durations of this attempt as cumulative buckets (engine/runtime/duration_histogram.py
+    #: ``to_json``); None on the local runtime, which has no epochs
+    epoch_durations: Mapping[str, Any] | None = None
 
 
 def stable_job_id(job_name: str, explicit: str | None = None) -> str:

@@ -32,7 +32,8 @@ from engine.master.view import render_view
 
 HERE = Path(__file__).parent
 ARTIFACTS = HERE.parent / "artifacts"
-CHARTS_WITH_DATA = ("throughput", "watermarks", "checkpoint-durations", "checkpoint-sizes", "late-dead-letters")
+CHARTS_WITH_DATA = ("throughput", "operator-rates", "watermarks", "subtask-watermarks", "checkpoint-durations",
+                    "checkpoint-sizes", "late-dead-letters")
 
 
 def _wait_for(predicate, timeout_s: float = 60.0, what: str = "condition"):

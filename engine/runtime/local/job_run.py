@@ -259,4 +259,6 @@ class JobRun:
             num_failed_checkpoints=self.failed_checkpoints_before + (
                 job.coordinator.num_failed_checkpoints if job is not None and self.checkpointing_enabled else 0),
             metrics=job.metrics() if job is not None else {},
-            splits=job.split_watermarks() if job is not None else {})
+            splits=job.split_watermarks() if job is not None else {},
+            operators=job.operator_metrics() if job is not None else {},
+            state_size_bytes=dict(self.adapter.last_operator_sizes))

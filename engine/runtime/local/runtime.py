@@ -65,6 +65,7 @@ from engine.runtime.local.faults import FaultKind
 from engine.runtime.local.tasks import SourceTask, SplitState, StreamTask, Subtask
 from engine.runtime.local.writers import FanOutOutput, RecordWriter
 from engine.runtime.operator_factory import build_operator
+from engine.runtime.operator_metrics import operator_entry, smallest_watermark, vertex_key
 from engine.runtime.plan import PhysicalPlan, Vertex
 from engine.runtime.snapshot_metadata import saved_split_key, source_split_key
 from engine.state import codec
@@ -255,6 +256,31 @@ class LocalJob:
     def records_written(self) -> int:
         return sum(op.records_written for t in self.tasks for op in t.operators if isinstance(op, SinkOperator))
 
+    def operator_metrics(self) -> dict[str, dict[str, Any]]:
+        """Each vertex's records in and out and input watermark, per subtask (engine/runtime/operator_metrics.py).
+
+        Read from another thread while the scheduler runs: every figure is an int the scheduler replaces."""
+        by_vertex: dict[int, list[Subtask]] = {}
+        for task in self.tasks:
+            by_vertex.setdefault(task.vertex.id, []).append(task)
+        out: dict[str, dict[str, Any]] = {}
+        for v in self.plan.vertices:
+            subtasks = []
+            for index, task in enumerate(by_vertex.get(v.id, ())):
+                if isinstance(task, SourceTask):
+                    records_in, mark = task.records_read, task.stage.current_watermark
+                else:
+                    records_in, mark = task.records_in, task.valve.last_output_watermark  # type: ignore[attr-defined]
+                records_out = sum(w.records_sent for w in task.writers()) + sum(
+                    op.records_written for op in task.operators if isinstance(op, (SinkOperator, CollectOperator)))
+                subtasks.append({"index": index, "records_in": records_in, "records_out": records_out,
+                                 "watermark_ms": mark if mark > MIN_WATERMARK else None})
+            out[vertex_key(v)] = operator_entry(
+                v, sum(s["records_in"] for s in subtasks), sum(s["records_out"] for s in subtasks),
+                smallest_watermark(s["watermark_ms"] for s in subtasks) if all(
+                    s["watermark_ms"] is not None for s in subtasks) else None, subtasks)
+        return out
+
     def current_watermark(self) -> int:
         marks = [t.valve.last_output_watermark for t in self.tasks if isinstance(t, StreamTask)]
         return min(marks) if marks else MIN_WATERMARK
@@ -280,6 +306,7 @@ class LocalJob:
             for i in range(v.parallelism):
                 task = self._build_subtask(v, i, gates[(v.id, i)], edge_channels)
                 task.task_id = task_id_of(f"v{v.id}", i)
+                task.vertex = v
                 self.tasks.append(task)
                 self.task_by_id[task.task_id] = task
 

@@ -43,6 +43,8 @@ class Subtask:
     #: raises JobMasterFenced when the job master lost the job's lease (set by the job when it holds one)
     fence_check: Any = None
     operators: list[Any]
+    #: the plan vertex this task runs one subtask of (set by the runtime)
+    vertex: Any = None
     outputs: list[FanOutOutput]
 
     def writers(self) -> list[RecordWriter]:

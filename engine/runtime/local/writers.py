@@ -36,6 +36,8 @@ class RecordWriter:
         self._buffers: list[list[StreamRecord]] = [[] for _ in channels]
         self._rr = start % max(1, len(channels))
         self._target_cache: dict[Any, int] = {}
+        #: records put on the channels (counted per buffer as it is flushed: Flink's numRecordsOut of the task)
+        self.records_sent = 0
 
     def emit(self, record: StreamRecord) -> None:
         n = len(self.channels)
@@ -108,6 +110,7 @@ class RecordWriter:
         for i, buf in enumerate(self._buffers):
             if buf:
                 self.channels[i].put(buf)
+                self.records_sent += len(buf)
                 self._buffers[i] = []
 
     def broadcast(self, element: StreamElement) -> None:

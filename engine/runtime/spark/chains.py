@@ -34,7 +34,14 @@ from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
 from engine.runtime.keyed_edges import keyable
 from engine.runtime.plan import PhysicalPlan, Vertex
 from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation, preaggregation_for
-from engine.runtime.spark.rows import DEST_DEAD_LETTER, DEST_DRIVER, DEST_STAGED, RowBuffer, encode_record
+from engine.runtime.spark.rows import (
+    DEST_DEAD_LETTER,
+    DEST_DRIVER,
+    DEST_OPERATOR_COUNTS,
+    DEST_STAGED,
+    RowBuffer,
+    encode_record,
+)
 from engine.state import codec
 
 OP = "op"  # a stateless operator node run in the task
@@ -175,6 +182,12 @@ class Router:
         self.max_parallelism = max_parallelism
         self.sequence = 0
         self._ops: dict[int, OneInputStreamOperator] = {}
+        #: records handed to each consumer: (producer node id, side-output tag id, consumer node id) -> count
+        self.received: dict[tuple[int, str | None, int], int] = {}
+        #: the keyed vertex subtask this router runs in (stages.py window_stage), None in a source task
+        self.subtask: int | None = None
+        #: records the keyed operator of this subtask was given (None: pre-aggregated, or a source task)
+        self.subtask_records_in: tuple[int, int] | None = None
 
     @property
     def metrics(self) -> Metrics:
@@ -198,21 +211,32 @@ class Router:
         return op
 
     def emit(self, node_id: int, tag_id: str | None, records: Any) -> None:
+        received = self.received
         for c in self.routes.of(node_id, tag_id):
             got = records if c.key_selector is None else keyable(records, c.key_selector, self.dead_letter)
             if c.kind == OP:
-                self._operator(c.node_id).process_batch(list(got))
+                batch = list(got)
+                n = len(batch)
+                self._operator(c.node_id).process_batch(batch)
             elif c.kind == PASS:
+                n = len(got)
                 self.emit(c.node_id, None, got)
             elif c.kind == WINDOW:
-                self._to_window(c.node_id, got)
+                n = self._to_window(c.node_id, got)
             elif c.kind == STAGED:
-                self._staged_chunks.setdefault(c.node_id, []).append([r.value for r in got])
+                values = [r.value for r in got]
+                n = len(values)
+                self._staged_chunks.setdefault(c.node_id, []).append(values)
             else:
                 tag = str(c.node_id)
                 add = self.rows.add
+                n = 0
                 for r in got:
                     add(DEST_DRIVER, ts=r.timestamp, value=encode_record(r.value), tag=tag)
+                    n += 1
+            # one add per consumer and batch: the vertices' records in and out (engine/runtime/operator_metrics.py)
+            edge = (node_id, tag_id, c.node_id)
+            received[edge] = received.get(edge, 0) + n
 
     def emit_columns(self, node_id: int, batch: TupleColumns) -> None:
         """Results in column form (engine/elements.py TupleColumns): kept as columns when every consumer is
@@ -224,7 +248,7 @@ class Router:
         else:
             self.emit(node_id, None, batch.records())
 
-    def _to_window(self, node_id: int, records: Any) -> None:
+    def _to_window(self, node_id: int, records: Any) -> int:
         """One record row per record: the key (the selector called per record, as its contract says),
         and for a pre-aggregated window the aggregated field as ``_num`` (preaggregation.py).
 
@@ -295,6 +319,7 @@ class Router:
             self.sequence += n
             self.rows.extend(n, node_id, split=self.channel, offset=range(first, first + n), ts=stamps, key=keys,
                              value=texts, num=nums)
+        return n
 
     def close(self) -> None:
         for op in self._ops.values():
@@ -305,5 +330,10 @@ class Router:
                 part = self.staging[node_id].write(self.channel, chunks)
                 self.rows.add(DEST_STAGED, value=json.dumps({**part, "records": count}), tag=str(node_id))
         self._staged_chunks = {}
+        if self.received or self.subtask_records_in is not None:
+            self.rows.add(DEST_OPERATOR_COUNTS, value=json.dumps({
+                "subtask": self.subtask, "in": self.subtask_records_in,
+                "edges": [[p, t, c, n] for (p, t, c), n in self.received.items()]}))
+            self.received = {}
         # the router and its context refer to each other: drop the per-task caches now, not at a later collection
         self._seen, self._behind, self._str_keys, self._ops = {}, {}, {}, {}

@@ -57,6 +57,7 @@ from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
 from engine.runtime.histories import BoundedHistory, history_limits
+from engine.runtime.operator_metrics import operator_state_sizes
 from engine.runtime.recovery import persist_dead_letters
 from engine.runtime.spark.rows import DEST_STATE, ROW_DDL, RowBuffer, snapshot_from_row_parts, snapshot_to_row_parts
 
@@ -169,6 +170,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
             "triggered_ms": checkpoint.timestamp_ms, "completed_ms": checkpoint.completion_timestamp_ms,
             "upload_ms": owner.upload_ms.pop(checkpoint_id, None),
             "duration_ms": checkpoint.completion_timestamp_ms - checkpoint.timestamp_ms}
+        owner.last_operator_sizes = operator_state_sizes(metadata)
         marks = owner.output_marks.pop(checkpoint_id, None)
         if checkpoint.is_savepoint():
             owner.history.append(entry)
@@ -244,6 +246,8 @@ class SparkCheckpointing:
         self.history: BoundedHistory[dict[str, Any]] = BoundedHistory(max_history)
         #: completed checkpoints (not savepoints) of this attempt, exact
         self.num_completed = 0
+        #: bytes per operator uid of the newest completed checkpoint or savepoint (sluice_state_size_bytes)
+        self.last_operator_sizes: dict[str, int] = {}
         #: this attempt's completed checkpoints that storage retains, oldest first: what a restart may restore
         self.retained: collections.deque[RestorableCheckpoint] = collections.deque(
             maxlen=max(1, self.config.get_num_retained_checkpoints()))
@@ -337,6 +341,13 @@ class SparkCheckpointing:
             self.scheduler.run_due()
             self._take_triggered()
         self._serve_requests()
+
+    def release_upload_thread(self) -> None:
+        """After uploads were collected: stop the upload thread (a later upload starts a new one).  A run that
+        stops without ending the job (``max_epochs``) must not leave the thread behind."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     def on_job_end(self) -> None:
         if self.ended:

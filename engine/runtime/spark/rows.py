@@ -12,7 +12,9 @@ speaks the same schema.  ``_dest`` says where a row goes:
 * :data:`DEST_SPLIT` the end-of-slice report of one source split (``_value`` = JSON);
 * :data:`DEST_METRICS` a task's counters (``_value`` = JSON);
 * :data:`DEST_STAGED` a sink part a task staged itself (``_tag`` = sink node id, ``_value`` = JSON
-  ``{key, records}``; engine/runtime/spark/staged_sinks.py).
+  ``{key, records}``; engine/runtime/spark/staged_sinks.py);
+* :data:`DEST_OPERATOR_COUNTS` records a task handed to each consumer (``_value`` = JSON ``{subtask, in,
+  edges: [[producer node, tag, consumer node, count], ...]}``; engine/runtime/operator_metrics.py).
 
 A record row for a window whose aggregate Spark SQL pre-aggregates (engine/runtime/spark/preaggregation.py)
 also carries ``_num``, the aggregated field as a long; ``_value`` is then only set on the first record
@@ -43,6 +45,7 @@ DEST_DEAD_LETTER = -3
 DEST_SPLIT = -4
 DEST_METRICS = -5
 DEST_STAGED = -6
+DEST_OPERATOR_COUNTS = -7
 
 ROW_SCHEMA = pa.schema([
     pa.field("_dest", pa.int32()),

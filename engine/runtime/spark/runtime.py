@@ -68,14 +68,17 @@ from engine.api.graph import KeyedProcessTransformation, SinkTransformation, Tra
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.io.source import source_monitor_interval_ms
+from engine.runtime.duration_histogram import DurationHistogram
 from engine.runtime.plan import PhysicalPlan, build_plan
 from engine.runtime.snapshot_metadata import source_split_key
 from engine.runtime.spark.chains import build_routes
+from engine.runtime.spark.operator_counts import OperatorCounts
 from engine.runtime.spark.preaggregation import preaggregate
 from engine.runtime.spark.rows import (
     DEST_DEAD_LETTER,
     DEST_DRIVER,
     DEST_METRICS,
+    DEST_OPERATOR_COUNTS,
     DEST_SPLIT,
     DEST_STAGED,
     DEST_STATE,
@@ -281,9 +284,13 @@ class SparkJob:
         self._row_struct: Any = None
         self.records_read = 0
         self.records_out = 0
+        #: records in and out per vertex and keyed subtask, from what the tasks counted (operator_counts.py)
+        self.operator_counts = OperatorCounts()
         #: sink parts the tasks staged themselves (engine/runtime/spark/staged_sinks.py)
         self.staged_parts = 0
         self.last_epoch_ms = 0
+        #: every epoch's duration, as sluice_epoch_duration_seconds buckets (engine/runtime/duration_histogram.py)
+        self.epoch_durations = DurationHistogram()
         #: (monotonic time, records read) of the last epoch summary logged (see _log_progress)
         self._progress_logged: tuple[float, int] | None = None
         #: wall time of the last epoch's two Spark jobs: reading splits, and shuffles + window stages
@@ -349,7 +356,11 @@ class SparkJob:
             failures=() if self.failure is None else (f"{type(self.failure).__name__}: {self.failure}",),
             num_completed_checkpoints=cp.num_completed, metrics=self.metrics(),
             splits={str(sid): {"watermark_ms": s["watermark"], "idle": bool(s["idle"])}
-                    for sid, s in list(self.splits.items()) if not s["finished"]})
+                    for sid, s in list(self.splits.items()) if not s["finished"]},
+            operators=self.operator_counts.report(self.plan, list(self.splits.values()), self.watermark,
+                                                  _KEYED_VERTICES, self.routes.preaggregations),
+            state_size_bytes=dict(cp.last_operator_sizes),
+            epoch_durations=self.epoch_durations.to_json())
 
     def output_marks(self) -> dict[str, Any]:
         """How far the driver-side outputs reach now (collect lists, dead letters): what a restart from a
@@ -435,6 +446,8 @@ class SparkJob:
                 cp.collect_uploads(wait=True)
             if self.finished or cp.stopped or cp.cancelled or sys.exc_info()[0] is not None:
                 cp.on_job_end()
+            elif sys.exc_info()[0] is None:
+                cp.release_upload_thread()
 
     def _log_progress(self) -> None:
         """An epoch summary at most every EPOCH_LOG_INTERVAL_S (the first epoch's always): a Spark job used to
@@ -484,7 +497,7 @@ class SparkJob:
         from pyspark.sql import functions as F
 
         return _union(frames).where(F.col("_dest").isin(DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLIT,
-                                                          DEST_STAGED)) \
+                                                          DEST_STAGED, DEST_OPERATOR_COUNTS)) \
             .select("_dest", "_value", "_tag").collect()
 
     def run_epoch(self) -> bool:
@@ -522,6 +535,8 @@ class SparkJob:
             reports = [json.loads(value) for dest, value, _ in source_rows if dest == DEST_SPLIT]
             after = self._advance_watermark(reports, now_ms)
             epoch_records = sum(r["records"] for r in reports)
+            for r in reports:
+                self.operator_counts.add_read(self.splits[r["key"]]["vertex"], r["records"])
             self.records_read += epoch_records
             active = [v for v in self.windows if not (
                 after == before and epoch_records == 0 and isinstance(v.head, WindowTransformation)
@@ -537,7 +552,9 @@ class SparkJob:
                 self.phases_total_ms[phase] += ms
             if self.bounded and all(s["finished"] for s in self.splits.values()) and after == MAX_WATERMARK:
                 self.finished = True
-        self.last_epoch_ms = int((time.monotonic() - started) * 1000)
+        elapsed_s = time.monotonic() - started
+        self.last_epoch_ms = int(elapsed_s * 1000)
+        self.epoch_durations.observe(elapsed_s)
 
     # ---- stages ------------------------------------------------------------------------------------------------
     def _source_frame(self, v: Any, now_ms: int, watermark_before: int) -> Any:
@@ -728,6 +745,8 @@ class SparkJob:
             elif dest == DEST_METRICS:
                 for k, n in json.loads(value).items():
                     self.counters[k] = self.counters.get(k, 0) + int(n)
+            elif dest == DEST_OPERATOR_COUNTS:
+                self.operator_counts.add_task_counts(json.loads(value))
         for node_id, keys in staged.items():
             adopt_parts(self.sink_writers[node_id], keys)
             self.staged_parts += len(keys)

@@ -257,6 +257,7 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
                               clock=ManualClock(now_ms), metrics=metrics)
     router = Router(routes, rows, context, f"{node_id}/{subtask:05d}", max_parallelism, watermark_before, staging)
     context.dead_letter = router.dead_letter
+    router.subtask = subtask
     operator = _keyed_operator(node)
     operator.open(context, _NodeOutput(router, node_id))
     dests = table.column("_dest").to_numpy()
@@ -273,6 +274,8 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
     if pre is not None:
         decoded = pre.apply_all(decoded, mine.column("_num").to_pylist())
     records = list(map(StreamRecord, decoded, mine.column("_ts").to_pylist()))
+    if pre is None:  # pre-aggregated rows are folded records: their count is not the records sent here
+        router.subtask_records_in = (node_id, len(records))
     if records:
         operator.process_batch(records)
     if watermark_after > operator.current_watermark():
