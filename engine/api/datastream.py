@@ -118,6 +118,26 @@ class DataStream:
         node = UnionTransformation(name="Union", inputs=[self._node] + [s._node for s in streams])
         return DataStream(self._env, node)
 
+    def connect(self, ds: Any) -> Any:
+        """Connect another stream: a ConnectedStreams (``map(CoMapFunction)``, ``flat_map(CoFlatMapFunction)``,
+        ``key_by(k1, k2)``, on two keyed inputs ``process(KeyedCoProcessFunction)``), or, for a BroadcastStream,
+        a BroadcastConnectedStream (``process(KeyedBroadcastProcessFunction)`` after key_by,
+        ``process(BroadcastProcessFunction)`` otherwise).  See engine/api/connected_streams.py."""
+        from engine.api.connected_streams import connect
+
+        return connect(self, ds)
+
+    def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
+        """With MapStateDescriptors: a BroadcastStream carrying those broadcast states, to ``connect`` to.
+        Without: this stream with every record sent to every subtask of the next operator (broadcast
+        partitioning).  Both run on the local runtime only; the Spark runtime refuses them when the job starts."""
+        if not broadcast_state_descriptors:
+            return DataStream(self._env, PartitionTransformation(name="Broadcast", inputs=[self._node],
+                                                                 partitioning=Partitioning.BROADCAST))
+        from engine.api.connected_streams import BroadcastStream
+
+        return BroadcastStream(self, tuple(broadcast_state_descriptors))
+
     def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> SingleOutputStreamOperator:
         """Assign event timestamps and generate watermarks.
 

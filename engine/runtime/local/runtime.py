@@ -18,6 +18,7 @@ from the latest completed checkpoint.
 Supported: sources with per-split watermarks, chains of map/filter/flat_map,
 key_by repartitioning by key group, union, window operators (keyed and
 window_all), KeyedStream.process and rolling keyed aggregates (engine/operators/keyed_process.py),
+connect with co-functions and broadcast state (engine/operators/co_functions.py, broadcast_process.py),
 side outputs, sinks (two-phase commit), execute_and_collect, dead letters, checkpoints, savepoints,
 restarts, rescaling on restore.
 Partial: processing-time timers fire as the injected clock advances between
@@ -37,6 +38,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from engine.api.graph import (
+    BroadcastProcessTransformation,
     KeyedProcessTransformation,
     MapTransformation,
     SinkTransformation,
@@ -55,6 +57,7 @@ from engine.elements import MIN_WATERMARK, CheckpointType
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.io.source import assigned_splits, source_monitor_interval_ms
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
+from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBroadcastProcessOperator
 from engine.operators.keyed_process import KeyedProcessOperator
 from engine.operators.simple import CollectOperator, FilterOperator, FlatMapOperator, MapOperator, SinkOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
@@ -305,6 +308,10 @@ class LocalJob:
             return _PassThrough()
         if isinstance(node, KeyedProcessTransformation):
             return KeyedProcessOperator(node.function, node.key_selector)
+        if isinstance(node, BroadcastProcessTransformation):
+            if node.key_selector is not None:
+                return KeyedBroadcastProcessOperator(node.function, node.key_selector, node.descriptors)
+            return BroadcastProcessOperator(node.function, node.descriptors)
         return build_operator(node, self.env, self.clock)
 
     def _restore_operator(self, op: OneInputStreamOperator, uid: str, v: Vertex, index: int) -> None:
@@ -318,6 +325,10 @@ class LocalJob:
         mine = op.context.key_group_range
         if hasattr(op, "keyed_state_backend"):
             chosen = [s for _, s in entries if len(mine.intersection(_range(s))) > 0]
+        elif isinstance(op, BroadcastProcessOperator):
+            # every former subtask held the same broadcast state: each new one restores one copy (Flink)
+            former = sorted(entries, key=lambda e: e[0])
+            chosen = [former[index % len(former)][1]]
         else:
             chosen = [s for j, s in entries if j % v.parallelism == index]
         if chosen:
