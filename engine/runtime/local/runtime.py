@@ -30,6 +30,7 @@ job's final checkpoint then commits the sinks.
 
 from __future__ import annotations
 
+import copy
 import functools
 import gc
 import threading
@@ -55,6 +56,7 @@ from engine.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpoin
 from engine.checkpointing.task_state import TaskSnapshot
 from engine.elements import MIN_WATERMARK, CheckpointType
 from engine.errors import IllegalStateError, JobDefinitionError
+from engine.io.sink import PrintSink
 from engine.io.source import assigned_splits, source_monitor_interval_ms
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
 from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBroadcastProcessOperator
@@ -298,7 +300,13 @@ class LocalJob:
             return CollectOperator(node.sink)
         if isinstance(node, SinkTransformation):
             sink = node.sink
-            writer = sink.create_writer(index, v.parallelism) if hasattr(sink, "create_writer") else sink
+            if isinstance(sink, PrintSink):
+                # each subtask prints through its own opened copy: "<subtask+1>> " leads its lines when the sink
+                # has more than one subtask, none at parallelism 1 (Flink's PrintSinkOutputWriter)
+                writer = copy.copy(sink)
+                writer.open(index, v.parallelism)
+            else:
+                writer = sink.create_writer(index, v.parallelism) if hasattr(sink, "create_writer") else sink
             return SinkOperator(writer, commit_on_finish=not self.checkpointing)
         if isinstance(node, MapTransformation):
             return {"map": MapOperator, "filter": FilterOperator, "flat_map": FlatMapOperator}[node.kind](node.fn)
