@@ -395,9 +395,12 @@ def load_restore_point(uri: str, **store_options: Any) -> RestorePoint:
     meta = snapshot.metadata
     point = RestorePoint(meta.checkpoint_id, dict(meta.source_positions), is_savepoint=meta.is_savepoint())
     for op in meta.operators:
-        configs = op.config.get("subtask_metadata", {})
+        configs = op.config.get("subtask_metadata")
         for sub in op.subtasks:
-            metadata = dict(configs[str(sub.subtask)])
+            if configs is None:  # written by the Spark runtime: its _metadata describes the subtasks itself
+                metadata = _spark_subtask_metadata(meta, op, sub)
+            else:
+                metadata = dict(configs[str(sub.subtask)])
             names = metadata.pop("__tables__", {})
             tables = {names.get(h.table, h.table): snapshot.read_file(h) for h in sub.files}
             materialized = MaterializedOperatorSnapshot.from_parts(
@@ -408,3 +411,23 @@ def load_restore_point(uri: str, **store_options: Any) -> RestorePoint:
             else:
                 point.operators.setdefault(metadata["operator_id"], []).append((sub.subtask, materialized))
     return point
+
+
+def _spark_subtask_metadata(meta: Any, op: Any, sub: Any) -> dict[str, Any]:
+    """A Spark-written subtask's snapshot metadata, rebuilt from its operator's entry in ``_metadata``.
+
+    The Spark runtime writes each keyed vertex's state rows per subtask with the operator's own table layout
+    (``keyed/<state>`` stored as ``keyed.<state>``, ``timers``), and keeps the subtask's watermark in
+    ``watermarks.operators``, not a per-subtask metadata document; so a local job restores a Spark savepoint.
+    """
+    start, end = sub.key_group_range
+    metadata: dict[str, Any] = {
+        "format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": op.uid, "checkpoint_id": meta.checkpoint_id,
+        "max_parallelism": op.max_parallelism, "key_group_range": [start, end],
+        "__tables__": {h.table: "keyed/" + h.table[len("keyed."):] if h.table.startswith("keyed.") else h.table
+                       for h in sub.files},
+    }
+    watermark = ((meta.watermarks or {}).get("operators") or {}).get(op.uid, {}).get(str(sub.subtask))
+    if watermark is not None:
+        metadata["current_watermark"] = int(watermark)
+    return metadata
