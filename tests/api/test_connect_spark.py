@@ -105,3 +105,45 @@ def test_spark_refuses_broadcast_state_when_the_job_starts_naming_it(spark) -> N
     plain = env.from_collection([1, 2]).broadcast().map(lambda x: x)
     with pytest.raises(JobDefinitionError, match="`partitioning` cannot run on Spark yet"):
         plain.execute_and_collect()
+
+
+def test_a_spark_savepoint_of_a_keyed_co_process_restores_at_another_parallelism_on_both_runtimes(
+        spark, tmp_path) -> None:
+    """test_broadcast_state_restore.py's PeriodTotals (its answer does not depend on the cadence): stopped with a
+    savepoint once the first periods were emitted on Spark, resumed at 3 subtasks on Spark and at 1 on the local runtime."""
+    from engine.io.collection_source import CollectionSource
+    from engine.runtime.spark.runtime import SparkRuntime
+
+    import test_broadcast_state_restore as restore_jobs
+
+    cloudpickle.register_pickle_by_value(restore_jobs)
+
+    def build(runtime: str, parallelism: int, options: dict):
+        env = _env(runtime, parallelism)
+        env.enable_checkpointing(10)
+        env.get_checkpoint_config().set_checkpoint_storage_dir(f"file://{tmp_path}/chk")
+        for name, value in options.items():
+            env.set_runtime_option(name, value)
+        strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e[1])
+        left = env.from_source(CollectionSource(restore_jobs.LEFT, num_splits=2)).uid("left") \
+            .assign_timestamps_and_watermarks(strategy)
+        right = env.from_source(CollectionSource(restore_jobs.RIGHT, num_splits=2)).uid("right") \
+            .assign_timestamps_and_watermarks(strategy)
+        return env, left.connect(right).key_by(lambda e: e[0], lambda e: e[0]) \
+            .process(restore_jobs.PeriodTotals()).uid("totals")
+
+    _, uninterrupted = build("local", 2, {})
+    golden = sorted(map(repr, uninterrupted.execute_and_collect()))
+    env, stream = build("spark", 2, {})
+    job = SparkRuntime(env).start("totals", [], [stream._node])
+    for _ in range(30):  # until the first periods were emitted
+        assert job.run_epoch()
+        if job.collected[stream._node.id]:
+            break
+    savepoint = job.stop_with_savepoint(f"file://{tmp_path}/savepoints").result(timeout=120)
+    before_stop = list(job.collected[stream._node.id])
+    assert before_stop and len(before_stop) < len(golden)  # stopped midway, state and timers in the savepoint
+
+    for runtime, parallelism in (("spark", 3), ("local", 1)):
+        _, resumed = build(runtime, parallelism, {"from_savepoint": savepoint})
+        assert sorted(map(repr, before_stop + resumed.execute_and_collect())) == golden, runtime
