@@ -20,8 +20,13 @@ medians are compared: the first run of either side in a process pays the JVM's w
 Sluice's Python workers their imports), and this shared host's speed drifts between runs, so a
 single pair of runs can be off by tens of percent either way.  Every run's figure is printed too.
 
-Usage: ``python -m bench.bench_spark --events 200000 --keys 10000 --files 10 [--repeat 3]``
-(the issue's target is 5M events / 100k keys and ratio >= 1.0).
+Two forms of the Sluice job take turns with native: ``lambda`` (above) and ``column``, the same job with
+fields named instead of functions (``with_timestamp_assigner("ts")``, ``key_by("user_id")``,
+``sum("qty")``), which a runtime may execute without calling Python per record (issue 16).
+
+Usage: ``python -m bench.bench_spark --events 2000000 --keys 1000 --skew 1.1 --files 20 [--repeat 3]
+[--sides native,lambda,column]``; ``bench/bench_grid.py`` runs it over issue 16's grid of key counts, skews
+and sizes, one process per cell.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ import time
 from typing import Any
 
 from bench.bench_spark_native import bench_spark_conf, run_native_window_sum
-from bench.common import (CpuMeter, generate_purchase_events, interleave_into_splits, per_event_us,
-                          print_result_line, spark_jvm_pid)
+from bench.common import (CpuMeter, generate_purchase_events, interleave_into_splits, peak_rss_mb, per_event_us,
+                          print_result_line, process_peak_rss_mb, spark_jvm_pid)
 
 
 def _ts_ms(e: dict, ts: Any) -> int:
@@ -52,7 +57,9 @@ def _user(e: tuple) -> str:
 
 
 def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, splits_dir: str,
-               options: dict[str, Any] | None = None) -> dict[str, Any]:
+               options: dict[str, Any] | None = None, form: str = "lambda") -> dict[str, Any]:
+    """``form``: ``lambda`` (a timestamp function, a map to tuples, a key function, as users write it) or
+    ``column`` (fields named: ``with_timestamp_assigner("ts")``, ``key_by("user_id")``, ``sum("qty")``)."""
     from engine.api.environment import StreamExecutionEnvironment
     from engine.api.time import Duration, Time
     from engine.runtime.spark.runtime import SparkRuntime
@@ -74,12 +81,16 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, split
             env.set_runtime_option("from_savepoint", restore)
         for k, v in (options or {}).items():
             env.set_runtime_option(k, v)
-        strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(10)).with_timestamp_assigner(_ts_ms)
+        bounded = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(10))
         events = env.read_files(splits_dir, "parquet")
-        events = events.assign_timestamps_and_watermarks(strategy).map(_as_tuple)
         assigner = (TumblingEventTimeWindows.of(Time.seconds(60)) if window == "tumbling"
                     else SlidingEventTimeWindows.of(Time.seconds(60), Time.seconds(10)))
-        sums = events.key_by(_user).window(assigner).sum(2)
+        if form == "column":
+            events = events.assign_timestamps_and_watermarks(bounded.with_timestamp_assigner("ts"))
+            sums = events.key_by("user_id").window(assigner).sum("qty")
+        else:
+            events = events.assign_timestamps_and_watermarks(bounded.with_timestamp_assigner(_ts_ms)).map(_as_tuple)
+            sums = events.key_by(_user).window(assigner).sum(2)
         sums.write_files(f"file://{work_dir}/sluice-output", "parquet")  # the restore re-commits into it
         return env, sums
 
@@ -99,7 +110,7 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, split
         SparkRuntime(restart_env).start("bench-restore", list(restart_env._sinks), [])
         restore_s = round(time.monotonic() - t, 3)
     return {
-        "system": "sluice-on-spark", "window": window, "events": dataset.events, "epochs": job.epoch,
+        "system": "sluice-on-spark", "form": form, "window": window, "events": dataset.events, "epochs": job.epoch,
         "wall_s": round(wall_s, 3), "events_per_s": round(dataset.events / wall_s, 1), "output_rows": output_rows,
         "checkpoints": len(history), "last_epoch_ms": job.last_epoch_ms, "last_epoch_phases_ms": job.last_epoch_phases_ms,
         "phases_total_ms": dict(job.phases_total_ms),
@@ -120,63 +131,75 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--skew", type=float, default=0.0, help="Zipf exponent of the key distribution (0: uniform)")
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--windows", default="tumbling,sliding")
+    parser.add_argument("--sides", default="native,lambda,column",
+                        help="what runs, taking turns: native Spark, Sluice's lambda form, Sluice's column form")
     parser.add_argument("--repeat", type=int, default=3,
-                        help="runs per side and window, native and Sluice taking turns (medians reported)")
-    parser.add_argument("--driver-memory", default="1g",
-                        help="the one local JVM both sides share (native sliding at 5M/100k needs more than 1g)")
+                        help="runs per side and window, the sides taking turns (medians reported)")
+    parser.add_argument("--driver-memory", default="4g",
+                        help="the one local JVM every side shares (the issue's 'normal heap')")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    sides = args.sides.split(",")
+    if not sides or not set(sides) <= {"native", "lambda", "column"}:
+        parser.error("--sides takes native, lambda and/or column")
 
     from engine.runtime.spark.session import get_or_create_spark, stop_spark
 
     spark = get_or_create_spark("local[2]", app_name="sluice-bench", conf=bench_spark_conf(args.parallelism),
                                 shuffle_partitions=args.parallelism, driver_memory=args.driver_memory)
-    results: dict[str, Any] = {"events": args.events, "keys": args.keys, "files": args.files,
-                               "driver_memory": args.driver_memory, "repeat": args.repeat}
+    results: dict[str, Any] = {"events": args.events, "keys": args.keys, "skew": args.skew, "files": args.files,
+                               "driver_memory": args.driver_memory, "repeat": args.repeat, "sides": sides}
+    kinds = ("jvm", "python_workers", "driver_python", "total")
     try:
         with tempfile.TemporaryDirectory(prefix="sluice-bench-") as work:
-            dataset = generate_purchase_events(f"{work}/data", events=args.events, keys=args.keys, files=args.files)
+            dataset = generate_purchase_events(f"{work}/data", events=args.events, keys=args.keys, files=args.files,
+                                               skew=args.skew)
             splits_dir = interleave_into_splits(dataset, f"{work}/splits", args.parallelism)
             for window in args.windows.split(","):
-                natives: list[Any] = []
-                sluices: list[dict[str, Any]] = []
+                runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
                 for run in range(args.repeat):
-                    natives.append(run_native_window_sum(spark, dataset, window=window, sink="parquet",
-                                                         work_dir=f"{work}/n-{window}-{run}"))
-                    sluices.append(run_sluice(dataset, window, f"{work}/s-{window}-{run}", args.parallelism,
-                                              splits_dir))
-                    print(f"{window} run {run + 1}/{args.repeat}: native {natives[-1].events_per_s:,.0f} ev/s, "
-                          f"sluice {sluices[-1]['events_per_s']:,.0f} ev/s", flush=True)
-                native_eps = _median([n.events_per_s for n in natives])
-                sluice_eps = _median([r["events_per_s"] for r in sluices])
-                summary = {key: _median([r[key] for r in sluices if r[key] is not None])
-                           for key in ("checkpoint_ms_per_epoch", "checkpoint_upload_ms_per_epoch",
-                                       "checkpoint_bytes_per_epoch", "restore_s")}
-                ratio = round(sluice_eps / native_eps, 3)
-                kinds = ("jvm", "python_workers", "driver_python", "total")
-                native_cpu = {k: _median([n.cpu_us_per_event[k] for n in natives]) for k in kinds}
-                sluice_cpu = {k: _median([r["cpu_us_per_event"][k] for r in sluices]) for k in kinds}
-                print(f"{window}: native median {native_eps:,.0f} ev/s in {natives[0].micro_batches} micro-batches; "
-                      f"sluice median {sluice_eps:,.0f} ev/s in {sluices[0]['epochs']} epochs; ratio {ratio} "
-                      f"(best {max(r['events_per_s'] for r in sluices) / max(n.events_per_s for n in natives):.3f}); "
-                      f"checkpoint {summary['checkpoint_ms_per_epoch']} ms to completion "
-                      f"({summary['checkpoint_upload_ms_per_epoch']} ms upload, overlapping the next epoch) / "
-                      f"{summary['checkpoint_bytes_per_epoch']:.0f} B per epoch; restore {summary['restore_s']} s")
+                    for side in sides:
+                        where = f"{work}/{side}-{window}-{run}"
+                        if side == "native":
+                            runs[side].append(asdict(run_native_window_sum(
+                                spark, dataset, window=window, sink="parquet", work_dir=where)))
+                        else:
+                            runs[side].append(run_sluice(dataset, window, where, args.parallelism, splits_dir,
+                                                         form=side))
+                    print(f"{window} run {run + 1}/{args.repeat}: " + ", ".join(
+                        f"{side} {runs[side][-1]['events_per_s']:,.0f} ev/s" for side in sides), flush=True)
+                cell: dict[str, Any] = {}
+                for side in sides:
+                    cell[side] = {
+                        "events_per_s": _median([r["events_per_s"] for r in runs[side]]),
+                        "runs_events_per_s": [r["events_per_s"] for r in runs[side]],
+                        "cpu_us_per_event": {k: _median([r["cpu_us_per_event"][k] for r in runs[side]]) for k in kinds},
+                    }
+                    if side != "native":
+                        cell[side].update({key: _median([r[key] for r in runs[side] if r[key] is not None])
+                                           for key in ("checkpoint_ms_per_epoch", "checkpoint_upload_ms_per_epoch",
+                                                       "checkpoint_bytes_per_epoch", "restore_s")})
+                        cell[side]["epochs"] = runs[side][0]["epochs"]
+                if "native" in sides:
+                    cell["native"]["micro_batches"] = runs["native"][0]["micro_batches"]
+                    for side in sides:
+                        if side != "native":
+                            cell[side]["ratio_to_native"] = round(
+                                cell[side]["events_per_s"] / cell["native"]["events_per_s"], 3)
+                print(f"{window}: " + "; ".join(
+                    f"{side} median {cell[side]['events_per_s']:,.0f} ev/s"
+                    + (f" (x{cell[side]['ratio_to_native']} native)" if "ratio_to_native" in cell[side] else "")
+                    for side in sides), flush=True)
                 print(f"{window}: CPU us per event (medians; JVM / Python workers / driver Python / total): "
-                      + "; ".join(f"{side} " + " / ".join(f"{cpu[k]:.2f}" for k in kinds)
-                                  for side, cpu in (("native", native_cpu), ("sluice", sluice_cpu))), flush=True)
-                results[window] = {
-                    "native_cpu_us_per_event": native_cpu, "sluice_cpu_us_per_event": sluice_cpu,
-                    "ratio": ratio, "native_events_per_s": native_eps, "sluice_events_per_s": sluice_eps,
-                    "native_runs_events_per_s": [n.events_per_s for n in natives],
-                    "sluice_runs_events_per_s": [r["events_per_s"] for r in sluices],
-                    "sluice_median": summary,
-                    "native": [asdict(n) for n in natives], "sluice": sluices,
-                }
+                      + "; ".join(f"{side} " + " / ".join(f"{cell[side]['cpu_us_per_event'][k]:.2f}" for k in kinds)
+                                  for side in sides), flush=True)
+                results[window] = cell
+            results["peak_rss_mb"] = {"jvm": process_peak_rss_mb(spark_jvm_pid() or -1), "driver_python": peak_rss_mb()}
     finally:
         stop_spark(spark)
     print_result_line(results)

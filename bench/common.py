@@ -6,7 +6,9 @@ aggregation *on the same files in the same process* (issue 5), so the data set i
 
 Data shape (deterministic for a given seed; numpy's PCG64):
 
-* ``user_id`` string ``"user-<i>"``, i uniform in [0, keys);
+* ``user_id`` string ``"user-<i>"``, i in [0, keys): uniform, or with ``skew`` > 0 Zipf-distributed
+  (key i drawn with probability proportional to 1 / (i + 1) ** skew: at skew 1.1 and 100k keys the
+  hottest key holds about 10 % of the events);
 * ``qty`` int64 in [1, 10]; ``price`` float64 in [1, 100) rounded to cents;
 * ``ts`` timestamp (ms, UTC): event time advances evenly over ``span_s`` seconds from
   2024-01-01T00:00:00Z, minus a uniform lag in [0, max_out_of_orderness_ms) so events arrive
@@ -41,6 +43,7 @@ class PurchaseDataset:
     span_s: int
     max_out_of_orderness_ms: int
     bytes_on_disk: int
+    skew: float = 0.0
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -57,6 +60,7 @@ def generate_purchase_events(
     seed: int = 42,
     span_s: int = 3600,
     max_out_of_orderness_ms: int = 5_000,
+    skew: float = 0.0,
 ) -> PurchaseDataset:
     """Write ``events`` purchase events over ``keys`` users as ``files`` Parquet files; see the module doc."""
     import numpy as np
@@ -68,7 +72,13 @@ def generate_purchase_events(
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
+    if skew < 0:
+        raise ValueError(f"skew must be >= 0 (0: uniform keys); got {skew}")
     names = pa.array([f"user-{i}" for i in range(keys)], pa.string())
+    weights = None
+    if skew > 0:
+        weights = 1.0 / np.arange(1, keys + 1, dtype=np.float64) ** skew
+        weights /= weights.sum()
     bounds = np.linspace(0, events, files + 1).astype(np.int64)
     paths = []
     total_bytes = 0
@@ -78,7 +88,8 @@ def generate_purchase_events(
         n = hi - lo
         idx = np.arange(lo, hi, dtype=np.int64)
         ts = EPOCH_2024_MS + (idx * (span_s * 1000)) // events - rng.integers(0, max_out_of_orderness_ms, n)
-        user = pa.DictionaryArray.from_arrays(pa.array(rng.integers(0, keys, n), pa.int32()), names).dictionary_decode()
+        key_ids = rng.integers(0, keys, n) if weights is None else rng.choice(keys, n, p=weights)
+        user = pa.DictionaryArray.from_arrays(pa.array(key_ids, pa.int32()), names).dictionary_decode()
         table = pa.table(
             {
                 "user_id": user,
@@ -92,7 +103,8 @@ def generate_purchase_events(
         os.utime(path, (base_mtime + f, base_mtime + f))
         total_bytes += path.stat().st_size
         paths.append(str(path))
-    return PurchaseDataset(str(out), tuple(paths), events, keys, seed, span_s, max_out_of_orderness_ms, total_bytes)
+    return PurchaseDataset(str(out), tuple(paths), events, keys, seed, span_s, max_out_of_orderness_ms, total_bytes,
+                           skew)
 
 
 def interleave_into_splits(dataset: PurchaseDataset, directory: str | os.PathLike, splits: int) -> str:

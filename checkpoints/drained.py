@@ -10,11 +10,12 @@ run --from-savepoint`` and snapshot validation refuse a drained snapshot unless 
 
 What the runtimes record, as read from real stop-with-savepoint runs:
 
-- local: ``watermarks.operators[uid][subtask]``, every window operator subtask's watermark, is
-  MAX_WATERMARK; ``watermarks`` holds nothing else.
-- spark: ``watermarks.watermark``, the job's watermark W(n), is MAX_WATERMARK, and so is every
-  ``watermarks.operators`` entry (a window operator left without state by the drain records no
-  entry); the split watermarks under ``watermarks.splits`` keep their last values from the input.
+- both runtimes (the portable core, engine/runtime/snapshot_metadata.py): ``watermarks.watermark``,
+  the job's watermark, is MAX_WATERMARK, and so is every ``watermarks.operators[uid][subtask]``
+  entry (Spark: a window operator left without state by the drain records no entry); the split
+  watermarks under ``watermarks.splits`` keep their last values from the input (a split the local
+  runtime had read to its end reads MAX_WATERMARK).
+- local snapshots written before the portable core record only ``watermarks.operators``.
 
 A snapshot is drained when it records a job or operator watermark and every one of them is
 MAX_WATERMARK.  Every one, because while a job runs, one of its pipelines may have reached the end
@@ -38,7 +39,7 @@ from engine.elements import MAX_WATERMARK
 class SnapshotWatermarks:
     """The event-time watermarks (ms) a snapshot records: the job's, each operator subtask's, each split's."""
 
-    #: the job's watermark (Spark's W(n)); None where the runtime records none (local)
+    #: the job's watermark (Spark's W(n)); None where the snapshot records none (local ones from before the core)
     job_ms: int | None
     #: operator uid -> subtask -> watermark
     operators: dict[str, dict[int, int]]

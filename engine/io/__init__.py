@@ -13,11 +13,11 @@ from engine.io.file_sink import FileSink, committed_files, read_committed
 from engine.io.file_source import FileSource
 from engine.io.generator_source import GeneratorSource
 from engine.io.sink import CollectSink, CommitHandle, PrintSink, Sink, Transaction, TwoPhaseCommitSink, is_transactional
-from engine.io.source import ArrowReadBatch, DeadLetter, ReadBatch, Source, SourceSplit, SplitReader
+from engine.io.source import ArrowReadBatch, MalformedInput, ReadBatch, Source, SourceSplit, SplitReader
 from engine.io.two_phase_commit import TwoPhaseCommitDriver
 
 __all__ = [
-    "ArrowReadBatch", "CollectSink", "CollectionSource", "CommitHandle", "DeadLetter", "DeadLetterEntry",
+    "ArrowReadBatch", "CollectSink", "CollectionSource", "CommitHandle", "MalformedInput", "DeadLetterEntry",
     "DeadLetterSink", "FileSink", "FileSource", "GeneratorSource", "PrintSink", "ReadBatch", "Sink", "Source",
     "SourceSplit", "SplitReader", "Transaction", "TwoPhaseCommitDriver", "TwoPhaseCommitSink", "committed_files", "is_transactional",
     "read_committed",

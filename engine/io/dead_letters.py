@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import JobDefinitionError
-from engine.io.source import DeadLetter
+from engine.io.source import MalformedInput
 from engine.io.storage import check_folder_uri, open_folder
 
 
@@ -53,7 +53,7 @@ class DeadLetterSink:
         if len(self.entries) < self.max_kept:
             self.entries.append(DeadLetterEntry(value, str(error), stage, split_id, offset))
 
-    def add_read_errors(self, split_id: str, dead_letters: Iterable[DeadLetter]) -> None:
+    def add_read_errors(self, split_id: str, dead_letters: Iterable[MalformedInput]) -> None:
         """Record what a source reader returned in ``ReadBatch.dead_letters`` (stage ``"source"``)."""
         for dead in dead_letters:
             self.add(dead.raw, dead.error, "source", split_id=split_id, offset=dead.offset)

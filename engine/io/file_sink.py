@@ -40,6 +40,7 @@ from typing import Any
 
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError, UnsupportedFormatVersion
 from engine.io.formats import EXTENSIONS, check_format, decode, encode
+from engine.io.row_format import Encoder, RowFormatBuilder
 from engine.io.sink import CommitHandle, Transaction, TwoPhaseCommitSink
 from engine.io.storage import check_folder_uri, is_visible_name, open_folder
 
@@ -55,7 +56,17 @@ MODES = ("exactly_once", "at_least_once")
 
 
 class FileSink(TwoPhaseCommitSink):
-    """Writes values as ``format`` files under ``path``; a transaction rolls a part every ``max_records_per_file``."""
+    """Writes values as ``format`` files under ``path``; a transaction rolls a part every ``max_records_per_file``.
+
+    Also built the PyFlink way: ``FileSink.for_row_format(path, Encoder.simple_string_encoder()).build()``
+    (JSON lines; engine/io/row_format.py).
+    """
+
+    @staticmethod
+    def for_row_format(base_path: str, encoder: Encoder) -> RowFormatBuilder:
+        if not isinstance(encoder, Encoder):
+            raise JobDefinitionError("encoder", encoder, "must be an Encoder", "Use Encoder.simple_string_encoder()")
+        return RowFormatBuilder(base_path, lambda path: FileSink(path, format="jsonl"))
 
     def __init__(
         self,

@@ -3,7 +3,7 @@
 Reading: a file is decoded once into *rows*, and a row's index is its offset,
 so a reader created at row k resumes exactly there (seed 002).  A row that is
 not a record (invalid JSON, a CSV row of the wrong width) becomes a
-:class:`DeadLetter` at its offset instead of failing the job; blank lines are
+:class:`MalformedInput` at its offset instead of failing the job; blank lines are
 rows that carry nothing.
 
 - ``jsonl``: one row per physical line (``\\n``-separated); each non-blank line
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import JobDefinitionError
-from engine.io.source import DeadLetter
+from engine.io.source import MalformedInput
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -48,15 +48,15 @@ def check_format(fmt: str, allowed: Sequence[str] = FORMATS) -> str:
 
 
 class RowFile:
-    """A decoded file: ``len(rows)`` offsets; ``row(i)`` is a record dict, a DeadLetter, or None (blank)."""
+    """A decoded file: ``len(rows)`` offsets; ``row(i)`` is a record dict, a MalformedInput, or None (blank)."""
 
     def __len__(self) -> int:
         raise NotImplementedError
 
-    def rows(self, start: int, stop: int) -> tuple[list[dict], list[DeadLetter]]:
+    def rows(self, start: int, stop: int) -> tuple[list[dict], list[MalformedInput]]:
         raise NotImplementedError
 
-    def arrow(self, start: int, stop: int) -> tuple[pa.RecordBatch, list[DeadLetter]]:
+    def arrow(self, start: int, stop: int) -> tuple[pa.RecordBatch, list[MalformedInput]]:
         import pyarrow as pa
 
         records, dead = self.rows(start, stop)
@@ -72,9 +72,9 @@ class JsonLinesFile(RowFile):
     def __len__(self) -> int:
         return len(self._lines)
 
-    def rows(self, start: int, stop: int) -> tuple[list[dict], list[DeadLetter]]:
+    def rows(self, start: int, stop: int) -> tuple[list[dict], list[MalformedInput]]:
         records: list[dict] = []
-        dead: list[DeadLetter] = []
+        dead: list[MalformedInput] = []
         for offset in range(start, stop):
             line = self._lines[offset]
             if not line.strip():
@@ -82,10 +82,10 @@ class JsonLinesFile(RowFile):
             try:
                 value = json.loads(line)
             except (ValueError, UnicodeDecodeError) as exc:
-                dead.append(DeadLetter(line.decode("utf-8", "replace"), f"invalid JSON: {exc}", offset))
+                dead.append(MalformedInput(line.decode("utf-8", "replace"), f"invalid JSON: {exc}", offset))
                 continue
             if not isinstance(value, dict):
-                dead.append(DeadLetter(line.decode("utf-8", "replace"),
+                dead.append(MalformedInput(line.decode("utf-8", "replace"),
                                        f"expected a JSON object per line, got {type(value).__name__}", offset))
                 continue
             records.append(value)
@@ -121,19 +121,19 @@ class CsvFile(RowFile):
     def __len__(self) -> int:
         return len(self._rows)
 
-    def rows(self, start: int, stop: int) -> tuple[list[dict], list[DeadLetter]]:
+    def rows(self, start: int, stop: int) -> tuple[list[dict], list[MalformedInput]]:
         records: list[dict] = []
-        dead: list[DeadLetter] = []
+        dead: list[MalformedInput] = []
         header = self._header or []
         for offset in range(start, stop):
             row, raw, error = self._rows[offset]
             if error is not None:
-                dead.append(DeadLetter(raw, error, offset))
+                dead.append(MalformedInput(raw, error, offset))
                 continue
             if not row:
                 continue  # a blank line
             if len(row) != len(header):
-                dead.append(DeadLetter(raw, f"CSV row has {len(row)} fields, the header has {len(header)}", offset))
+                dead.append(MalformedInput(raw, f"CSV row has {len(row)} fields, the header has {len(header)}", offset))
                 continue
             if self._infer:
                 records.append({name: _infer(cell) for name, cell in zip(header, row)})
@@ -180,10 +180,10 @@ class ParquetFile(RowFile):
             return self._file.schema_arrow.empty_table()
         return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
 
-    def rows(self, start: int, stop: int) -> tuple[list[dict], list[DeadLetter]]:
+    def rows(self, start: int, stop: int) -> tuple[list[dict], list[MalformedInput]]:
         return table_to_pylist(self._slice(start, stop)), []
 
-    def arrow(self, start: int, stop: int) -> tuple[pa.RecordBatch, list[DeadLetter]]:
+    def arrow(self, start: int, stop: int) -> tuple[pa.RecordBatch, list[MalformedInput]]:
         table = self._slice(start, stop).combine_chunks()
         batches = table.to_batches()
         if not batches:
@@ -271,8 +271,8 @@ class UnreadableFile(RowFile):
     def __len__(self) -> int:
         return 1
 
-    def rows(self, start: int, stop: int) -> tuple[list[dict], list[DeadLetter]]:
-        return [], [DeadLetter(self._raw, self._error, 0)] if start <= 0 < stop else []
+    def rows(self, start: int, stop: int) -> tuple[list[dict], list[MalformedInput]]:
+        return [], [MalformedInput(self._raw, self._error, 0)] if start <= 0 < stop else []
 
 
 def decode(fmt: str, data: bytes, *, infer_types: bool = True) -> RowFile:

@@ -67,7 +67,7 @@ class SourceSplit:
 
 
 @dataclass(frozen=True, slots=True)
-class DeadLetter:
+class MalformedInput:
     """Input that could not be turned into a record (bad JSON line, CSV row with the wrong width).
 
     It is not fatal: the reader skips it, keeps its position (``offset`` is where it
@@ -92,7 +92,7 @@ class ReadBatch:
     values: list
     end_offset: Offset
     finished: bool
-    dead_letters: tuple[DeadLetter, ...] = ()
+    dead_letters: tuple[MalformedInput, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,7 @@ class ArrowReadBatch:
     records: pa.RecordBatch
     end_offset: Offset
     finished: bool
-    dead_letters: tuple[DeadLetter, ...] = ()
+    dead_letters: tuple[MalformedInput, ...] = ()
 
     @property
     def num_records(self) -> int:
@@ -213,6 +213,6 @@ def check_int_offset(split: SourceSplit, offset: Offset | None, length: int | No
 
 
 __all__ = [
-    "ArrowReadBatch", "DeadLetter", "Offset", "ReadBatch", "Source", "SourceSplit", "SplitReader",
+    "ArrowReadBatch", "MalformedInput", "Offset", "ReadBatch", "Source", "SourceSplit", "SplitReader",
     "check_int_offset", "check_max_records",
 ]

@@ -63,7 +63,7 @@ _MAX_TRACKING_GENERATORS = (BoundedOutOfOrdernessWatermarks, AscendingTimestamps
 
 
 @dataclass(frozen=True, slots=True)
-class DeadLetter:
+class TimestampAssignmentFailure:
     """A record whose timestamp could not be assigned, and why."""
 
     split_id: Hashable
@@ -116,7 +116,7 @@ class SourceTimestampsAndWatermarks:
         self,
         strategy: WatermarkStrategy,
         clock: Clock,
-        on_dead_letter: Callable[[DeadLetter], None] | None = None,
+        on_dead_letter: Callable[[TimestampAssignmentFailure], None] | None = None,
     ) -> None:
         self._strategy = strategy
         self._clock = clock
@@ -172,7 +172,7 @@ class SourceTimestampsAndWatermarks:
         except Exception as error:  # noqa: BLE001 - user code: any failure is a dead letter, the job goes on
             self.num_dead_letters += 1
             if self._on_dead_letter is not None:
-                self._on_dead_letter(DeadLetter(split_id, value, record_timestamp, error))
+                self._on_dead_letter(TimestampAssignmentFailure(split_id, value, record_timestamp, error))
             return []
         if split.partial.idle:
             # records never flow while idle: the split (and, if needed, the subtask) turns active first
@@ -224,7 +224,7 @@ class SourceTimestampsAndWatermarks:
             except Exception as error:  # noqa: BLE001 - user code: any failure is a dead letter, the job goes on
                 self.num_dead_letters += 1
                 if self._on_dead_letter is not None:
-                    self._on_dead_letter(DeadLetter(split_id, value, None, error))
+                    self._on_dead_letter(TimestampAssignmentFailure(split_id, value, None, error))
                 continue
             append(StreamRecord(value, timestamp))
             if highest is None or timestamp > highest:

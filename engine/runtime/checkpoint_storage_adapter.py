@@ -34,11 +34,13 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from engine.api.graph import SinkTransformation
 from engine.checkpointing.channel_state import InputChannelState
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
 from engine.checkpointing.discarder import CheckpointDiscarder
 from engine.checkpointing.job_status import JobStatus
+from engine.checkpointing.properties import CheckpointProperties
 from engine.checkpointing.task_state import TaskSnapshot, TaskStateSnapshot
 from engine.elements import StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
 from engine.errors import CorruptSnapshotError
@@ -50,7 +52,19 @@ CHANNEL_STATE_TABLE = "channel_state"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-from engine.runtime.snapshot_metadata import operator_config, operator_watermarks, stored_table_name  # noqa: E402
+from engine.runtime.snapshot_metadata import (  # noqa: E402
+    SOURCE_STAGE_SUFFIX,
+    VALVE_SUFFIX,
+    operator_config,
+    operator_watermarks,
+    restored_watermark,
+    snapshot_watermark,
+    split_states,
+    split_states_of_stage,
+    stage_state_for_splits,
+    state_table_name,
+    stored_table_name,
+)
 
 
 def safe_name(text: str) -> str:
@@ -90,9 +104,68 @@ class RestorePoint:
     #: task id -> in-flight input of an unaligned checkpoint
     channel_state: dict[str, InputChannelState] = field(default_factory=dict)
     is_savepoint: bool = False
+    #: the portable core of a stored snapshot (engine/runtime/snapshot_metadata.py): per split key its watermark
+    #: state, and the watermark the window operators had reached; empty / None for this run's in-memory checkpoints
+    split_states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    watermark: int | None = None
+    #: a Spark snapshot's sinks' two-phase-commit states (None: not transactional), in plan order
+    spark_sink_states: list[dict[str, Any] | None] = field(default_factory=list)
 
     def snapshots_of(self, uid: str) -> list[tuple[int, MaterializedOperatorSnapshot]]:
         return sorted(self.operators.get(uid, []), key=lambda e: e[0])
+
+    def for_plan(self, plan: Any) -> RestorePoint:
+        """This restore point with the local runtime's per-task states it lacks rebuilt from the portable core.
+
+        A snapshot the Spark runtime took has no ``v<vertex>.watermarks`` (one watermark stage per source
+        subtask) and no ``v<vertex>.valve``: each source vertex gets one stage holding its source's unfinished
+        splits (the runtime hands each subtask its own splits' entries), and each other vertex a valve whose
+        output stands at the snapshot's watermark (with fresh channels, as after a rescale: it never regresses);
+        each transactional sink gets the pending transactions Spark's driver-side writer held (matched in plan
+        order, which is how Spark lists them), for subtask 0 to commit.  What the snapshot has is kept as it is;
+        in-memory checkpoints of this run are returned unchanged.
+        """
+        if not self.split_states and self.watermark is None and not self.spark_sink_states:
+            return self
+        operators = dict(self.operators)
+        # the job's transactional sinks in plan order, as the Spark runtime lists them (collect targets are no sinks)
+        sinks = [n for v in plan.vertices for n in v.nodes if type(n) is SinkTransformation]
+        if len(sinks) == len(self.spark_sink_states):
+            for node, state in zip(sinks, self.spark_sink_states):
+                uid = node.operator_uid()
+                if state is not None and uid not in operators:
+                    operators[uid] = [(0, MaterializedOperatorSnapshot(
+                        {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid,
+                         "operator_class": "SinkOperator", "checkpoint_id": self.checkpoint_id,
+                         "max_parallelism": plan.max_parallelism, "key_group_range": [0, plan.max_parallelism - 1],
+                         "sink_state": state}, {}))]
+        elif self.spark_sink_states:
+            raise CorruptSnapshotError(
+                f"snapshot {self.checkpoint_id} holds the pending transactions of {len(self.spark_sink_states)} "
+                f"sink(s) but the job has {len(sinks)}; the same program must be restored so each is committed")
+        for v in plan.vertices:
+            vkey = f"v{v.id}"
+            if v.is_source():
+                uid, name = v.head.operator_uid(), vkey + SOURCE_STAGE_SUFFIX
+                mine = [st for key, st in sorted(self.split_states.items()) if key.split("/", 1)[0] == uid]
+                if name not in operators and mine:
+                    operators[name] = [(0, _json_state(name, stage_state_for_splits(mine), self.checkpoint_id,
+                                                       plan.max_parallelism))]
+            elif vkey + VALVE_SUFFIX not in operators and self.watermark is not None:
+                name = vkey + VALVE_SUFFIX
+                valve = {"format_version": 1, "channels": [], "last_output_watermark": int(self.watermark),
+                         "last_output_status": "ACTIVE"}
+                operators[name] = [(0, _json_state(name, valve, self.checkpoint_id, plan.max_parallelism))]
+        return dataclasses.replace(self, operators=operators)
+
+
+def _json_state(uid: str, state: dict[str, Any], checkpoint_id: int,
+                max_parallelism: int) -> MaterializedOperatorSnapshot:
+    """A per-task JSON state in the form the local runtime's JsonStateOperator snapshots it."""
+    return MaterializedOperatorSnapshot(
+        {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid, "operator_class": "JsonState",
+         "checkpoint_id": checkpoint_id, "max_parallelism": max_parallelism,
+         "key_group_range": [0, max_parallelism - 1], "task_state": state}, {})
 
 
 # -- channel state as a table ----------------------------------------------------------------------
@@ -149,6 +222,22 @@ def _is_keyed(snapshot: MaterializedOperatorSnapshot) -> bool:
     return any(name.startswith("keyed/") or name == "timers" for name in snapshot.tables)
 
 
+def deletes_retained_checkpoints_at_end(latest: CheckpointProperties | None, job_status: JobStatus) -> bool:
+    """Whether the retained checkpoints are deleted when a whole run ends in ``job_status`` (both runtimes).
+
+    ``latest``: the properties of the newest checkpoint or savepoint the run completed (None: it completed
+    none, and the index keeps what it holds, such as the checkpoints of an earlier run it restored from).
+    As Flink's CompletedCheckpointStore.shutdown, a checkpoint's properties decide per the job's
+    ExternalizedCheckpointRetention: deleted on FINISHED always, on CANCELED unless RETAIN_ON_CANCELLATION,
+    on FAILED only with NO_EXTERNALIZED_CHECKPOINTS; never on SUSPENDED (the job is not over).  Unlike
+    Flink, a run whose newest snapshot is a savepoint (stop-with-savepoint) keeps its retained checkpoints:
+    savepoints never discard (as the local runtime always did: a stopped job's checkpoints stay beside its
+    savepoint).
+    Applied once, when the run ends, never when one attempt fails and the next restarts from them.
+    """
+    return latest is not None and job_status.is_globally_terminal() and latest.should_discard_on_shutdown(job_status)
+
+
 class _NoDiscard(CheckpointDiscarder):
     """In memory, dropping the references is the discard; on storage, the checkpoints store deletes."""
 
@@ -180,7 +269,7 @@ class CheckpointStorageAdapter:
         #: checkpoint id -> bytes of state it wrote, until the run records it in its history
         self.sizes: dict[int, int] = {}
         if storage_dir is not None:
-            from checkpoints import CheckpointStorage, CompletedCheckpointStore as PersistentStore, open_store
+            from checkpoints import CheckpointStorage, RetainedCheckpointStore as PersistentStore, open_store
 
             self._storage = CheckpointStorage(open_store(storage_dir), job_id)
             self._persistent_store = PersistentStore(self._storage, retained=num_retained, fence=fence)
@@ -275,8 +364,8 @@ class CheckpointStorageAdapter:
         if not self.is_persistent(cid):
             return None
         from checkpoints import CheckpointMetadata
-        from checkpoints import CheckpointProperties as StoredProperties
-        from checkpoints import OperatorSnapshot as StoredOperator
+        from checkpoints import SnapshotProperties as StoredProperties
+        from checkpoints import OperatorState as StoredOperator
         from checkpoints import SubtaskState
 
         subtasks: dict[str, list[Any]] = {}
@@ -292,12 +381,24 @@ class CheckpointStorageAdapter:
         by_subtask = {uid: {int(k): v for k, v in metas.items()} for uid, metas in configs.items()}
         operators = tuple(
             StoredOperator(uid=uid, name=uid, parallelism=len(subs), max_parallelism=self.max_parallelism,
-                           config={**operator_config(self.operator_configs.get(uid), by_subtask[uid]),
+                           config={**({"kind": "window"} if uid in self.operator_configs else {}),
+                                   **operator_config(self.operator_configs.get(uid), by_subtask[uid]),
                                    "subtask_metadata": configs[uid]},
                            subtasks=tuple(sorted(subs, key=lambda s: s.subtask)))
             for uid, subs in sorted(subtasks.items()))
-        watermarks = {"operators": {uid: wm for uid, metas in sorted(by_subtask.items())
-                                    if (wm := operator_watermarks(metas))}}
+        operator_marks = {uid: wm for uid, metas in sorted(by_subtask.items()) if (wm := operator_watermarks(metas))}
+        # the portable core both runtimes write (engine/runtime/snapshot_metadata.py): splits and the watermark
+        splits: dict[str, dict[str, Any]] = {}
+        for state in completed.task_states.values():
+            if state.source_positions:
+                stage = next((dict(h.metadata)["task_state"] for uid, h in state.operator_states.items()
+                              if uid.endswith(SOURCE_STAGE_SUFFIX)), None)
+                splits.update(split_states_of_stage(state.source_positions, stage))
+        valves = [m["task_state"] for uid, metas in configs.items() if uid.endswith(VALVE_SUFFIX)
+                  for m in metas.values() if "task_state" in m]
+        watermarks = {"watermark": snapshot_watermark(
+            {u: m for u, m in operator_marks.items() if u in self.operator_configs} or operator_marks, valves),
+            "splits": dict(sorted(splits.items())), "operators": operator_marks}
         savepoint = completed.is_savepoint()
         properties = StoredProperties.savepoint() if savepoint else StoredProperties.checkpoint(
             retain_on_cancellation=not completed.properties.discard_cancelled)
@@ -339,8 +440,9 @@ class CheckpointStorageAdapter:
         return point
 
     def shutdown(self, job_status: JobStatus, latest: CompletedCheckpoint | None) -> None:
+        """The whole run ended (called once, never between restart attempts): apply the job's retention."""
         if self._persistent_store is not None:
-            delete = latest is not None and latest.should_discard_on_shutdown(job_status)
+            delete = deletes_retained_checkpoints_at_end(latest.properties if latest is not None else None, job_status)
             self._persistent_store.shutdown(delete_checkpoints=delete)
 
     def retained_checkpoint_ids(self) -> list[int]:
@@ -393,16 +495,16 @@ def load_restore_point(uri: str, **store_options: Any) -> RestorePoint:
 
     snapshot = load_snapshot(uri, **store_options)
     meta = snapshot.metadata
-    point = RestorePoint(meta.checkpoint_id, dict(meta.source_positions), is_savepoint=meta.is_savepoint())
+    point = RestorePoint(meta.checkpoint_id, dict(meta.source_positions), is_savepoint=meta.is_savepoint(),
+                         split_states=split_states(meta), watermark=restored_watermark(meta),
+                         spark_sink_states=[op.config.get("two_phase_commit") for op in meta.operators
+                                            if op.config.get("kind") == "sink"])
     for op in meta.operators:
         configs = op.config.get("subtask_metadata")
         for sub in op.subtasks:
-            if configs is None:  # written by the Spark runtime: its _metadata describes the subtasks itself
-                metadata = _spark_subtask_metadata(meta, op, sub)
-            else:
-                metadata = dict(configs[str(sub.subtask)])
+            metadata = dict(configs[str(sub.subtask)]) if configs is not None else _subtask_metadata(meta, op, sub)
             names = metadata.pop("__tables__", {})
-            tables = {names.get(h.table, h.table): snapshot.read_file(h) for h in sub.files}
+            tables = {names.get(h.table, state_table_name(h.table)): snapshot.read_file(h) for h in sub.files}
             materialized = MaterializedOperatorSnapshot.from_parts(
                 MaterializedOperatorSnapshot(metadata, {}).metadata_json(), tables)
             if op.uid.endswith(CHANNEL_STATE_SUFFIX):
@@ -413,21 +515,18 @@ def load_restore_point(uri: str, **store_options: Any) -> RestorePoint:
     return point
 
 
-def _spark_subtask_metadata(meta: Any, op: Any, sub: Any) -> dict[str, Any]:
-    """A Spark-written subtask's snapshot metadata, rebuilt from its operator's entry in ``_metadata``.
-
-    The Spark runtime writes each keyed vertex's state rows per subtask with the operator's own table layout
-    (``keyed/<state>`` stored as ``keyed.<state>``, ``timers``), and keeps the subtask's watermark in
-    ``watermarks.operators``, not a per-subtask metadata document; so a local job restores a Spark savepoint.
-    """
-    start, end = sub.key_group_range
+def _subtask_metadata(meta: Any, op: Any, sub: Any) -> dict[str, Any]:
+    """An operator subtask's snapshot metadata where ``_metadata`` records none per subtask (a Spark snapshot):
+    what the operator's config, the subtask's key groups and its watermark say."""
+    if sub.key_group_range is None:
+        raise CorruptSnapshotError(
+            f"snapshot {meta.checkpoint_id} of job {meta.job_id!r}: operator {op.uid!r} subtask {sub.subtask} has "
+            "state files but neither per-subtask metadata nor key groups; it cannot be restored")
     metadata: dict[str, Any] = {
-        "format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": op.uid, "checkpoint_id": meta.checkpoint_id,
-        "max_parallelism": op.max_parallelism, "key_group_range": [start, end],
-        "__tables__": {h.table: "keyed/" + h.table[len("keyed."):] if h.table.startswith("keyed.") else h.table
-                       for h in sub.files},
-    }
-    watermark = ((meta.watermarks or {}).get("operators") or {}).get(op.uid, {}).get(str(sub.subtask))
+        "format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": op.uid,
+        "operator_class": op.config.get("operator_class", "WindowOperator"), "checkpoint_id": meta.checkpoint_id,
+        "max_parallelism": op.max_parallelism, "key_group_range": list(sub.key_group_range)}
+    watermark = (meta.watermarks.get("operators") or {}).get(op.uid, {}).get(str(sub.subtask))
     if watermark is not None:
         metadata["current_watermark"] = int(watermark)
     return metadata

@@ -1,4 +1,4 @@
-"""What both runtimes write about each operator into a snapshot's ``_metadata``.
+"""What both runtimes write into a snapshot's ``_metadata``, and how either reads what the other wrote.
 
 Validation (checkpoints.validation) and compatibility checks read how the state
 was produced from ``_metadata`` only, never from the job's code: the window
@@ -6,18 +6,58 @@ operator's configuration (assigner, trigger, evictor, function, allowed
 lateness), its live entry counts per state at snapshot time, the state kinds,
 and each subtask's watermark.  One module so the local and Spark runtimes write
 the same document and name state files the same way.
+
+**The portable core.**  A snapshot taken on one runtime restores on the other (issue 15), so
+both write, besides ``source_positions`` and the window operators' state files:
+
+- ``watermarks.splits``: per split (``source_split_key``) ``{"watermarks": the split's
+  watermark-generator state (a one-split SourceTimestampsAndWatermarks snapshot, or null before
+  its first record), "finished", "idle", "watermark"}`` -- what a source needs to resume;
+- ``watermarks.watermark``: the watermark the window operators had reached (every record after
+  the snapshot is judged against it); ``watermarks.operators``: each window subtask's;
+- ``"kind": "window"`` in each window operator's config;
+- each two-phase-commit sink's pending transactions, which the other runtime reads through
+  :func:`sink_states` (Spark: ``"kind": "sink"`` with ``two_phase_commit``; local: each sink
+  subtask's ``sink_state``, merged as the local SinkOperator merges them when rescaled).
+
+Each runtime also writes what only it needs: the local runtime a valve per task
+(``v<vertex>.valve``), one watermark stage per source subtask (``v<vertex>.watermarks``) and
+per-subtask operator metadata (``config.subtask_metadata``); Spark its one valve over all
+splits (``watermarks.valve``) and the epoch.  A restore uses its own runtime's extras when the
+snapshot has them (exact, also for in-flight data) and otherwise rebuilds them from the core
+(:func:`split_states`, :func:`restored_watermark`, :func:`valve_state_for_splits`,
+:func:`stage_state_for_splits`): the one path both shapes are read through.  Snapshots written
+before the core existed (local ones without ``watermarks.splits``) are read through the same
+functions, which derive the core from the local extras.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from engine.api.graph import WindowTransformation
+from engine.elements import MAX_WATERMARK, MIN_WATERMARK, WatermarkStatus
+from engine.operators.timestamps_watermarks import FORMAT_VERSION as STAGE_FORMAT_VERSION
+from engine.state import codec
+from engine.watermarks.valve import VALVE_FORMAT_VERSION
+
+#: suffixes of the local runtime's per-task JSON states (engine/runtime/local/runtime.py)
+SOURCE_STAGE_SUFFIX = ".watermarks"
+VALVE_SUFFIX = ".valve"
 
 
 def stored_table_name(name: str) -> str:
     """The table name a state file is stored under: ``keyed/<state>`` -> ``keyed.<state>``, ``timers``."""
     return name.replace("/", ".")
+
+
+def state_table_name(stored: str) -> str:
+    """The state table a stored file holds, for files without a recorded name: ``keyed.<state>`` -> ``keyed/<state>``.
+
+    The inverse of :func:`stored_table_name` for the tables a keyed operator writes (``keyed/<state>``,
+    ``timers``); the local runtime also records each name (``__tables__``), Spark does not.
+    """
+    return "keyed/" + stored[len("keyed."):] if stored.startswith("keyed.") else stored
 
 
 def window_configs(nodes: Iterable[Any]) -> dict[str, dict[str, Any]]:
@@ -72,3 +112,151 @@ def saved_split_key(saved: Mapping[str, Any], source_uid: str, split_id: str) ->
     if key in saved:
         return key
     return split_id if split_id in saved else None
+
+
+# -- the portable core (see the module docstring) ---------------------------------------------------------------
+
+def split_states_of_stage(positions: Mapping[str, Any], stage: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The core's ``watermarks.splits`` entries of one local source subtask.
+
+    ``positions``: the subtask's split positions by ``source_split_key``; ``stage``: its
+    SourceTimestampsAndWatermarks snapshot, which holds its unfinished splits only -- a split with a
+    position but no entry there has been read to its end.
+    """
+    entries = {}
+    for entry in (stage or {}).get("splits", []):
+        entries[codec.decode(entry["split_id"])] = entry
+    out: dict[str, dict[str, Any]] = {}
+    for key in positions:
+        entry = entries.get(key.split("/", 1)[-1])
+        if entry is None:
+            out[key] = {"watermarks": None, "finished": True, "idle": False, "watermark": MAX_WATERMARK}
+            continue
+        idle, watermark = bool(entry["idle"]), int(entry["watermark"])
+        out[key] = {"watermarks": {"format_version": STAGE_FORMAT_VERSION, "combined_watermark": watermark,
+                                   "status": (WatermarkStatus.IDLE if idle else WatermarkStatus.ACTIVE).value,
+                                   "ended": False, "num_dead_letters": 0, "splits": [dict(entry)]},
+                    "finished": False, "idle": idle, "watermark": watermark}
+    return out
+
+
+def local_states(meta: Any, suffix: str) -> list[tuple[str, int, dict[str, Any]]]:
+    """``(uid, subtask, state)`` of every local per-task JSON state whose uid ends with ``suffix``."""
+    out = []
+    for op in meta.operators:
+        if op.uid.endswith(suffix):
+            for sub, m in sorted((op.config.get("subtask_metadata") or {}).items()):
+                if isinstance(m, Mapping) and isinstance(m.get("task_state"), Mapping):
+                    out.append((op.uid, int(sub), dict(m["task_state"])))
+    return out
+
+
+def split_states(meta: Any) -> dict[str, dict[str, Any]]:
+    """``watermarks.splits`` of a snapshot from either runtime (``meta``: a checkpoints.CheckpointMetadata).
+
+    Local snapshots written before the portable core have only their per-subtask stages; a stage names a
+    split by its id alone.  Where sources share a split id, the stage's vertex (``v<id>``, the prefix of the
+    source's planned uid) tells them apart; a split that stays ambiguous is left out (a restore that needs
+    it says so; the local runtime reads the stages themselves).
+    """
+    saved = meta.watermarks.get("splits")
+    if isinstance(saved, Mapping):
+        return {str(k): dict(v) for k, v in saved.items()}
+    positions = meta.source_positions
+    by_split: dict[str, list[str]] = {}
+    for key in positions:
+        by_split.setdefault(key.split("/", 1)[-1], []).append(key)
+    out: dict[str, dict[str, Any]] = {}
+    ambiguous: set[str] = set()
+    for uid, _, stage in local_states(meta, SOURCE_STAGE_SUFFIX):
+        for entry in stage.get("splits", []):
+            split_id = str(codec.decode(entry["split_id"]))
+            keys = by_split.get(split_id, [])
+            if len(keys) > 1:
+                vertex = uid[: -len(SOURCE_STAGE_SUFFIX)] + "."
+                keys = [k for k in keys if k.startswith(vertex)]
+            if len(keys) == 1:
+                out.update(split_states_of_stage({keys[0]: None}, {"splits": [entry]}))
+            else:
+                ambiguous.update(by_split.get(split_id, []))
+    for key in positions:
+        if key not in ambiguous:  # a position without a stage entry: read to its end
+            out.setdefault(key, {"watermarks": None, "finished": True, "idle": False, "watermark": MAX_WATERMARK})
+    return out
+
+
+def restored_watermark(meta: Any) -> int:
+    """The watermark the snapshot's window operators had reached, from either runtime's ``_metadata``."""
+    saved = meta.watermarks.get("watermark")
+    if saved is not None:
+        return int(saved)
+    operators = [int(w) for marks in (meta.watermarks.get("operators") or {}).values() for w in marks.values()]
+    if operators:
+        return min(operators)
+    valves = [int(st["last_output_watermark"]) for _, _, st in local_states(meta, VALVE_SUFFIX)]
+    return min(valves, default=MIN_WATERMARK)
+
+
+def snapshot_watermark(operator_marks: Mapping[str, Mapping[str, int]],
+                       valve_states: Iterable[Mapping[str, Any]]) -> int:
+    """``watermarks.watermark`` for the local runtime's ``_metadata``: the lowest window subtask's watermark (the
+    one records after the snapshot are judged against), else the lowest valve output, else MIN_WATERMARK."""
+    operators = [int(w) for marks in operator_marks.values() for w in marks.values()]
+    if operators:
+        return min(operators)
+    return min((int(st["last_output_watermark"]) for st in valve_states), default=MIN_WATERMARK)
+
+
+def valve_state_for_splits(splits: Sequence[Mapping[str, Any] | None], watermark: int) -> dict[str, Any]:
+    """A StatusWatermarkValve snapshot with one channel per split, in ``splits``' order (None: a split the snapshot
+    never saw, which starts from nothing), whose output stands at ``watermark``: Spark's valve over all splits,
+    rebuilt from the portable core.  A finished split's channel is at MAX_WATERMARK, as it was when it ended."""
+    channels = []
+    for s in splits:
+        if s is None:
+            channels.append({"watermark": MIN_WATERMARK, "status": WatermarkStatus.ACTIVE.value,
+                             "is_watermark_aligned": True})
+        elif s.get("finished"):
+            channels.append({"watermark": MAX_WATERMARK, "status": WatermarkStatus.ACTIVE.value,
+                             "is_watermark_aligned": True})
+        else:
+            idle = bool(s.get("idle"))
+            channels.append({"watermark": int(s["watermark"]),
+                             "status": (WatermarkStatus.IDLE if idle else WatermarkStatus.ACTIVE).value,
+                             "is_watermark_aligned": not idle})
+    all_idle = bool(channels) and all(c["status"] == WatermarkStatus.IDLE.value for c in channels)
+    return {"format_version": VALVE_FORMAT_VERSION, "channels": channels, "last_output_watermark": int(watermark),
+            "last_output_status": (WatermarkStatus.IDLE if all_idle else WatermarkStatus.ACTIVE).value}
+
+
+def stage_state_for_splits(splits: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """One local source subtask's SourceTimestampsAndWatermarks snapshot holding ``splits``' unfinished ones (their
+    generators, watermarks and idleness), rebuilt from the portable core."""
+    entries = [entry for s in splits if not s.get("finished") and s.get("watermarks")
+               for entry in s["watermarks"].get("splits", [])]
+    active = [int(e["watermark"]) for e in entries if not e["idle"]]
+    idle = bool(entries) and not active
+    return {"format_version": STAGE_FORMAT_VERSION,
+            "combined_watermark": min(active or [int(e["watermark"]) for e in entries] or [MIN_WATERMARK]),
+            "status": (WatermarkStatus.IDLE if idle else WatermarkStatus.ACTIVE).value, "ended": False,
+            "num_dead_letters": 0, "splits": entries}
+
+
+def sink_states(meta: Any) -> dict[str, dict[str, Any]]:
+    """uid -> two-phase-commit state (``{"format_version", "pending"}``) of each transactional sink in a snapshot of
+    either runtime, in the snapshot's order: Spark's driver-side sink writer (``"kind": "sink"``) or the local
+    runtime's sink subtasks, whose pending transactions are merged in subtask order, as the local SinkOperator
+    merges them when a restore changes the sink's parallelism."""
+    out: dict[str, dict[str, Any]] = {}
+    for op in meta.operators:
+        if op.config.get("kind") == "sink":
+            if op.config.get("two_phase_commit") is not None:
+                out[op.uid] = op.config["two_phase_commit"]
+            continue
+        metas = op.config.get("subtask_metadata") or {}
+        states = [m["sink_state"] for _, m in sorted(metas.items(), key=lambda kv: int(kv[0]))
+                  if isinstance(m, Mapping) and isinstance(m.get("sink_state"), Mapping)]
+        if states:
+            out[op.uid] = {"format_version": states[0].get("format_version"),
+                           "pending": [p for st in states for p in (st.get("pending") or [])]}
+    return out

@@ -18,6 +18,7 @@ Not supported: ``with_watermark_alignment``.
 
 from __future__ import annotations
 
+import datetime
 import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
@@ -76,6 +77,10 @@ class IngestionTimeAssigner(TimestampAssigner):
         return self._max_timestamp
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_ONE_MS = datetime.timedelta(milliseconds=1)
+
+
 class FieldTimestampAssigner(TimestampAssigner):
     """``with_timestamp_assigner("ts")`` / ``(2)``: the timestamp is the record's field (engine/api/fields.py)."""
 
@@ -87,9 +92,17 @@ class FieldTimestampAssigner(TimestampAssigner):
         self.field = check_field("timestamp_assigner", field)
 
     def extract_timestamp(self, value: Any, record_timestamp: int | None) -> int:
+        """The field as epoch milliseconds: an int as it is; a timezone-aware ``datetime`` (a Parquet or Arrow
+        timestamp column with a time zone) converted.  A naive ``datetime`` raises: its zone is unknown."""
         from engine.api.fields import field_of
 
-        return field_of(value, self.field)
+        found = field_of(value, self.field)
+        if isinstance(found, datetime.datetime):
+            if found.tzinfo is None:
+                raise ValueError(f"field {self.field!r} is a datetime without a time zone ({found.isoformat()}): "
+                                 "store event time as epoch milliseconds or as a timestamp with a time zone")
+            return (found - _EPOCH) // _ONE_MS
+        return found
 
     def __repr__(self) -> str:
         return f"TimestampAssigner(field={self.field!r})"

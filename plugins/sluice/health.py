@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sluice.hook import JobStatus
+from sluice.hook import SupervisedJobStatus
 
 RUNNING_STATES = frozenset({"RUNNING", "CREATED", "RESTARTING"})
 #: the master is gone or going (Flink's JobStatus.isTerminalState): SUSPENDED included, which a master stopped by
@@ -18,7 +18,7 @@ RUNNING_STATES = frozenset({"RUNNING", "CREATED", "RESTARTING"})
 TERMINAL_STATES = frozenset({"FINISHED", "STOPPED", "CANCELED", "CANCELLED", "FAILED", "SUSPENDED"})
 
 
-def is_live(status: JobStatus, now_ms: int, max_heartbeat_age_s: float) -> bool:
+def is_live(status: SupervisedJobStatus, now_ms: int, max_heartbeat_age_s: float) -> bool:
     """A master is live when it answered, or published a heartbeat recently and is not in a terminal state.
 
     This is what "never two masters for one job" is checked against: a live master
@@ -33,7 +33,7 @@ def is_live(status: JobStatus, now_ms: int, max_heartbeat_age_s: float) -> bool:
     return age is not None and age <= max_heartbeat_age_s * 1000
 
 
-def health_problems(status: JobStatus, thresholds: dict[str, Any], now_ms: int) -> list[str]:
+def health_problems(status: SupervisedJobStatus, thresholds: dict[str, Any], now_ms: int) -> list[str]:
     """Why the job is unhealthy (empty: healthy), one sentence per failed check."""
     problems: list[str] = []
     if status.source == "none":

@@ -57,7 +57,7 @@ FAILED_CHECKPOINT_STATES = frozenset({"FAILED", "DECLINED", "EXPIRED", "ABORTED"
 
 
 @dataclass(frozen=True, slots=True)
-class JobStatus:
+class SupervisedJobStatus:
     """What supervision needs to know about a job, from the control API or, failing that, from storage.
 
     ``source`` says where it came from: ``"control-api"`` (the master answered),
@@ -259,7 +259,7 @@ class SluiceHook(BaseHook):
                                         "published no status document with one); is the job running?")
         return ControlClient(base, job, self.token, timeout_s=self.timeout_s)
 
-    def get_status(self, job_id: str | None = None) -> JobStatus:
+    def get_status(self, job_id: str | None = None) -> SupervisedJobStatus:
         """The job's status from the control API, or from its status document when the master is unreachable."""
         job = self.job_id(job_id)
         doc = self.read_status_document(job)
@@ -285,7 +285,7 @@ class SluiceHook(BaseHook):
             base = _status_fields(doc)
             base.update({k: v for k, v in api.items() if v is not None})
             failed = max(failed, int(api.get("failed_checkpoints", 0) or 0))
-            return JobStatus(
+            return SupervisedJobStatus(
                 job_id=job, source="control-api", state=base.get("state"), heartbeat_ms=now_ms(),
                 last_completed_checkpoint=base.get("last_completed_checkpoint"),
                 last_completed_ms=base.get("last_completed_ms"), failed_checkpoints=failed,
@@ -293,10 +293,10 @@ class SluiceHook(BaseHook):
                 records_per_second=base.get("records_per_second"), control_url=url, details=base,
             )
         if doc is None:
-            return JobStatus(job_id=job, source="none")
+            return SupervisedJobStatus(job_id=job, source="none")
         fields = _status_fields(doc)
         failed_from_doc = sum(1 for f in doc.failures if "checkpoint" in str(f.get("kind", "")).lower())
-        return JobStatus(
+        return SupervisedJobStatus(
             job_id=job, source="status-document", state=doc.state, heartbeat_ms=doc.heartbeat_ms,
             last_completed_checkpoint=doc.last_completed_checkpoint, last_completed_ms=doc.last_completed_ms,
             failed_checkpoints=failed_from_doc, lag_ms=doc.lag_ms, watermark_ms=doc.watermark_ms,

@@ -16,9 +16,9 @@ THRESHOLDS = {"max_heartbeat_age_s": 30.0, "max_checkpoint_age_s": 300.0, "max_f
 
 
 def _from_storage(state: str, heartbeat_age_s: float = 1.0):
-    from sluice.hook import JobStatus
+    from sluice.hook import SupervisedJobStatus
 
-    return JobStatus(job_id="purchases", source="status-document", state=state,
+    return SupervisedJobStatus(job_id="purchases", source="status-document", state=state,
                      heartbeat_ms=NOW_MS - int(heartbeat_age_s * 1000), last_completed_checkpoint=7,
                      last_completed_ms=NOW_MS - 2_000)
 

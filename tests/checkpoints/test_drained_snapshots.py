@@ -147,7 +147,7 @@ def test_inspect_prints_the_watermarks_and_says_drained(savepoints) -> None:
     assert drained.exit_code == 0, drained.output
     for uid in WINDOWS:
         assert f"    operator {uid}: subtasks 0, 1 at MAX_WATERMARK (end of event time)" in drained.output
-    assert "  drained: every subtask's watermark of operators" in drained.output
+    assert "  drained: the job's watermark and every subtask's watermark of operators" in drained.output
 
     plain = CliRunner().invoke(inspect_command, [savepoints["plain"], "--json"])
     data = json.loads(plain.output)

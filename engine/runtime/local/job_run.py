@@ -107,7 +107,8 @@ class JobRun:
                     discard_orphaned_staging(self.roots, self.adapter.storage)
                 plan = build_plan(self.roots, self.env.get_parallelism(), self.env.get_max_parallelism())
                 self.adapter.operator_configs = window_configs(n for v in plan.vertices for n in v.nodes)
-                job = LocalJob(self, plan, restore)
+                # a snapshot the Spark runtime took gets the per-task states it lacks from its portable core
+                job = LocalJob(self, plan, restore.for_plan(plan) if restore is not None else None)
                 if restore is not None:
                     discard_orphaned_staging(self.roots, self.adapter.storage)  # sinks re-committed restore's handles in initialize_state
                 if self.job is not None and self.checkpointing_enabled:  # the attempt before this one

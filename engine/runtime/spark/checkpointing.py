@@ -61,8 +61,6 @@ from engine.runtime.recovery import persist_dead_letters
 from engine.runtime.spark.rows import DEST_STATE, ROW_DDL, RowBuffer, snapshot_from_row_parts, snapshot_to_row_parts
 
 ACK_DDL = "subtask int, ack string"
-_KEYED_PREFIX = "keyed/"
-_FILE_KEYED_PREFIX = "keyed."
 
 
 def window_uid(v: Any) -> str:
@@ -88,7 +86,9 @@ def _file_table(name: str) -> str:
 
 
 def _state_table(name: str) -> str:
-    return _KEYED_PREFIX + name[len(_FILE_KEYED_PREFIX):] if name.startswith(_FILE_KEYED_PREFIX) else name
+    from engine.runtime.snapshot_metadata import state_table_name
+
+    return state_table_name(name)
 
 
 # ---- driver-side collaborators of the coordinator ------------------------------------------------------
@@ -162,6 +162,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
         location = self.owner.locations.pop(checkpoint.checkpoint_id)
         uri = location.finalize(metadata)
         owner, checkpoint_id = self.owner, checkpoint.checkpoint_id
+        owner.latest_properties = checkpoint.properties
         entry = {
             "checkpoint_id": checkpoint_id, "savepoint": checkpoint.is_savepoint(), "uri": uri,
             "bytes": metadata.total_bytes(), "epoch": metadata.watermarks["epoch"],
@@ -178,7 +179,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
             persist_dead_letters(owner.job.dead_letters, checkpoint_id, marks["dead_letters"])
         owner.history.append(entry)
         owner.num_completed += 1
-        owner.retained.append(RetainedCheckpoint(checkpoint_id, uri, marks))
+        owner.retained.append(RestorableCheckpoint(checkpoint_id, uri, marks))
         self._checkpoints.append(checkpoint)
         dropped = [c for c in self._checkpoints if c.checkpoint_id in set(result.subsumed_ids)]
         self._checkpoints = [c for c in self._checkpoints if c.checkpoint_id not in set(result.subsumed_ids)]
@@ -192,11 +193,14 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
         return highest or None
 
     def shutdown(self, job_status: JobStatus) -> None:
-        pass  # retained checkpoints stay in storage (RETAIN_ON_CANCELLATION semantics of the persistent store)
+        """One attempt ended: a stand-alone SparkJob is its own run and applies the retention now; an attempt of
+        a SparkJobRun leaves that to the run's end (the next attempt may restart from these checkpoints)."""
+        if self.owner.applies_retention_at_end:
+            self.owner.apply_retention(job_status, self.owner.latest_properties)
 
 
 @dataclass(frozen=True, slots=True)
-class RetainedCheckpoint:
+class RestorableCheckpoint:
     """A completed checkpoint a restart may restore: where it is, and the driver's output marks at its barrier
     (SparkJob.output_marks: what the collect lists and dead letters held; None: cut back to nothing)."""
 
@@ -241,7 +245,7 @@ class SparkCheckpointing:
         #: completed checkpoints (not savepoints) of this attempt, exact
         self.num_completed = 0
         #: this attempt's completed checkpoints that storage retains, oldest first: what a restart may restore
-        self.retained: collections.deque[RetainedCheckpoint] = collections.deque(
+        self.retained: collections.deque[RestorableCheckpoint] = collections.deque(
             maxlen=max(1, self.config.get_num_retained_checkpoints()))
         #: savepoint id -> its folder URI, until take_savepoint returns it
         self.savepoint_uris: dict[int, str] = {}
@@ -264,6 +268,10 @@ class SparkCheckpointing:
         self.stopped = False
         self.cancelled = False
         self.ended = False
+        #: properties of the newest checkpoint or savepoint this attempt completed (retention at the run's end)
+        self.latest_properties: Any = None
+        #: False for an attempt of a SparkJobRun, which applies the retention once, when the whole run ends
+        self.applies_retention_at_end = True
         self.failure: BaseException | None = None
         self.source_tasks = [f"source-{v.id}" for v in job.sources]
         self.window_tasks = {
@@ -275,7 +283,7 @@ class SparkCheckpointing:
         self.storage = None
         if self.storage_dir is not None:
             from checkpoints import CheckpointStorage
-            from checkpoints import CompletedCheckpointStore as PersistentStore
+            from checkpoints import RetainedCheckpointStore as PersistentStore
 
             self.storage = CheckpointStorage(self._open(self.storage_dir), job.job_id)
             retained = self.config.get_num_retained_checkpoints()
@@ -350,13 +358,24 @@ class SparkCheckpointing:
             for writer in job.sink_writers.values():
                 if hasattr(writer, "abort_current"):
                     writer.abort_current()
-        if self.coordinator is not None:
-            self.coordinator.shutdown(JobStatus.FINISHED if job.finished else JobStatus.CANCELED)
+        if self.coordinator is not None:  # a stop-with-savepoint ends FINISHED, as in Flink and on the local runtime
+            self.coordinator.shutdown(JobStatus.FINISHED if job.finished or self.stopped
+                                      else JobStatus.CANCELED if self.cancelled else JobStatus.FAILED)
         with self.requests_lock:
             pending, self.requests = self.requests, []
         for r in pending:
             if not r.future.done():
                 r.future.set_exception(IllegalStateError(f"job {job.job_name!r} ended before the {r.kind} request ran"))
+
+    def apply_retention(self, job_status: JobStatus, latest: Any) -> None:
+        """The whole run ended in ``job_status``: delete the retained checkpoints if the job's
+        ExternalizedCheckpointRetention says so (``deletes_retained_checkpoints_at_end``, the local runtime's rule;
+        ``latest``: the properties of the run's newest checkpoint or savepoint)."""
+        if self.coordinator is None:
+            return
+        from engine.runtime.checkpoint_storage_adapter import deletes_retained_checkpoints_at_end
+
+        self.store.persistent.shutdown(delete_checkpoints=deletes_retained_checkpoints_at_end(latest, job_status))
 
     # ---- control requests ----------------------------------------------------------------------------------
     def submit(self, kind: str, target: str | None = None, drain: bool = False) -> Future:
@@ -526,8 +545,8 @@ class SparkCheckpointing:
     def build_metadata(self, checkpoint: CompletedCheckpoint) -> Any:
         from checkpoints.metadata import (
             CheckpointMetadata,
-            CheckpointProperties,
-            OperatorSnapshot,
+            SnapshotProperties,
+            OperatorState,
             StateFileHandle,
             SubtaskState,
         )
@@ -553,13 +572,13 @@ class SparkCheckpointing:
             config = {"kind": "window", **operator_config(static_configs.get(uid), subtask_metadata)}
             if marks := operator_watermarks(subtask_metadata):
                 operator_marks[uid] = marks
-            operators.append(OperatorSnapshot(uid, v.head.name, v.parallelism, job.max_parallelism,
+            operators.append(OperatorState(uid, v.head.name, v.parallelism, job.max_parallelism,
                                               config, tuple(subtasks)))
         for task_id in self.sink_tasks:
             state = checkpoint.task_states[task_id].operator_states[task_id]
-            operators.append(OperatorSnapshot(task_id, task_id, 1, job.max_parallelism,
+            operators.append(OperatorState(task_id, task_id, 1, job.max_parallelism,
                                               {"kind": "sink", "two_phase_commit": state}, ()))
-        props = CheckpointProperties.savepoint() if checkpoint.is_savepoint() else CheckpointProperties.checkpoint(
+        props = SnapshotProperties.savepoint() if checkpoint.is_savepoint() else SnapshotProperties.checkpoint(
             retain_on_cancellation=not checkpoint.properties.discard_cancelled)
         boundary = self.boundaries.pop(checkpoint.checkpoint_id)
         return CheckpointMetadata(
@@ -580,7 +599,14 @@ class SparkCheckpointing:
         if uri is None:
             return
         from checkpoints import load_snapshot
-        from engine.runtime.snapshot_metadata import saved_split_key
+        from engine.runtime.checkpoint_storage_adapter import CHANNEL_STATE_SUFFIX
+        from engine.runtime.snapshot_metadata import (
+            restored_watermark,
+            saved_split_key,
+            sink_states,
+            split_states,
+            valve_state_for_splits,
+        )
 
         job = self.job
         options = self.storage_options if uri.startswith(("s3://", "s3a://")) else {}
@@ -588,16 +614,30 @@ class SparkCheckpointing:
         if snapshot is None:
             snapshot = load_snapshot(uri, verify_checksums=True, **options)
         meta = snapshot.metadata
-        marks = meta.watermarks
-        for s in job.splits.values():
+        in_flight = [op.uid for op in meta.operators if op.uid.endswith(CHANNEL_STATE_SUFFIX) and any(op.files())]
+        if in_flight:  # records between the barriers of an unaligned checkpoint: dropping them would lose them
+            raise JobDefinitionError(
+                "runtime", "spark", f"cannot restore snapshot {snapshot.uri}: it holds in-flight records of an "
+                f"unaligned checkpoint ({', '.join(in_flight)}), which only the local runtime replays",
+                "Restore it with env.set_runtime('local'), or restore from a savepoint (always aligned)")
+        # the portable core (engine/runtime/snapshot_metadata.py): a local runtime's snapshot restores here too
+        saved_splits = split_states(meta)
+        job.watermark = restored_watermark(meta)
+        in_channel_order: list[dict[str, Any] | None] = [None] * len(job.split_channel)
+        for key_now, s in job.splits.items():
             key = saved_split_key(meta.source_positions, s["source_uid"], s["split"].split_id)
             if key is None:
                 continue  # a split the snapshot never saw starts from its beginning
-            saved = marks["splits"][key]
+            saved = saved_splits.get(key)
+            if saved is None:
+                raise CorruptSnapshotError(
+                    f"snapshot {snapshot.uri} has a position for split {key!r} but no watermark state for it "
+                    "(watermarks.splits); it cannot be restored")
             s.update(offset=meta.source_positions[key], watermarks=saved["watermarks"], finished=saved["finished"],
                      idle=saved["idle"], watermark=saved["watermark"])
-        job.valve.restore(marks["valve"])
-        job.watermark = int(marks["watermark"])
+            in_channel_order[job.split_channel[key_now]] = saved
+        # Spark's own valve over all splits when the snapshot has it; else (a local snapshot) rebuilt from the splits
+        job.valve.restore(meta.watermarks.get("valve") or valve_state_for_splits(in_channel_order, job.watermark))
         job._valve_output.watermark = job.watermark
         uids = set(snapshot.operator_uids())
         saved_windows = [op.uid for op in meta.operators if op.config.get("kind") == "window"]
@@ -618,11 +658,18 @@ class SparkCheckpointing:
             job.state[v.head.id] = job.spark.range(0, v.parallelism, numPartitions=v.parallelism) \
                 .mapInArrow(fn, ROW_DDL).localCheckpoint(eager=True)
         saved_sinks = [op.uid for op in meta.operators if op.config.get("kind") == "sink"]
+        # a local runtime's snapshot names each sink subtask's state by the sink's operator uid
+        local_sinks = {uid: st for uid, st in sink_states(meta).items() if uid not in saved_sinks}
+        nodes = {n.id: n for v in job.plan.vertices for n in v.nodes}
         for position, (task_id, writer) in enumerate(self.sink_tasks.items()):
+            if not hasattr(writer, "initialize_state"):
+                continue
             saved = task_id if task_id in uids else (
                 saved_sinks[position] if len(saved_sinks) == len(self.sink_tasks) else None)
-            if saved is not None and hasattr(writer, "initialize_state"):
+            if saved is not None:
                 writer.initialize_state(meta.operator(saved).config.get("two_phase_commit"))
+            elif (state := local_sinks.get(nodes[int(task_id.split("-", 1)[1])].operator_uid())) is not None:
+                writer.initialize_state(state)
         if self.coordinator is not None:
             self.coordinator._counter.set_count(max(self.coordinator._counter.get(), meta.checkpoint_id + 1))
         self.restored_from = snapshot.uri

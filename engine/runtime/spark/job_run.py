@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import threading
 import time
 from concurrent.futures import Future
@@ -41,9 +42,10 @@ from typing import Any
 
 from engine.api.environment import JobExecutionResult
 from engine.api.restart import restart_strategy_of
+from engine.checkpointing.job_status import JobStatus
 from engine.errors import CorruptSnapshotError, JobFailedError
 from engine.io.dead_letter_output import dead_letter_history
-from engine.runtime.spark.checkpointing import RetainedCheckpoint
+from engine.runtime.spark.checkpointing import RestorableCheckpoint
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
 from engine.runtime.histories import BoundedHistory, history_limits
 from engine.runtime.recovery import (
@@ -54,6 +56,8 @@ from engine.runtime.recovery import (
     sinks_that_committed,
     wait_restart_delay,
 )
+
+log = logging.getLogger(__name__)
 
 #: failures kept for status(), newest last
 _FAILURES_KEPT = 10
@@ -90,7 +94,9 @@ class SparkJobRun:
         self._failed_before = 0
         #: this run's completed checkpoints that storage retains, oldest first: the restore candidates
         retained = self.env.get_checkpoint_config().get_num_retained_checkpoints()
-        self._retained: collections.deque[RetainedCheckpoint] = collections.deque(maxlen=max(1, retained))
+        self._retained: collections.deque[RestorableCheckpoint] = collections.deque(maxlen=max(1, retained))
+        #: properties of the newest checkpoint or savepoint of the attempts that ended (retention at the end)
+        self._latest_properties: Any = None
         self._result: Future = Future()
         self._changed = threading.Condition()
 
@@ -100,7 +106,23 @@ class SparkJobRun:
         try:
             return self._run_attempts()
         finally:
+            self._apply_retention()
             persist_dead_letters(self.dead_letters, "end")  # finished, stopped or failed: nothing lost
+
+    def _apply_retention(self) -> None:
+        """ExternalizedCheckpointRetention, once the whole run has ended (never between attempts: a restart
+        restores these checkpoints), by the local runtime's rule (checkpoint_storage_adapter
+        ``deletes_retained_checkpoints_at_end``).  A run left running (``max_epochs``) deletes nothing."""
+        job = self.job
+        status = {"finished": JobStatus.FINISHED, "stopped": JobStatus.FINISHED, "cancelled": JobStatus.CANCELED,
+                  "failed": JobStatus.FAILED}.get(self.state)
+        if job is None or status is None:
+            return
+        latest = job.checkpointing.latest_properties or self._latest_properties
+        try:
+            job.checkpointing.apply_retention(status, latest)
+        except Exception:  # noqa: BLE001 - the run's outcome stands; what stays is left to orphan clean-up
+            log.warning("job %r: applying the checkpoint retention at its end failed", self.job_name, exc_info=True)
 
     def _run_attempts(self) -> JobExecutionResult:
         started = time.monotonic()
@@ -150,7 +172,7 @@ class SparkJobRun:
 
         options = self.runtime.storage_options
 
-        def verified(retained: RetainedCheckpoint) -> Any:
+        def verified(retained: RestorableCheckpoint) -> Any:
             uri = retained.pointer
             return load_snapshot(uri, verify_checksums=True, **(options if uri.startswith(("s3://", "s3a://")) else {}))
 
@@ -175,6 +197,7 @@ class SparkJobRun:
         previous = self.job
         job = self.runtime.start(self.job_name, self.sinks, self.collect, restore,
                                  collected=self.collected, dead_letters=self.dead_letters, restore_snapshot=snapshot)
+        job.checkpointing.applies_retention_at_end = False  # the run applies it when it ends (_apply_retention)
         if previous is not None:
             old, new = previous.checkpointing.coordinator, job.checkpointing.coordinator
             if old is not None and new is not None:  # ids continue: a pending id of the failed attempt is not reused
@@ -196,6 +219,7 @@ class SparkJobRun:
         if job.checkpointing.coordinator is not None:
             self._failed_before += job.checkpointing.coordinator.num_failed_checkpoints
         self._retained.extend(job.checkpointing.retained)
+        self._latest_properties = job.checkpointing.latest_properties or self._latest_properties
 
     def _set_state(self, state: str) -> None:
         with self._changed:

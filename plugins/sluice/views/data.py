@@ -32,7 +32,7 @@ from urllib.parse import unquote, urlparse
 from checkpoints.errors import ObjectNotFound
 from sluice.deployments import Deployment
 from sluice.health import health_problems, is_live
-from sluice.hook import JobStatus, SluiceHook, now_ms
+from sluice.hook import SupervisedJobStatus, SluiceHook, now_ms
 
 #: the file a Data Docs site opens with (GX's DefaultSiteIndexBuilder)
 DATA_DOCS_INDEX = "index.html"
@@ -102,7 +102,7 @@ def job_view_html(deployment: Deployment) -> tuple[str | None, str | None]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def running_parallelism(status: JobStatus) -> int | None:
+def running_parallelism(status: SupervisedJobStatus) -> int | None:
     """The running job's parallelism: the control API's ``status`` answer, else the status document's
     ``extra.parallelism`` (:meth:`SluiceHook.get_status` keeps both in ``details``); None if neither says."""
     details = status.details or {}

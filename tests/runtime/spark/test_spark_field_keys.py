@@ -50,3 +50,16 @@ def test_a_field_that_is_not_one_is_refused_at_build_time():
             stream.key_by(bad)
     with pytest.raises(JobDefinitionError, match="timestamp_assigner"):
         WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(-3)
+
+
+def test_a_timestamp_field_may_be_a_zoned_datetime_and_a_naive_one_is_a_dead_letter():
+    """A Parquet timestamp column with a time zone reads as an aware datetime: ``with_timestamp_assigner("ts")``
+    takes it as epoch ms; a naive one has no zone to convert from, so its record is a dead letter with why."""
+    import datetime
+
+    utc = datetime.timezone.utc
+    aware = [{"user": "u", "v": 1, "ts": datetime.datetime.fromtimestamp(s, utc)} for s in (1, 2, 11)]
+    naive = [{"user": "u", "v": 5, "ts": datetime.datetime(1970, 1, 1, 0, 0, 3)}]
+    sums, dead = _run("local", aware + naive, "user", "ts", "v")
+    assert [(s["v"], s["ts"]) for s in sums] == [(1, aware[2]["ts"]), (2, aware[0]["ts"])]
+    assert dead == [("timestamp_assigner", "ValueError")]

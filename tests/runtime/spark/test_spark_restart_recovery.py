@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from engine import ExternalizedCheckpointRetention
 from engine.api.environment import StreamExecutionEnvironment
 from engine.api.restart import RestartStrategies
 from engine.api.time import Duration, Time
@@ -158,6 +159,9 @@ def test_when_every_retained_checkpoint_is_unreadable_the_job_fails_naming_each(
                     state.write_bytes(state.read_bytes()[:-10])  # truncated
 
     env = _spark_env(storage, restarts=2)
+    # kept after the FAILED end only when retained (the default, NO_EXTERNALIZED_CHECKPOINTS, deletes them then)
+    env.get_checkpoint_config().set_externalized_checkpoint_retention(
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
     _build(env, CorruptEveryRetained(VICTIM, str(tmp_path / "failed")))[1].sink_to(
         FileSink(f"file://{tmp_path}/sums", "jsonl", mode=sink_mode))
     with pytest.raises(CorruptSnapshotError) as failed:
