@@ -4,12 +4,18 @@ Names follow PyFlink's DataStream API; behaviour follows Flink's Java API and th
 seed documents where PyFlink differs.
 """
 
+from engine.api.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from engine.api.datastream import DataStream, KeyedStream, SingleOutputStreamOperator, TimeCharacteristic
 from engine.api.environment import JobExecutionResult, StreamExecutionEnvironment
 from engine.api.job_client import JobClient
 from engine.api.restart import RestartStrategies
 from engine.api.functions import (
     AggregateFunction,
+    BroadcastProcessFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     OutputTag,
     ProcessWindowFunction,

@@ -118,6 +118,26 @@ class DataStream:
         node = UnionTransformation(name="Union", inputs=[self._node] + [s._node for s in streams])
         return DataStream(self._env, node)
 
+    def connect(self, ds: Any) -> Any:
+        """Connect another stream: a ConnectedStreams (``map(CoMapFunction)``, ``flat_map(CoFlatMapFunction)``,
+        ``key_by(k1, k2)``, on two keyed inputs ``process(KeyedCoProcessFunction)``), or, for a BroadcastStream,
+        a BroadcastConnectedStream (``process(KeyedBroadcastProcessFunction)`` after key_by,
+        ``process(BroadcastProcessFunction)`` otherwise).  See engine/api/connected_streams.py."""
+        from engine.api.connected_streams import connect
+
+        return connect(self, ds)
+
+    def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
+        """With MapStateDescriptors: a BroadcastStream carrying those broadcast states, to ``connect`` to.
+        Without: this stream with every record sent to every subtask of the next operator (broadcast
+        partitioning).  Both run on the local runtime only; the Spark runtime refuses them when the job starts."""
+        if not broadcast_state_descriptors:
+            return DataStream(self._env, PartitionTransformation(name="Broadcast", inputs=[self._node],
+                                                                 partitioning=Partitioning.BROADCAST))
+        from engine.api.connected_streams import BroadcastStream
+
+        return BroadcastStream(self, tuple(broadcast_state_descriptors))
+
     def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> SingleOutputStreamOperator:
         """Assign event timestamps and generate watermarks.
 
@@ -137,6 +157,16 @@ class DataStream:
 
     def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
         return AllWindowedStream(self, window_assigner)
+
+    def time_window_all(self, size: SizeLike, slide: SizeLike | None = None) -> AllWindowedStream:
+        """Tumbling or sliding time window over all records (one subtask), following the environment's time
+        characteristic: :meth:`KeyedStream.time_window` without a key (Flink's ``timeWindowAll``)."""
+        return self.window_all(_time_assigner(self._env, size, slide))
+
+    def count_window_all(self, size: int, slide: int | None = None) -> AllWindowedStream:
+        """Tumbling or sliding count window over all records (one subtask): :meth:`KeyedStream.count_window`
+        without a key (Flink's ``countWindowAll``)."""
+        return _count_windowed(self.window_all, size, slide)
 
     def window(self, window_assigner: WindowAssigner) -> WindowedStream:
         """Windows per key need a keyed stream (Flink has no ``DataStream.window`` either)."""
@@ -216,29 +246,12 @@ class KeyedStream(DataStream):
 
     def time_window(self, size: SizeLike, slide: SizeLike | None = None) -> WindowedStream:
         """Tumbling or sliding time window following the environment's time characteristic (seed 000)."""
-        from engine.windowing import assigners as a
-
-        processing = self._env.get_stream_time_characteristic() == TimeCharacteristic.ProcessingTime
-        if slide is None:
-            assigner = (a.TumblingProcessingTimeWindows if processing else a.TumblingEventTimeWindows).of(size)
-        else:
-            assigner = (a.SlidingProcessingTimeWindows if processing else a.SlidingEventTimeWindows).of(size, slide)
-        return self.window(assigner)
+        return self.window(_time_assigner(self._env, size, slide))
 
     def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
         """Tumbling: GlobalWindows + PurgingTrigger(CountTrigger(size)); sliding: GlobalWindows +
         CountEvictor(size) + CountTrigger(slide) (seed 000, Flink's Java API)."""
-        from engine.windowing.assigners import GlobalWindows
-        from engine.windowing.evictors import CountEvictor
-        from engine.windowing.triggers import CountTrigger, PurgingTrigger
-
-        for name, value in (("size", size), ("slide", slide)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise JobDefinitionError(name, value, "must be an int >= 1 (a number of elements)")
-        windowed = self.window(GlobalWindows.create())
-        if slide is None:
-            return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))
-        return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
+        return _count_windowed(self.window, size, slide)
 
 
     # -- keyed processing (engine/operators/keyed_process.py) ---------------------------------------
@@ -308,6 +321,29 @@ class KeyedStream(DataStream):
         node = KeyedProcessTransformation(name=name, inputs=[self._node], key_selector=self._key_selector,
                                           function=func, description=description, output_type=output_type)
         return SingleOutputStreamOperator(self._env, node)
+
+
+def _time_assigner(env: StreamExecutionEnvironment, size: SizeLike, slide: SizeLike | None) -> Any:
+    from engine.windowing import assigners as a
+
+    processing = env.get_stream_time_characteristic() == TimeCharacteristic.ProcessingTime
+    if slide is None:
+        return (a.TumblingProcessingTimeWindows if processing else a.TumblingEventTimeWindows).of(size)
+    return (a.SlidingProcessingTimeWindows if processing else a.SlidingEventTimeWindows).of(size, slide)
+
+
+def _count_windowed(window: Callable[[Any], Any], size: int, slide: int | None) -> Any:
+    from engine.windowing.assigners import GlobalWindows
+    from engine.windowing.evictors import CountEvictor
+    from engine.windowing.triggers import CountTrigger, PurgingTrigger
+
+    for name, value in (("size", size), ("slide", slide)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise JobDefinitionError(name, value, "must be an int >= 1 (a number of elements)")
+    windowed = window(GlobalWindows.create())
+    if slide is None:
+        return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))
+    return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
 
 
 class TimeCharacteristic:

@@ -21,6 +21,8 @@ ACC = TypeVar("ACC")
 OUT = TypeVar("OUT")
 KEY = TypeVar("KEY")
 W = TypeVar("W")
+IN1 = TypeVar("IN1")
+IN2 = TypeVar("IN2")
 
 
 class Function:
@@ -245,4 +247,128 @@ class KeyedProcessFunction(Function, Generic[KEY, IN, OUT]):
 
     def on_timer(self, timestamp: int, ctx: _KeyedProcessOnTimerContext) -> Iterable[OUT] | None:
         """Called when a timer fires, with the key that registered it as the current key."""
+        return None
+
+
+# ---- two inputs: connect() (engine/api/connected_streams.py) ------------------------------------------
+
+
+class CoMapFunction(Function, Generic[IN1, IN2, OUT]):
+    """``connect(other).map(f)``: ``map1`` for each record of the first stream, ``map2`` for the second (PyFlink)."""
+
+    @abstractmethod
+    def map1(self, value: Any) -> Any: ...
+
+    @abstractmethod
+    def map2(self, value: Any) -> Any: ...
+
+
+class CoFlatMapFunction(Function, Generic[IN1, IN2, OUT]):
+    """``connect(other).flat_map(f)``: ``flat_map1`` / ``flat_map2`` return or yield any number of results."""
+
+    @abstractmethod
+    def flat_map1(self, value: Any) -> Iterable[Any] | None: ...
+
+    @abstractmethod
+    def flat_map2(self, value: Any) -> Iterable[Any] | None: ...
+
+
+class KeyedCoProcessFunction(Function, Generic[KEY, IN1, IN2, OUT]):
+    """Two keyed streams connected, processed with shared keyed state and timers (PyFlink's KeyedCoProcessFunction).
+
+    ``process_element1(value, ctx)`` gets the first stream's records, ``process_element2`` the second's, both
+    with the record's key current; ``on_timer(timestamp, ctx)`` as in :class:`KeyedProcessFunction`, with the
+    same context, outputs, side outputs (yield ``(output_tag, value)``), snapshots and rescaling.  Both inputs
+    must key alike (equal keys for records that belong together): ``connect`` then ``key_by(k1, k2)``, or two
+    KeyedStreams connected.  The operator's watermark is the minimum of both inputs' (Flink).
+    """
+
+    Context = _KeyedProcessContext
+    OnTimerContext = _KeyedProcessOnTimerContext
+
+    @abstractmethod
+    def process_element1(self, value: Any, ctx: _KeyedProcessContext) -> Iterable[Any] | None: ...
+
+    @abstractmethod
+    def process_element2(self, value: Any, ctx: _KeyedProcessContext) -> Iterable[Any] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: _KeyedProcessOnTimerContext) -> Iterable[Any] | None:
+        return None
+
+
+class _BroadcastReadOnlyContext(ABC):
+    """``ctx`` of ``process_element``: the broadcast state read-only, the element's timestamp, the clocks."""
+
+    @abstractmethod
+    def get_broadcast_state(self, state_descriptor: Any) -> Any:
+        """A ReadOnlyBroadcastState (get, contains, items, keys, values, is_empty) for a descriptor given to
+        ``broadcast(...)``."""
+
+    @abstractmethod
+    def timestamp(self) -> int | None: ...
+
+    @abstractmethod
+    def current_processing_time(self) -> int: ...
+
+    @abstractmethod
+    def current_watermark(self) -> int: ...
+
+
+class _BroadcastContext(_BroadcastReadOnlyContext):
+    """``ctx`` of ``process_broadcast_element``: ``get_broadcast_state`` returns a writable BroadcastState
+    (also put, put_all, remove, clear)."""
+
+
+class _KeyedBroadcastReadOnlyContext(_BroadcastReadOnlyContext):
+    @abstractmethod
+    def timer_service(self) -> TimerService: ...
+
+    @abstractmethod
+    def get_current_key(self) -> Any: ...
+
+
+class _KeyedBroadcastOnTimerContext(_KeyedBroadcastReadOnlyContext):
+    @abstractmethod
+    def time_domain(self) -> TimeDomain: ...
+
+
+class BroadcastProcessFunction(Function, Generic[IN1, IN2, OUT]):
+    """``stream.connect(broadcast_stream).process(f)`` on a non-keyed stream (PyFlink's BroadcastProcessFunction).
+
+    ``process_broadcast_element(value, ctx)`` runs in every subtask for every broadcast record and may write the
+    broadcast state; ``process_element(value, ctx)`` runs for the other stream's records and may only read it.
+    Every subtask must change the broadcast state alike (depending only on the broadcast record), so that all
+    hold the same copy, as in Flink.  The state is in checkpoints and savepoints; at another parallelism every
+    new subtask restores that copy.  There is no keyed state and there are no timers here.
+    """
+
+    ReadOnlyContext = _BroadcastReadOnlyContext
+    Context = _BroadcastContext
+
+    @abstractmethod
+    def process_element(self, value: Any, ctx: _BroadcastReadOnlyContext) -> Iterable[Any] | None: ...
+
+    @abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: _BroadcastContext) -> Iterable[Any] | None: ...
+
+
+class KeyedBroadcastProcessFunction(Function, Generic[KEY, IN1, IN2, OUT]):
+    """``keyed_stream.connect(broadcast_stream).process(f)`` (PyFlink's KeyedBroadcastProcessFunction).
+
+    As :class:`BroadcastProcessFunction`, plus, in ``process_element`` and ``on_timer``, keyed state (from
+    ``open``), ``ctx.timer_service()`` and ``ctx.get_current_key()`` as in :class:`KeyedProcessFunction`.
+    ``process_broadcast_element`` runs with no current key: keyed state and timers are not available there.
+    """
+
+    ReadOnlyContext = _KeyedBroadcastReadOnlyContext
+    Context = _BroadcastContext
+    OnTimerContext = _KeyedBroadcastOnTimerContext
+
+    @abstractmethod
+    def process_element(self, value: Any, ctx: _KeyedBroadcastReadOnlyContext) -> Iterable[Any] | None: ...
+
+    @abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: _BroadcastContext) -> Iterable[Any] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: _KeyedBroadcastOnTimerContext) -> Iterable[Any] | None:
         return None

@@ -27,6 +27,7 @@ class Partitioning(enum.Enum):
     FORWARD = "FORWARD"  # same subtask index, same parallelism (chained where possible)
     REBALANCE = "REBALANCE"  # round-robin
     HASH = "HASH"  # by key group of the key selector's result (key_by)
+    BROADCAST = "BROADCAST"  # every record to every consumer subtask (broadcast state, ``broadcast()``)
 
 
 @dataclass(eq=False)
@@ -117,6 +118,22 @@ class KeyedProcessTransformation(Transformation):
     key_selector: Callable[[Any], Any] | None = None
     function: Any = None  # an engine.api.functions.KeyedProcessFunction
     description: str = "process"
+
+
+@dataclass(eq=False)
+class BroadcastProcessTransformation(Transformation):
+    """``connect(broadcast_stream).process(...)``: a (Keyed)BroadcastProcessFunction with broadcast state
+    (engine/operators/broadcast_process.py).
+
+    Its one input is the union of the two tagged inputs (engine/operators/co_functions.py): the non-broadcast
+    side, keyed by ``key_selector`` when it is a KeyedStream, and the broadcast side on a BROADCAST edge.
+    ``key_selector`` (None for the non-keyed form) reads tagged records; ``descriptors`` are the
+    MapStateDescriptors given to ``broadcast(...)``.
+    """
+
+    key_selector: Callable[[Any], Any] | None = None
+    function: Any = None
+    descriptors: tuple[Any, ...] = ()
 
 
 @dataclass(eq=False)

@@ -160,6 +160,9 @@ def is_transactional(sink: object) -> bool:
 class PrintSink(Sink):
     """Prints each value on a line, prefixed ``"<subtask+1>> "`` when parallelism > 1 (as Flink's print()).
 
+    The prefix needs ``open(subtask_index, num_subtasks)``: the local runtime opens a copy per subtask; the Spark
+    runtime writes every sink that is not staged on the driver, unopened, so there lines have no prefix.
+
     With ``logger`` the lines go to that logger at INFO instead of a stream.
     """
 

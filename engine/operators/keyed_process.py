@@ -182,9 +182,12 @@ class KeyedOperatorSnapshot(OperatorSnapshot):
 class KeyedProcessOperator(OneInputStreamOperator):
     """Runs a :class:`KeyedProcessFunction` per element and per timer, with the element's key current."""
 
-    def __init__(self, function: KeyedProcessFunction, key_selector: Callable[[Any], Any]) -> None:
-        if not isinstance(function, KeyedProcessFunction):
-            raise JobDefinitionError("func", function, "must be a KeyedProcessFunction")
+    #: the user function class this operator runs (the keyed broadcast operator runs another)
+    function_type: type = KeyedProcessFunction
+
+    def __init__(self, function: Any, key_selector: Callable[[Any], Any]) -> None:
+        if not isinstance(function, self.function_type):
+            raise JobDefinitionError("func", function, f"must be a {self.function_type.__name__}")
         if not callable(key_selector):
             raise JobDefinitionError("key_selector", key_selector, "must be a callable value -> key")
         # one instance per subtask, as Flink deserializes one per task: functions keep their state handles in

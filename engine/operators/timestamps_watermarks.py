@@ -127,6 +127,8 @@ class SourceTimestampsAndWatermarks:
         self._status = WatermarkStatus.ACTIVE
         self._pending: list[StreamElement] = []
         self._ended = False
+        #: restored after event time had ended: end_of_input announces MAX_WATERMARK once more (see end_of_input)
+        self._ended_before_restore = False
         self.num_dead_letters = 0
 
     # ---- splits -----------------------------------------------------------------------------------
@@ -246,6 +248,13 @@ class SourceTimestampsAndWatermarks:
     def end_of_input(self) -> list[StreamElement]:
         """Bounded input is exhausted: event time ends (MAX_WATERMARK, preceded by ACTIVE if idle)."""
         if self._ended:
+            if self._ended_before_restore:
+                # this subtask ended event time before the snapshot; after a rescale the consumers' channels
+                # from it are new and start at MIN_WATERMARK (StatusWatermarkValve.restore), so without this
+                # they would hold every downstream watermark back for good.  Repeating it is harmless: a
+                # channel already at MAX_WATERMARK ignores it.
+                self._ended_before_restore = False
+                return [Watermark(MAX_WATERMARK)]
             return []
         self._ended = True
         if self._status.is_idle():
@@ -317,7 +326,7 @@ class SourceTimestampsAndWatermarks:
             status = WatermarkStatus(state["status"])
             self._combined.restore_combined(int(state["combined_watermark"]), status.is_idle())
             self._status = status
-            self._ended = bool(state["ended"])
+            self._ended = self._ended_before_restore = bool(state["ended"])
             self.num_dead_letters = int(state["num_dead_letters"])
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptSnapshotError(f"source watermark state is malformed ({exc!r})") from exc

@@ -18,6 +18,7 @@ from the latest completed checkpoint.
 Supported: sources with per-split watermarks, chains of map/filter/flat_map,
 key_by repartitioning by key group, union, window operators (keyed and
 window_all), KeyedStream.process and rolling keyed aggregates (engine/operators/keyed_process.py),
+connect with co-functions and broadcast state (engine/operators/co_functions.py, broadcast_process.py),
 side outputs, sinks (two-phase commit), execute_and_collect, dead letters, checkpoints, savepoints,
 restarts, rescaling on restore.
 Partial: processing-time timers fire as the injected clock advances between
@@ -29,6 +30,7 @@ job's final checkpoint then commits the sinks.
 
 from __future__ import annotations
 
+import copy
 import functools
 import gc
 import threading
@@ -37,6 +39,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from engine.api.graph import (
+    BroadcastProcessTransformation,
     KeyedProcessTransformation,
     MapTransformation,
     SinkTransformation,
@@ -53,8 +56,10 @@ from engine.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpoin
 from engine.checkpointing.task_state import TaskSnapshot
 from engine.elements import MIN_WATERMARK, CheckpointType
 from engine.errors import IllegalStateError, JobDefinitionError
+from engine.io.sink import PrintSink
 from engine.io.source import assigned_splits, source_monitor_interval_ms
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
+from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBroadcastProcessOperator
 from engine.operators.keyed_process import KeyedProcessOperator
 from engine.operators.simple import CollectOperator, FilterOperator, FlatMapOperator, MapOperator, SinkOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
@@ -322,7 +327,13 @@ class LocalJob:
             return CollectOperator(node.sink)
         if isinstance(node, SinkTransformation):
             sink = node.sink
-            writer = sink.create_writer(index, v.parallelism) if hasattr(sink, "create_writer") else sink
+            if isinstance(sink, PrintSink):
+                # each subtask prints through its own opened copy: "<subtask+1>> " leads its lines when the sink
+                # has more than one subtask, none at parallelism 1 (Flink's PrintSinkOutputWriter)
+                writer = copy.copy(sink)
+                writer.open(index, v.parallelism)
+            else:
+                writer = sink.create_writer(index, v.parallelism) if hasattr(sink, "create_writer") else sink
             return SinkOperator(writer, commit_on_finish=not self.checkpointing)
         if isinstance(node, MapTransformation):
             return {"map": MapOperator, "filter": FilterOperator, "flat_map": FlatMapOperator}[node.kind](node.fn)
@@ -332,6 +343,10 @@ class LocalJob:
             return _PassThrough()
         if isinstance(node, KeyedProcessTransformation):
             return KeyedProcessOperator(node.function, node.key_selector)
+        if isinstance(node, BroadcastProcessTransformation):
+            if node.key_selector is not None:
+                return KeyedBroadcastProcessOperator(node.function, node.key_selector, node.descriptors)
+            return BroadcastProcessOperator(node.function, node.descriptors)
         return build_operator(node, self.env, self.clock)
 
     def _restore_operator(self, op: OneInputStreamOperator, uid: str, v: Vertex, index: int) -> None:
@@ -345,6 +360,10 @@ class LocalJob:
         mine = op.context.key_group_range
         if hasattr(op, "keyed_state_backend"):
             chosen = [s for _, s in entries if len(mine.intersection(_range(s))) > 0]
+        elif isinstance(op, BroadcastProcessOperator):
+            # every former subtask held the same broadcast state: each new one restores one copy (Flink)
+            former = sorted(entries, key=lambda e: e[0])
+            chosen = [former[index % len(former)][1]]
         else:
             chosen = [s for j, s in entries if j % v.parallelism == index]
         if chosen:

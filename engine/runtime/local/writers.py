@@ -1,7 +1,7 @@
 """Outputs of a subtask: fan-out to chained operators and record writers onto network channels.
 
 A :class:`RecordWriter` partitions records to the channels of one edge
-(forward, round-robin or by key group, Flink's ChannelSelector) and ships them
+(forward, round-robin, by key group or to all, Flink's ChannelSelector) and ships them
 in buffers; a :class:`FanOutOutput` is the ``Output`` of one node in a chain and
 hands each result to the chained operators that consume it and to the record
 writers of the node's network edges, main output and side outputs apart.
@@ -41,6 +41,10 @@ class RecordWriter:
 
     def emit(self, record: StreamRecord) -> None:
         n = len(self.channels)
+        if self.partitioning is Partitioning.BROADCAST:
+            for buf in self._buffers:
+                buf.append(record)
+            return
         if n == 1:
             if not self._keyed or key_or_dead_letter(self.key_selector, record.value, self.dead_letter) is not NO_KEY:
                 self._buffers[0].append(record)
@@ -55,6 +59,10 @@ class RecordWriter:
     def emit_batch(self, records: list[StreamRecord]) -> None:
         """:meth:`emit` for each record, in order, in one pass (same channels, same dead letters)."""
         n = len(self.channels)
+        if self.partitioning is Partitioning.BROADCAST:  # every record to every consumer subtask
+            for buf in self._buffers:
+                buf.extend(records)
+            return
         if n == 1:
             if self._keyed:
                 records = keyable(records, self.key_selector, self.dead_letter)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.api.graph import (
+    BroadcastProcessTransformation,
     KeyedProcessTransformation,
     MapTransformation,
     Partitioning,
@@ -102,6 +103,12 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
             if pre is not None:
                 routes.preaggregations[node.id] = pre
             return Consumer(WINDOW, node.id)
+        if isinstance(node, BroadcastProcessTransformation):
+            raise JobDefinitionError(
+                "runtime", "spark", f"cannot run broadcast state ({node.name!r}: connect(stream.broadcast("
+                "descriptor)).process(...)) yet: an epoch has no per-subtask operator state to carry broadcast "
+                "state in", "Run this job on the local runtime; connect with CoMap/CoFlatMap/KeyedCoProcess "
+                "functions runs on Spark")
         if isinstance(node, KeyedProcessTransformation):
             # a keyed vertex like a window: records keyed by its selector, shuffled by key group, one operator
             # per subtask per epoch with its state carried as state rows (stages.py window_stage)
@@ -121,7 +128,12 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
     for v in plan.vertices:
         for edge in v.outputs:
             target = edge.target_vertex.head
-            c = consumer(target, edge.target_vertex)
+            c = consumer(target, edge.target_vertex)  # refuses a broadcast state operator, naming it
+            if edge.partitioning is Partitioning.BROADCAST:
+                raise JobDefinitionError(
+                    "partitioning", "BROADCAST",
+                    f"cannot run on Spark yet (edge {edge.name!r}: DataStream.broadcast())",
+                    "Run this job on the local runtime")
             if edge.partitioning is Partitioning.HASH and edge.key_selector is not None and c.kind != WINDOW:
                 c = Consumer(c.kind, c.node_id, edge.key_selector)  # a window keys its records (Router._to_window)
             routes.consumers.setdefault((edge.source_node.id, _tag_id(edge.tag)), []).append(c)

@@ -25,6 +25,8 @@ Epoch n, driven by :meth:`SparkJob.step`:
    epochs; every window stage of the epoch is computed by one more Spark job.  A
    ``KeyedStream.process`` or rolling-aggregate vertex is a keyed vertex too and runs the same way,
    with the KeyedProcessOperator (engine/operators/keyed_process.py) in place of the WindowOperator.
+   ``connect`` needs nothing more: its inputs arrive tagged and unioned (engine/operators/co_functions.py),
+   so a co-map is a map and a KeyedCoProcessFunction a keyed process vertex.
 4. **Driver rows.**  Collect records, dead letters and counters come back to the driver.  An
    exactly-once file sink is written by the tasks themselves: each stages one part per epoch in
    the sink's open transaction and only the part's key reaches the driver, which commits when the
@@ -47,8 +49,10 @@ that carries no data, and split idleness is judged at each epoch start (``_idle_
 
 Partial: processing-time results are not compared with the local runtime (its processing time
 advances per element, not per epoch); ``assign_timestamps_and_watermarks``
-away from a source and ``add_async`` are refused on Spark; every value crossing a Spark stage must be
-codec-encodable (engine/state/codec.py: no pickle), which user records and window results normally are.
+away from a source, ``add_async`` and broadcast state (``connect(stream.broadcast(descriptor))``, also a
+plain ``broadcast()`` edge) are refused on Spark when the job starts (engine/runtime/spark/chains.py); every
+value crossing a Spark stage must be codec-encodable (engine/state/codec.py: no pickle), which user records and
+window results normally are.
 """
 
 from __future__ import annotations

@@ -185,6 +185,19 @@ def test_restore_does_not_regress_watermarks():
     assert restored.on_periodic_emit() == [Watermark(84)]
 
 
+def test_a_subtask_restored_after_its_input_ended_announces_max_watermark_once_more():
+    """After a rescale the consumers' channels from this subtask are new (at MIN_WATERMARK): a source subtask that
+    had ended event time before the snapshot must say so again, or it holds every downstream watermark back (a
+    broadcast side read by one of three subtasks stalled a restored job: tests/api/test_broadcast_state_restore.py)."""
+    stage = SourceTimestampsAndWatermarks(bounded(), ManualClock(0))
+    stage.on_record("s", {"ts": 10})
+    assert stage.end_of_input()[-1] == Watermark(MAX_WATERMARK)
+    restored = SourceTimestampsAndWatermarks(bounded(), ManualClock(0))
+    restored.restore(json.loads(json.dumps(stage.snapshot())))
+    assert restored.end_of_input() == [Watermark(MAX_WATERMARK)]
+    assert restored.end_of_input() == []
+
+
 def test_restore_keeps_idle_splits_idle_and_refuses_unknown_versions():
     clock = ManualClock(0)
     stage = SourceTimestampsAndWatermarks(bounded(0, idle_ms=10), clock)

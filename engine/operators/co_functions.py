@@ -1,0 +1,140 @@
+"""Two inputs as one tagged stream: how ``connect`` runs on the engine's one-input operators.
+
+``a.connect(b)`` becomes, in the logical graph (engine/api/connected_streams.py)::
+
+    a -> map(InputTag(1)) --\\
+                             union -> co-operator (map / flat_map / keyed process / broadcast process)
+    b -> map(InputTag(2)) --/
+
+Every record travels as ``(input, value)`` with ``input`` 1 or 2, a plain tuple the state codec and the
+channel-state writer already encode; the co-operator dispatches on it to ``map1``/``map2``,
+``process_element1``/``process_element2`` and so on.  PyFlink runs its co-functions the same way (one Python
+operator fed a row that says which side a record came from).
+
+The watermark is Flink's rule for two-input operators (seed 004: ``min(input1Watermark, input2Watermark)``,
+engine/watermarks/multi_input.py): the union's channels all go through the consuming task's
+StatusWatermarkValve, whose output is the minimum over the channels of both inputs, which is the minimum of the
+two inputs' own minima; an idle input is left out exactly as the InputWatermarkCombiner leaves it out.  Keyed
+inputs are partitioned before the union, each by its own key selector applied to the tagged record
+(:class:`InputKeySelector`), so records of both inputs with equal keys meet in the same key group; the operator
+keys a record with :class:`TaggedKeySelector`, which picks the selector of the record's input.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from engine.api.functions import (
+    CoFlatMapFunction,
+    CoMapFunction,
+    KeyedCoProcessFunction,
+    KeyedProcessFunction,
+)
+from engine.errors import IllegalStateError
+
+FIRST = 1
+SECOND = 2
+
+
+class InputTag:
+    """The map that marks a record with the input it came from: ``value -> (input, value)``."""
+
+    __slots__ = ("input",)
+
+    def __init__(self, input: int) -> None:
+        self.input = input
+
+    def __call__(self, value: Any) -> tuple[int, Any]:
+        return (self.input, value)
+
+    def __repr__(self) -> str:
+        return f"InputTag({self.input})"
+
+
+def _untag(tagged: Any) -> tuple[int, Any]:
+    if type(tagged) is not tuple or len(tagged) != 2 or tagged[0] not in (FIRST, SECOND):
+        raise IllegalStateError(f"Bug: a two-input operator got an untagged record {tagged!r}")
+    return tagged
+
+
+class InputKeySelector:
+    """One input's key selector applied to its tagged records (the hash edge of that input)."""
+
+    __slots__ = ("key_selector",)
+
+    def __init__(self, key_selector: Callable[[Any], Any]) -> None:
+        self.key_selector = key_selector
+
+    def __call__(self, tagged: tuple[int, Any]) -> Any:
+        return self.key_selector(tagged[1])
+
+
+class TaggedKeySelector:
+    """The key of a tagged record from either input: the first input's selector or the second's."""
+
+    __slots__ = ("key_selector1", "key_selector2")
+
+    def __init__(self, key_selector1: Callable[[Any], Any], key_selector2: Callable[[Any], Any] | None) -> None:
+        self.key_selector1 = key_selector1
+        self.key_selector2 = key_selector2
+
+    def __call__(self, tagged: tuple[int, Any]) -> Any:
+        input, value = tagged
+        if input == FIRST:
+            return self.key_selector1(value)
+        if self.key_selector2 is None:
+            raise IllegalStateError("Bug: the broadcast input has no key; it must not be keyed")
+        return self.key_selector2(value)
+
+
+class CoMap:
+    """``ConnectedStreams.map``: ``map1`` or ``map2`` by the record's input (a plain callable for MapOperator)."""
+
+    __slots__ = ("function",)
+
+    def __init__(self, function: CoMapFunction) -> None:
+        self.function = function
+
+    def __call__(self, tagged: tuple[int, Any]) -> Any:
+        input, value = _untag(tagged)
+        return self.function.map1(value) if input == FIRST else self.function.map2(value)
+
+
+class CoFlatMap:
+    """``ConnectedStreams.flat_map``: ``flat_map1`` or ``flat_map2`` by the record's input."""
+
+    __slots__ = ("function",)
+
+    def __init__(self, function: CoFlatMapFunction) -> None:
+        self.function = function
+
+    def __call__(self, tagged: tuple[int, Any]) -> Iterable[Any] | None:
+        input, value = _untag(tagged)
+        return self.function.flat_map1(value) if input == FIRST else self.function.flat_map2(value)
+
+
+class KeyedCoProcess(KeyedProcessFunction):
+    """A :class:`KeyedCoProcessFunction` as the KeyedProcessFunction the keyed process operator runs: the
+    same state backend, timer service, contexts, snapshots and rescaling; elements go to
+    ``process_element1``/``process_element2`` by their input, timers to ``on_timer``."""
+
+    def __init__(self, function: KeyedCoProcessFunction) -> None:
+        self.function = function
+
+    def open(self, runtime_context: Any) -> None:
+        self.function.open(runtime_context)
+
+    def close(self) -> None:
+        self.function.close()
+
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        input, record = _untag(value)
+        if input == FIRST:
+            return self.function.process_element1(record, ctx)
+        return self.function.process_element2(record, ctx)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any] | None:
+        return self.function.on_timer(timestamp, ctx)
+
+    def __repr__(self) -> str:
+        return f"KeyedCoProcess({type(self.function).__name__})"
