@@ -39,7 +39,8 @@ _SECTION = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
 </table>
 <table class="assets">
 <tr><th>asset</th><th>rows</th><th>expectations evaluated</th><th>failed</th></tr>
-{% for a in validation.assets %}<tr class="asset"><td>{{ a.asset }}</td><td>{{ a.rows }}</td><td>{{ a.evaluated }}</td><td>{{ a.failed }}</td></tr>
+{% for a in validation.assets %}
+<tr class="asset"><td>{{ a.asset }}</td><td>{{ a.rows }}</td><td>{{ a.evaluated }}</td><td>{{ a.failed }}</td></tr>
 {% endfor %}
 </table>
 {% for f in validation.failed %}<p class="failed">{{ f.asset }}: {{ f.expectation }}: {{ f.rule }}</p>
@@ -72,7 +73,7 @@ def render_report(job_id: str, status: dict[str, Any], views: list[Any], validat
     samples, rows = join_timelines(views)
     operators = next((v.operators for v in reversed(views) if v.operators is not None), None)
     page = render_view(job_id, status, samples, rows, operators, interval_ms, views[-1].sample_interval_ms)
-    page = page.replace(f"<title>Sluice job ", "<title>Sluice demo report: job ", 1)
+    page = page.replace("<title>Sluice job ", "<title>Sluice demo report: job ", 1)
     heading_end = page.index("</h1>") + len("</h1>")
     section = _SECTION.render(story=story, facts=facts, validation=validation)
     return page[:heading_end] + section + page[heading_end:]
