@@ -34,7 +34,7 @@ class Progress:
         started = time.monotonic()
         live = self.console.is_terminal
         if not live:
-            self.console.print(f"{text} ...", markup=False, soft_wrap=True)
+            self._line(f"{text} ...")
         try:
             if live:
                 with self.console.status(text):
@@ -42,8 +42,11 @@ class Progress:
             else:
                 yield outcome
         except BaseException as exc:
-            self.console.print(f"{text}: failed after {time.monotonic() - started:.1f} s "
-                               f"({type(exc).__name__})", markup=False, soft_wrap=True)
+            self._line(f"{text}: failed after {time.monotonic() - started:.1f} s ({type(exc).__name__})")
             raise
         ended = outcome[0] if outcome else "done"
-        self.console.print(f"{text}: {ended} in {time.monotonic() - started:.1f} s", markup=False, soft_wrap=True)
+        self._line(f"{text}: {ended} in {time.monotonic() - started:.1f} s")
+
+    def _line(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        self.console.file.flush()

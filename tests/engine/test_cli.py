@@ -17,6 +17,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,18 +197,22 @@ def running(tmp_path_factory) -> Iterator[dict[str, Any]]:
                str(tmp / "out"), "--checkpoint-interval", "300", "--param", "events_per_split=null", "--param",
                "events_per_second=50", "--option", "bundle_size=64", "--progress", "--log-level", "WARNING"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    lines: list[str] = []
+    # one reader takes every stderr line as it comes (a readline here, then communicate() later, would lose
+    # what readline had buffered beyond the line it returned)
+    def read() -> None:
+        for line in iter(run.stderr.readline, ""):
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        first = run.stderr.readline()
-        assert first.startswith("starting purchases ..."), first + run.stderr.read()
-        lines = [first]
-        while not lines[-1].startswith('{"job_id"'):
-            lines.append(run.stderr.readline())
-            assert lines[-1], "".join(lines)
-        started = json.loads(lines[-1])
+        started = json.loads(_wait_for(lambda: next((line for line in lines if line.startswith('{"job_id"')), None),
+                                       what="the job id line"))
         base = f"{started['control_url']}/jobs/purchases"
         _wait_for(lambda: (httpx.get(base, timeout=10).json()["last_completed_checkpoint"] or 0) >= 2,
                   what="two checkpoints")
-        yield {"tmp": tmp, "storage": storage, "base": base, "process": run, "stderr": lines}
+        yield {"tmp": tmp, "storage": storage, "base": base, "process": run, "stderr": lines, "reader": reader}
     finally:
         if run.poll() is None:
             run.kill()
@@ -248,10 +253,8 @@ def test_the_old_savepoint_flags_still_work_then_history_without_a_master_then_r
     assert "DeprecationWarning: --target is deprecated; use --savepoint-dir (the same value)." in stop.stderr
     savepoint = stop.stdout.strip()
     assert savepoint.startswith(elsewhere + "/purchases/savepoint-"), savepoint
-    out, err = running["process"].communicate(timeout=60)
-    assert running["process"].returncode == 0, err
-    running["stderr"] += err.splitlines(keepends=True)
-    running["savepoint"] = savepoint
+    assert running["process"].wait(timeout=60) == 0
+    running["reader"].join(timeout=10)
 
     listed = _sluice("checkpoints", "list", "purchases", "--storage", storage, "--savepoints", elsewhere, "--json")
     assert listed.returncode == 0, listed.stderr
@@ -268,9 +271,10 @@ def test_the_old_savepoint_flags_still_work_then_history_without_a_master_then_r
 
     # the run's progress lines: its start, then the wait for its first checkpoint
     lines = running["stderr"]
+    assert lines[0] == "starting purchases ...\n", lines
     assert re.fullmatch(r"starting purchases: done in \d+\.\d s\n", lines[1]), lines
     waited = [line for line in lines if line.startswith("waiting for the first checkpoint")]
-    assert waited[0] == "waiting for the first checkpoint ...\n"
+    assert waited[0] == "waiting for the first checkpoint ...\n", lines
     assert re.fullmatch(r"waiting for the first checkpoint: checkpoint 1 completed in \d+\.\d s\n", waited[1]), waited
 
     # restoring the savepoint: validation, then the restore
