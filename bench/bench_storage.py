@@ -6,7 +6,7 @@ each state size (10 MB and 100 MB; 1 GB with ``--full``):
 1. a full checkpoint: keyed state in 128 key-group files (incompressible values,
    so MB are real MB), written through ``CheckpointStorageLocation`` with
    incremental keys, ``_metadata`` finalized, added to the
-   ``CompletedCheckpointStore``: write MB/s and completion time;
+   ``RetainedCheckpointStore``: write MB/s and completion time;
 2. restore: ``load_snapshot_from`` with checksum verification, then every state
    table read: read MB/s;
 3. an incremental checkpoint after 1% of keys (chosen at random, so every key
@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from checkpoints import (  # noqa: E402
     CheckpointMetadata,
     CheckpointStorage,
-    CompletedCheckpointStore,
+    RetainedCheckpointStore,
     LocalFileSystemStore,
-    OperatorSnapshot,
+    OperatorState,
     S3Store,
     SubtaskState,
     load_snapshot_from,
@@ -74,7 +74,7 @@ def metadata_for(job_id: str, checkpoint_id: int, files_by_group: list[tuple]) -
         checkpoint_id=checkpoint_id,
         job_name="bench",
         complete_timestamp_ms=int(time.time() * 1000),
-        operators=(OperatorSnapshot(UID, "window", 1, KEY_GROUPS, {}, (subtask,)),),
+        operators=(OperatorState(UID, "window", 1, KEY_GROUPS, {}, (subtask,)),),
     )
 
 
@@ -83,7 +83,7 @@ def run_case(store, backend: str, size_mb: int, seed: int) -> dict:
     tables, total_rows = build_state(size_mb, rng)
     job_id = f"bench-{size_mb}mb-{uuid.uuid4().hex[:6]}"
     storage = CheckpointStorage(store, job_id)
-    completed = CompletedCheckpointStore(storage, retained=2)
+    completed = RetainedCheckpointStore(storage, retained=2)
     completed.recover()
 
     # 1. full checkpoint

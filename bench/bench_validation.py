@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from checkpoints import CheckpointMetadata, CheckpointProperties, CheckpointStorage, OperatorSnapshot, SubtaskState  # noqa: E402
+from checkpoints import CheckpointMetadata, SnapshotProperties, CheckpointStorage, OperatorState, SubtaskState  # noqa: E402
 from engine.state.key_groups import key_group_for_encoded_key, key_group_range_for_operator  # noqa: E402
 from engine.state.snapshot import state_table_schema  # noqa: E402
 from engine.timers import TIMER_SCHEMA_FIELDS  # noqa: E402
@@ -107,9 +107,9 @@ def synthetic_snapshot(root: str, rows: int) -> str:
               "function": {"kind": "aggregate", "aggregate": "sum", "field": 1},
               "allowed_lateness_ms": 0, "state_rows": {"window-contents": entries}}
     metadata = CheckpointMetadata(
-        job_id="bench-job", checkpoint_id=1, properties=CheckpointProperties.checkpoint(),
+        job_id="bench-job", checkpoint_id=1, properties=SnapshotProperties.checkpoint(),
         source_positions={"split-0": 1}, watermarks={"operators": {"tumbling": watermarks}},
-        operators=(OperatorSnapshot("tumbling", "tumbling 1 s", PARALLELISM, MAX_PARALLELISM, config, tuple(subtasks)),),
+        operators=(OperatorState("tumbling", "tumbling 1 s", PARALLELISM, MAX_PARALLELISM, config, tuple(subtasks)),),
     )
     return location.finalize(metadata)
 

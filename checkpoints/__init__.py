@@ -5,11 +5,11 @@ PendingCheckpoint, CompletedCheckpoint) decides *when* a checkpoint completes;
 this package decides *where and how* it is stored (ARCHITECTURE sections 5-6,
 seed 001).  The runtimes plug it in like this::
 
-    from checkpoints import CheckpointStorage, CompletedCheckpointStore, open_store
+    from checkpoints import CheckpointStorage, RetainedCheckpointStore, open_store
 
     storage = CheckpointStorage(open_store("s3://bucket/checkpoints"), job_id,
                                 savepoint_store=open_store("s3://bucket/savepoints"))
-    completed = CompletedCheckpointStore(storage, retained=3)
+    completed = RetainedCheckpointStore(storage, retained=3)
     completed.recover()                                  # once, when the job master starts
     latest = completed.get_latest()                      # restore from latest.metadata (None: fresh start)
     next_id = completed.max_checkpoint_id() + 1          # ids continue after recovery
@@ -24,7 +24,7 @@ seed 001).  The runtimes plug it in like this::
     # a declined / expired checkpoint: location.discard()  (or storage.discard_checkpoint(n))
 
     # savepoint: storage.initialize_savepoint_location(n) ... finalize(metadata with
-    # CheckpointProperties.savepoint()); never added to `completed`.
+    # SnapshotProperties.savepoint()); never added to `completed`.
 
     snapshot = load_snapshot(uri, expected_job_id=job_id)   # full validation, or CorruptSnapshotError
     snapshot.state_tables(uid, key_group_range)           # Arrow per state name, filtered for rescaling
@@ -34,7 +34,7 @@ Modules, one concept each: ``backends`` (ObjectStore; LocalFileSystemStore,
 S3Store, ``open_store``), ``layout`` (paths), ``metadata`` (``_metadata``
 JSON), ``index`` (retained-handles index, conditional writes), ``status``
 (status document), ``state_files`` (Parquet/Arrow + sha256), ``store``
-(CheckpointStorage, CompletedCheckpointStore), ``retention`` (pure decisions),
+(CheckpointStorage, RetainedCheckpointStore), ``retention`` (pure decisions),
 ``savepoints`` (history policy, relocation, validation outcome), ``restore``
 (load and validate), ``drained`` (snapshots taken after ``stop --drain``),
 ``orphans`` (clean-up), ``inspect`` / ``cli`` (plain data and click commands
@@ -71,9 +71,9 @@ from checkpoints.errors import (
 from checkpoints.index import RetainedCheckpoint, RetainedCheckpointsIndex, read_index
 from checkpoints.metadata import (
     CheckpointMetadata,
-    CheckpointProperties,
+    SnapshotProperties,
     CompletenessLedger,
-    OperatorSnapshot,
+    OperatorState,
     SplitProgress,
     StateFileHandle,
     SubtaskState,
@@ -93,17 +93,17 @@ from checkpoints.store import (
     AddResult,
     CheckpointStorage,
     CheckpointStorageLocation,
-    CompletedCheckpointStore,
+    RetainedCheckpointStore,
     LatestCheckpoint,
 )
 
 __all__ = [
     "AddResult",
     "CheckpointMetadata",
-    "CheckpointProperties",
+    "SnapshotProperties",
     "CheckpointStorage",
     "CheckpointStorageLocation",
-    "CompletedCheckpointStore",
+    "RetainedCheckpointStore",
     "CompletenessLedger",
     "ConcurrentIndexUpdate",
     "CorruptSnapshotError",
@@ -115,7 +115,7 @@ __all__ = [
     "ObjectInfo",
     "ObjectNotFound",
     "ObjectStore",
-    "OperatorSnapshot",
+    "OperatorState",
     "OrphanReport",
     "PreconditionFailed",
     "RetainedCheckpoint",

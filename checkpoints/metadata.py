@@ -143,7 +143,7 @@ class SubtaskState:
 
 
 @dataclass(frozen=True, slots=True)
-class OperatorSnapshot:
+class OperatorState:
     """All subtasks' state of one operator, with the configuration a restore must match."""
 
     uid: str
@@ -173,9 +173,9 @@ class OperatorSnapshot:
         }
 
     @staticmethod
-    def from_dict(f: Fields) -> OperatorSnapshot:
+    def from_dict(f: Fields) -> OperatorState:
         subtasks = f.get("subtasks", list)
-        return OperatorSnapshot(
+        return OperatorState(
             uid=f.get("uid", str),
             name=f.get("name", str),
             parallelism=f.get("parallelism", int),
@@ -186,8 +186,8 @@ class OperatorSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class CheckpointProperties:
-    """Seed 001's CheckpointProperties: forced, externalized, savepoint, and when files are discarded."""
+class SnapshotProperties:
+    """Seed 001's CheckpointProperties as persisted: forced, externalized, savepoint, and when files are discarded."""
 
     type: str = "checkpoint"
     forced: bool = False
@@ -205,15 +205,15 @@ class CheckpointProperties:
             raise JobDefinitionError("discard_on", self.discard_on, "must be empty for a savepoint")
 
     @staticmethod
-    def checkpoint(retain_on_cancellation: bool = True) -> CheckpointProperties:
+    def checkpoint(retain_on_cancellation: bool = True) -> SnapshotProperties:
         """A periodic checkpoint; ``retain_on_cancellation`` is ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
         (kept when the job is cancelled or finishes), otherwise DELETE_ON_CANCELLATION."""
         discard = ("subsumed", "failed") if retain_on_cancellation else DISCARD_EVENTS
-        return CheckpointProperties("checkpoint", False, True, tuple(discard))
+        return SnapshotProperties("checkpoint", False, True, tuple(discard))
 
     @staticmethod
-    def savepoint() -> CheckpointProperties:
-        return CheckpointProperties("savepoint", True, True, ())
+    def savepoint() -> SnapshotProperties:
+        return SnapshotProperties("savepoint", True, True, ())
 
     def is_savepoint(self) -> bool:
         return self.type == "savepoint"
@@ -223,9 +223,9 @@ class CheckpointProperties:
                 "discard_on": list(self.discard_on)}
 
     @staticmethod
-    def from_dict(f: Fields) -> CheckpointProperties:
+    def from_dict(f: Fields) -> SnapshotProperties:
         try:
-            return CheckpointProperties(
+            return SnapshotProperties(
                 type=f.get("type", str),
                 forced=f.get("forced", bool),
                 externalized=f.get("externalized", bool),
@@ -291,12 +291,12 @@ class CheckpointMetadata:
     job_id: str
     checkpoint_id: int
     job_name: str = ""
-    properties: CheckpointProperties = field(default_factory=CheckpointProperties.checkpoint)
+    properties: SnapshotProperties = field(default_factory=SnapshotProperties.checkpoint)
     trigger_timestamp_ms: int = 0
     complete_timestamp_ms: int = 0
     source_positions: dict[str, Any] = field(default_factory=dict)
     watermarks: dict[str, Any] = field(default_factory=dict)
-    operators: tuple[OperatorSnapshot, ...] = ()
+    operators: tuple[OperatorState, ...] = ()
     ledger: CompletenessLedger = field(default_factory=CompletenessLedger)
     #: free-form outcome of the Great Expectations validation run; ``{"status": "passed", ...}``
     validation: dict[str, Any] | None = None
@@ -305,7 +305,7 @@ class CheckpointMetadata:
     def is_savepoint(self) -> bool:
         return self.properties.is_savepoint()
 
-    def operator(self, uid: str) -> OperatorSnapshot:
+    def operator(self, uid: str) -> OperatorState:
         for op in self.operators:
             if op.uid == uid:
                 return op
@@ -364,12 +364,12 @@ class CheckpointMetadata:
             job_id=f.get("job_id", str),
             job_name=f.get("job_name", str, optional=True, default=""),
             checkpoint_id=f.get("checkpoint_id", int),
-            properties=CheckpointProperties.from_dict(f.sub("properties")),
+            properties=SnapshotProperties.from_dict(f.sub("properties")),
             trigger_timestamp_ms=f.get("trigger_timestamp_ms", int, optional=True, default=0),
             complete_timestamp_ms=f.get("complete_timestamp_ms", int, optional=True, default=0),
             source_positions=f.get("source_positions", dict, optional=True, default={}),
             watermarks=f.get("watermarks", dict, optional=True, default={}),
-            operators=tuple(OperatorSnapshot.from_dict(f.sub("operators", i)) for i in range(len(operators))),
+            operators=tuple(OperatorState.from_dict(f.sub("operators", i)) for i in range(len(operators))),
             ledger=CompletenessLedger.from_dict(Fields(doc.get("ledger") or {}, f"{where}.ledger")),
             validation=f.get("validation", dict, optional=True),
         )

@@ -30,7 +30,7 @@ import pyarrow as pa
 from checkpoints import layout
 from checkpoints.backends import ObjectStore, open_store
 from checkpoints.errors import ObjectNotFound, SnapshotNotFound
-from checkpoints.metadata import CheckpointMetadata, OperatorSnapshot, StateFileHandle
+from checkpoints.metadata import CheckpointMetadata, OperatorState, StateFileHandle
 from checkpoints.state_files import decode_table
 from checkpoints.watermark_consistency import watermark_problems
 from engine.errors import CorruptSnapshotError
@@ -66,7 +66,7 @@ class Snapshot:
     def operator_uids(self) -> list[str]:
         return [op.uid for op in self.metadata.operators]
 
-    def operator(self, uid: str) -> OperatorSnapshot:
+    def operator(self, uid: str) -> OperatorState:
         return self.metadata.operator(uid)
 
     def file_key(self, handle: StateFileHandle) -> str:

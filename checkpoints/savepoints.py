@@ -1,7 +1,7 @@
 """Savepoints: self-contained, relocatable snapshots that retention never touches (seed 001, ARCHITECTURE 6).
 
 Seed 001: a savepoint is forced, externalized and never subsumed, and it is not
-stored in the CompletedCheckpointStore.  So savepoints have their own history
+stored in the RetainedCheckpointStore.  So savepoints have their own history
 policy (:class:`SavepointHistoryPolicy`), applied only when asked
 (:func:`apply_savepoint_policy`), and the newest savepoint whose validation
 passed is never deleted by it.
@@ -26,7 +26,7 @@ from typing import Any
 from checkpoints import layout
 from checkpoints.backends import ObjectStore
 from checkpoints.errors import ObjectNotFound, PreconditionFailed
-from checkpoints.metadata import CheckpointMetadata, CheckpointProperties, StateFileHandle, SubtaskState
+from checkpoints.metadata import CheckpointMetadata, SnapshotProperties, StateFileHandle, SubtaskState
 from checkpoints.retention import SavepointHistoryPolicy, SavepointSummary, savepoints_to_discard
 from checkpoints.store import CheckpointStorage, _delete_snapshot_dir
 from engine.errors import CorruptSnapshotError
@@ -146,7 +146,7 @@ def savepoint_from_checkpoint(
     )
     savepoint = dataclasses.replace(
         metadata,
-        properties=CheckpointProperties.savepoint(),
+        properties=SnapshotProperties.savepoint(),
         operators=operators,
         complete_timestamp_ms=now_ms if now_ms is not None else int(time.time() * 1000),
         validation=None,

@@ -7,7 +7,7 @@ Two roles, as in Flink (seed 001):
   :class:`StateFileHandle` a task acknowledges with), and where the coordinator
   writes ``_metadata`` last (``finalize``).  A location is plain configuration:
   it is sent to Spark executors and writes from there.
-- :class:`CompletedCheckpointStore`: seed 001's ZooKeeperCompletedCheckpointStore
+- :class:`RetainedCheckpointStore`: seed 001's ZooKeeperCompletedCheckpointStore
   with S3 in place of ZooKeeper.  ``add_checkpoint`` checks the checkpoint is
   complete, replaces the retained-handles index with a conditional write, drops
   the oldest handles beyond ``retained`` and only THEN deletes their files,
@@ -110,7 +110,7 @@ class CheckpointStorage:
         """Where checkpoint ``checkpoint_id`` is written (Flink's initializeLocationForCheckpoint).
 
         ``known_shared``: the ``shared/...`` paths retained checkpoints reference
-        (``CompletedCheckpointStore.shared_files_in_use()``); with it, incremental
+        (``RetainedCheckpointStore.shared_files_in_use()``); with it, incremental
         reuse needs no request to the store, without it each incremental file costs a HEAD.
         """
         return CheckpointStorageLocation(
@@ -350,8 +350,8 @@ class LatestCheckpoint:
         return self.metadata.checkpoint_id
 
 
-class CompletedCheckpointStore:
-    """Seed 001's CompletedCheckpointStore: the N most recent completed checkpoints of one job.
+class RetainedCheckpointStore:
+    """Seed 001's CompletedCheckpointStore, persisted: the N most recent completed checkpoints of one job.
 
     One instance per job master.  Its view of the index (read by ``recover`` or
     the first ``add_checkpoint``) is what its conditional writes are based on:
@@ -506,7 +506,7 @@ class CompletedCheckpointStore:
         """
         if metadata.is_savepoint():
             raise IllegalStateError(
-                "Bug: savepoints are never added to the CompletedCheckpointStore (seed 001: only a completed "
+                "Bug: savepoints are never added to the completed-checkpoint store (seed 001: only a completed "
                 "checkpoint that is not a savepoint is stored there); they are never subsumed"
             )
         if metadata.job_id != self.job_id:

@@ -7,7 +7,7 @@ windows that should have been purged, the aggregate kind to check accumulators.
 They read it from ``_metadata`` only, never from the job's code.
 
 The runtime writes it (ARCHITECTURE section 5).  :func:`window_operator_config`
-derives the exact ``OperatorSnapshot.config`` dict from a
+derives the exact ``OperatorState.config`` dict from a
 :class:`engine.api.graph.WindowTransformation`; the runtime must store its
 result, plus the fields named in :data:`RUNTIME_FIELDS`, for every window
 operator.  Everything missing is read as :data:`UNKNOWN`, and the checks that
@@ -44,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkpoints.metadata import CheckpointMetadata, OperatorSnapshot
+from checkpoints.metadata import CheckpointMetadata, OperatorState
 from engine.elements import MIN_WATERMARK
 
 #: the value of every field the snapshot's metadata does not have
@@ -149,7 +149,7 @@ def function_config(spec: Any) -> dict[str, Any]:
 
 
 def window_operator_config(node: Any) -> dict[str, Any]:
-    """The ``OperatorSnapshot.config`` the runtime must write for a WindowTransformation (see module docstring).
+    """The ``OperatorState.config`` the runtime must write for a WindowTransformation (see module docstring).
 
     Also what :mod:`checkpoints.validation.compatibility` computes for a new job, so
     both sides of a compatibility check are described the same way."""
@@ -212,7 +212,7 @@ class WindowOperatorFacts:
         return missing
 
 
-def operator_facts(metadata: CheckpointMetadata, op: OperatorSnapshot) -> WindowOperatorFacts:
+def operator_facts(metadata: CheckpointMetadata, op: OperatorState) -> WindowOperatorFacts:
     """Read :class:`WindowOperatorFacts` from an operator's config and the checkpoint's watermarks."""
     config = op.config or {}
     assigner = config.get("assigner")

@@ -269,7 +269,7 @@ class CheckpointStorageAdapter:
         #: checkpoint id -> bytes of state it wrote, until the run records it in its history
         self.sizes: dict[int, int] = {}
         if storage_dir is not None:
-            from checkpoints import CheckpointStorage, CompletedCheckpointStore as PersistentStore, open_store
+            from checkpoints import CheckpointStorage, RetainedCheckpointStore as PersistentStore, open_store
 
             self._storage = CheckpointStorage(open_store(storage_dir), job_id)
             self._persistent_store = PersistentStore(self._storage, retained=num_retained, fence=fence)
@@ -364,8 +364,8 @@ class CheckpointStorageAdapter:
         if not self.is_persistent(cid):
             return None
         from checkpoints import CheckpointMetadata
-        from checkpoints import CheckpointProperties as StoredProperties
-        from checkpoints import OperatorSnapshot as StoredOperator
+        from checkpoints import SnapshotProperties as StoredProperties
+        from checkpoints import OperatorState as StoredOperator
         from checkpoints import SubtaskState
 
         subtasks: dict[str, list[Any]] = {}

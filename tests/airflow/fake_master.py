@@ -21,8 +21,8 @@ from concurrent.futures import Future
 
 import pyarrow as pa
 
-from checkpoints import (CheckpointMetadata, CheckpointProperties, CheckpointStorage, CompletedCheckpointStore,
-                         CompletenessLedger, OperatorSnapshot, SplitProgress, SubtaskState, open_store)
+from checkpoints import (CheckpointMetadata, SnapshotProperties, CheckpointStorage, RetainedCheckpointStore,
+                         CompletenessLedger, OperatorState, SplitProgress, SubtaskState, open_store)
 from checkpoints.restore import load_snapshot
 from checkpoints.savepoints import savepoint_from_checkpoint
 from checkpoints.status import StatusDocument, write_status
@@ -59,7 +59,7 @@ class FakeJob:
         self.args = args
         self.store = open_store(args.storage)
         self.storage = CheckpointStorage(self.store, self.job_id)
-        self.completed = CompletedCheckpointStore(self.storage, retained=args.retained)
+        self.completed = RetainedCheckpointStore(self.storage, retained=args.retained)
         self.completed.recover()
         self.next_id = self.completed.max_checkpoint_id() + 1
         self.state = "running"
@@ -92,10 +92,10 @@ class FakeJob:
             self.records += 100
             metadata = CheckpointMetadata(
                 job_id=self.job_id, job_name=self.job_id, checkpoint_id=cid,
-                properties=CheckpointProperties.checkpoint(), trigger_timestamp_ms=started,
+                properties=SnapshotProperties.checkpoint(), trigger_timestamp_ms=started,
                 complete_timestamp_ms=int(time.time() * 1000), source_positions={"split-0": self.records},
                 watermarks={"valve": {"split-0": started}},
-                operators=(OperatorSnapshot("counts", "counts", p, MAX_PARALLELISM, {}, tuple(subtasks)),),
+                operators=(OperatorState("counts", "counts", p, MAX_PARALLELISM, {}, tuple(subtasks)),),
                 ledger=CompletenessLedger({"split-0": SplitProgress(self.records, self.records, 0)}),
             )
             location.finalize(metadata)

@@ -9,11 +9,11 @@ import pyarrow as pa
 
 from checkpoints import (
     CheckpointMetadata,
-    CheckpointProperties,
+    SnapshotProperties,
     CheckpointStorage,
-    CompletedCheckpointStore,
+    RetainedCheckpointStore,
     CompletenessLedger,
-    OperatorSnapshot,
+    OperatorState,
     S3Store,
     SplitProgress,
     SubtaskState,
@@ -167,12 +167,12 @@ def write_checkpoint(
         job_id=storage.job_id,
         job_name="test job",
         checkpoint_id=checkpoint_id,
-        properties=CheckpointProperties.savepoint() if savepoint else CheckpointProperties.checkpoint(),
+        properties=SnapshotProperties.savepoint() if savepoint else SnapshotProperties.checkpoint(),
         trigger_timestamp_ms=now_ms + checkpoint_id * 1000,
         complete_timestamp_ms=now_ms + checkpoint_id * 1000 + 10,
         source_positions={"split-0": checkpoint_id * 10},
         watermarks={"valve": {"split-0": checkpoint_id * 100}},
-        operators=(OperatorSnapshot("window-op", "window", parallelism, MAX_PARALLELISM,
+        operators=(OperatorState("window-op", "window", parallelism, MAX_PARALLELISM,
                                     {"assigner": "tumbling", "size_ms": 1000}, tuple(subtasks)),),
         ledger=CompletenessLedger({"split-0": SplitProgress(checkpoint_id * 10, checkpoint_id * 100, 0)}),
     )
@@ -180,7 +180,7 @@ def write_checkpoint(
     return metadata, location
 
 
-def complete_checkpoint(storage, completed: CompletedCheckpointStore, checkpoint_id: int, **kwargs):
+def complete_checkpoint(storage, completed: RetainedCheckpointStore, checkpoint_id: int, **kwargs):
     metadata, _ = write_checkpoint(storage, checkpoint_id, known_shared=completed.shared_files_in_use(), **kwargs)
     return metadata, completed.add_checkpoint(metadata)
 

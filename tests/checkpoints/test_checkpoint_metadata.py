@@ -9,9 +9,9 @@ import pytest
 
 from checkpoints import (
     CheckpointMetadata,
-    CheckpointProperties,
+    SnapshotProperties,
     CompletenessLedger,
-    OperatorSnapshot,
+    OperatorState,
     RetainedCheckpoint,
     RetainedCheckpointsIndex,
     SplitProgress,
@@ -30,13 +30,13 @@ FULL = CheckpointMetadata(
     job_id="job-1",
     job_name="clicks per minute",
     checkpoint_id=42,
-    properties=CheckpointProperties.checkpoint(retain_on_cancellation=False),
+    properties=SnapshotProperties.checkpoint(retain_on_cancellation=False),
     trigger_timestamp_ms=1_700_000_000_000,
     complete_timestamp_ms=1_700_000_000_250,
     source_positions={"file-a.parquet": 1200, "file-b.parquet": {"row": 7, "file": "b"}},
     watermarks={"valve": {"channels": [{"watermark": 9000, "status": "ACTIVE"}]}, "output_ms": 9000},
     operators=(
-        OperatorSnapshot(
+        OperatorState(
             uid="window-1",
             name="tumbling sum",
             parallelism=2,
@@ -48,7 +48,7 @@ FULL = CheckpointMetadata(
                                                           "contents", "arrow", "window-1/kg2/contents"),)),
             ),
         ),
-        OperatorSnapshot("source", "files", 1, 4, {}, (SubtaskState(0, None, ()),)),
+        OperatorState("source", "files", 1, 4, {}, (SubtaskState(0, None, ()),)),
     ),
     ledger=CompletenessLedger(
         splits={"file-a.parquet": SplitProgress(1200, 8000, 0), "file-b.parquet": SplitProgress(7, None, 30000)},
@@ -97,12 +97,12 @@ def test_a_mistyped_field_is_refused_naming_it():
 
 
 def test_savepoint_properties_are_forced_and_never_discarded():
-    props = CheckpointProperties.savepoint()
+    props = SnapshotProperties.savepoint()
     assert (props.forced, props.externalized, props.discard_on) == (True, True, ())
     with pytest.raises(JobDefinitionError, match="must be empty for a savepoint"):
-        CheckpointProperties("savepoint", True, True, ("subsumed",))
+        SnapshotProperties("savepoint", True, True, ("subsumed",))
     with pytest.raises(JobDefinitionError, match="`type` must be one of"):
-        CheckpointProperties("snapshot")
+        SnapshotProperties("snapshot")
 
 
 def test_index_and_status_documents_round_trip_and_refuse_unknown_versions(tmp_path):

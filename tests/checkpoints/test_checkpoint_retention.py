@@ -13,7 +13,7 @@ from ckpt_helpers import complete_checkpoint, keys, write_checkpoint
 
 from checkpoints import (
     CheckpointStorage,
-    CompletedCheckpointStore,
+    RetainedCheckpointStore,
     ConcurrentIndexUpdate,
     IncompleteCheckpoint,
     load_snapshot_from,
@@ -39,7 +39,7 @@ def expected_objects(store, job_id, retained_metadata) -> set[str]:
 @pytest.mark.parametrize("retained", [1, 3, 10])
 def test_across_50_checkpoints_exactly_the_n_newest_remain_and_nothing_else_of_theirs(backend, retained):
     storage = CheckpointStorage(backend.store, "job-a")
-    completed = CompletedCheckpointStore(storage, retained=retained)
+    completed = RetainedCheckpointStore(storage, retained=retained)
     completed.recover()
     history = []
     for n in range(1, 51):
@@ -61,7 +61,7 @@ def test_across_50_checkpoints_exactly_the_n_newest_remain_and_nothing_else_of_t
 
 def test_a_shared_file_is_deleted_only_when_no_retained_checkpoint_references_it(backend):
     storage = CheckpointStorage(backend.store, "job-b")
-    completed = CompletedCheckpointStore(storage, retained=2)
+    completed = RetainedCheckpointStore(storage, retained=2)
     m1, _ = complete_checkpoint(storage, completed, 1, versions={0: 1})
     kg0_v1 = next(h.path for _, _, h in m1.files() if h.incremental_key == "window-op/kg0/contents")
     m2, _ = complete_checkpoint(storage, completed, 2, versions={0: 1})  # kg0 unchanged: reused
@@ -76,7 +76,7 @@ def test_a_shared_file_is_deleted_only_when_no_retained_checkpoint_references_it
 
 def test_an_unchanged_key_group_is_not_uploaded_again(backend):
     storage = CheckpointStorage(backend.store, "job-c")
-    completed = CompletedCheckpointStore(storage)
+    completed = RetainedCheckpointStore(storage)
     m1, loc1 = write_checkpoint(storage, 2, known_shared=completed.shared_files_in_use())
     completed.add_checkpoint(m1)
     m2, loc2 = write_checkpoint(storage, 3, versions={5: 1}, known_shared=completed.shared_files_in_use())
@@ -97,8 +97,8 @@ def test_without_known_shared_the_location_asks_the_store_and_still_reuses(backe
 
 def test_a_second_writer_with_a_stale_view_is_fenced_with_a_clear_error(backend):
     storage = CheckpointStorage(backend.store, "job-d")
-    master_a = CompletedCheckpointStore(storage, writer_id="master-a")
-    master_b = CompletedCheckpointStore(storage, writer_id="master-b")
+    master_a = RetainedCheckpointStore(storage, writer_id="master-a")
+    master_b = RetainedCheckpointStore(storage, writer_id="master-b")
     master_a.recover()
     master_b.recover()
     complete_checkpoint(storage, master_a, 1)
@@ -118,8 +118,8 @@ def test_a_second_writer_with_a_stale_view_is_fenced_with_a_clear_error(backend)
 
 def test_two_fresh_writers_racing_for_the_first_index_one_wins(backend):
     storage = CheckpointStorage(backend.store, "job-e")
-    a = CompletedCheckpointStore(storage)
-    b = CompletedCheckpointStore(storage)
+    a = RetainedCheckpointStore(storage)
+    b = RetainedCheckpointStore(storage)
     a.recover()
     b.recover()
     m1, _ = write_checkpoint(storage, 1)
@@ -130,12 +130,12 @@ def test_two_fresh_writers_racing_for_the_first_index_one_wins(backend):
 
 def test_recovery_picks_the_latest_and_ids_continue_past_every_folder_seen(backend):
     storage = CheckpointStorage(backend.store, "job-f")
-    first = CompletedCheckpointStore(storage, retained=2)
+    first = RetainedCheckpointStore(storage, retained=2)
     for n in range(1, 5):
         complete_checkpoint(storage, first, n)
     write_checkpoint(storage, 6)  # finalized but never added (master died) ...
     backend.store.put_bytes("job-f/chk-7/window-op/0/x.parquet", b"partial")  # ... and an aborted one
-    recovered = CompletedCheckpointStore(storage, retained=2)
+    recovered = RetainedCheckpointStore(storage, retained=2)
     assert [c.checkpoint_id for c in recovered.recover()] == [3, 4]
     latest = recovered.get_latest()
     assert latest.checkpoint_id == 4 and latest.warnings == ()
@@ -145,11 +145,11 @@ def test_recovery_picks_the_latest_and_ids_continue_past_every_folder_seen(backe
 
 def test_recovery_falls_back_to_the_previous_checkpoint_when_the_latest_is_unreadable_and_says_so(backend, caplog):
     storage = CheckpointStorage(backend.store, "job-g")
-    completed = CompletedCheckpointStore(storage, retained=3)
+    completed = RetainedCheckpointStore(storage, retained=3)
     for n in range(1, 4):
         complete_checkpoint(storage, completed, n)
     backend.store.put_bytes("job-g/chk-3/_metadata", b"{not json")
-    latest = CompletedCheckpointStore(storage).get_latest()
+    latest = RetainedCheckpointStore(storage).get_latest()
     assert latest.checkpoint_id == 2
     assert "checkpoint 3" in latest.warnings[0] and "unreadable" in latest.warnings[0]
     assert "instead" in latest.warnings[-1]
@@ -157,11 +157,11 @@ def test_recovery_falls_back_to_the_previous_checkpoint_when_the_latest_is_unrea
     # a missing state file makes a checkpoint unreadable too
     victim = next(i.key for i in backend.store.list("job-g/chk-2/") if i.key.endswith(".parquet"))
     backend.store.delete(victim)
-    assert CompletedCheckpointStore(storage).get_latest().checkpoint_id == 1
+    assert RetainedCheckpointStore(storage).get_latest().checkpoint_id == 1
 
 
 def test_an_empty_store_recovers_to_nothing(backend):
-    completed = CompletedCheckpointStore(CheckpointStorage(backend.store, "job-h"))
+    completed = RetainedCheckpointStore(CheckpointStorage(backend.store, "job-h"))
     assert completed.recover() == []
     assert completed.get_latest() is None
     assert completed.max_checkpoint_id() == 0
@@ -169,7 +169,7 @@ def test_an_empty_store_recovers_to_nothing(backend):
 
 def test_savepoints_out_of_order_ids_and_unfinalized_checkpoints_are_refused(backend):
     storage = CheckpointStorage(backend.store, "job-i")
-    completed = CompletedCheckpointStore(storage)
+    completed = RetainedCheckpointStore(storage)
     savepoint, _ = write_checkpoint(storage, 1, savepoint=True, incremental=False)
     with pytest.raises(IllegalStateError, match="savepoints are never added"):
         completed.add_checkpoint(savepoint)
@@ -186,21 +186,21 @@ def test_savepoints_out_of_order_ids_and_unfinalized_checkpoints_are_refused(bac
 
 def test_shutdown_with_delete_removes_every_retained_checkpoint_but_keeps_the_id_record(backend):
     storage = CheckpointStorage(backend.store, "job-j")
-    completed = CompletedCheckpointStore(storage, retained=2)
+    completed = RetainedCheckpointStore(storage, retained=2)
     for n in range(1, 4):
         complete_checkpoint(storage, completed, n)
     assert completed.shutdown(delete_checkpoints=False).subsumed_ids == ()
     result = completed.shutdown(delete_checkpoints=True)
     assert result.subsumed_ids == (2, 3)
     assert keys(backend.store) == {"job-j/_retained.json"}
-    assert CompletedCheckpointStore(storage).max_checkpoint_id() == 3
+    assert RetainedCheckpointStore(storage).max_checkpoint_id() == 3
 
 
 def test_retained_must_be_at_least_one():
     from checkpoints import LocalFileSystemStore
 
     with pytest.raises(JobDefinitionError, match="`retained` must be an int >= 1; got 0"):
-        CompletedCheckpointStore(CheckpointStorage(LocalFileSystemStore("/tmp/x"), "j"), retained=0)
+        RetainedCheckpointStore(CheckpointStorage(LocalFileSystemStore("/tmp/x"), "j"), retained=0)
 
 
 def test_a_location_travels_to_another_process_as_plain_data_and_writes_from_there(backend):
@@ -224,7 +224,7 @@ def test_a_new_masters_first_retained_checkpoint_sweeps_what_a_killed_master_lef
     partial one.  Ids continue above both, so retention never reaches them: the next master removes them once
     its own first checkpoint is retained, sparing the one it restored from."""
     storage = CheckpointStorage(backend.store, "job-strays")
-    first = CompletedCheckpointStore(storage, retained=3)
+    first = RetainedCheckpointStore(storage, retained=3)
     first.recover()
     for n in (1, 2, 3):
         complete_checkpoint(storage, first, n)
@@ -232,7 +232,7 @@ def test_a_new_masters_first_retained_checkpoint_sweeps_what_a_killed_master_lef
     partial = storage.initialize_location(5)
     partial.write_state_file("window-op", 0, "timers", pa.table({"ts": [5]}))  # upload cut short: no _metadata
 
-    second = CompletedCheckpointStore(storage, retained=3)
+    second = RetainedCheckpointStore(storage, retained=3)
     second.recover()
     if restored_from_the_stray:
         second.keep_restore_source(storage.checkpoint_uri(4) + "/_metadata")

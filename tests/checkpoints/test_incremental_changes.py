@@ -11,7 +11,7 @@ from ckpt_helpers import state_table, write_checkpoint
 
 from checkpoints import (
     CheckpointStorage,
-    CompletedCheckpointStore,
+    RetainedCheckpointStore,
     CorruptSnapshotError,
     SubtaskState,
     load_snapshot_from,
@@ -42,7 +42,7 @@ def with_chain(metadata, location_chain_for_kg0):
 
 def test_a_delta_uploads_only_the_changes_and_restore_applies_the_chain(backend):
     storage = CheckpointStorage(backend.store, "job-d")
-    completed = CompletedCheckpointStore(storage, retained=2)
+    completed = RetainedCheckpointStore(storage, retained=2)
     m1, _ = write_checkpoint(storage, 1)
     completed.add_checkpoint(m1)
     chain1 = [h for _, _, h in m1.files() if h.incremental_key == "window-op/kg0/contents"]

@@ -11,7 +11,7 @@ import time
 import pytest
 from ckpt_helpers import complete_checkpoint, write_checkpoint
 
-from checkpoints import CheckpointStorage, CompletedCheckpointStore
+from checkpoints import CheckpointStorage, RetainedCheckpointStore
 from checkpoints.errors import ConcurrentIndexUpdate, JobMasterFenced, LeaseExpired, LeaseHeld, LeaseLost
 from checkpoints.index import fence_index, read_index
 from checkpoints.lease import LeaseKeeper, read_lease
@@ -111,10 +111,10 @@ def test_fencing_the_index_makes_a_former_writers_next_index_write_fail(backend)
     storage = CheckpointStorage(backend.store, "job-l")
     a = keeper(backend, clocks, "master-a")
     a.acquire()
-    old = CompletedCheckpointStore(storage, fence=a)
+    old = RetainedCheckpointStore(storage, fence=a)
     old.recover()
     complete_checkpoint(storage, old, 1)
-    unfenced = CompletedCheckpointStore(storage, writer_id="no-lease")  # a writer that never checks a lease
+    unfenced = RetainedCheckpointStore(storage, writer_id="no-lease")  # a writer that never checks a lease
     unfenced.recover()
     assert read_index(backend.store, "job-l").index.fencing_token == 1
     clocks.advance(11)
@@ -134,7 +134,7 @@ def test_fencing_the_index_makes_a_former_writers_next_index_write_fail(backend)
     with pytest.raises(ConcurrentIndexUpdate):  # without a lease check, the index write fails its If-Match
         unfenced.add_checkpoint(m2)
     assert read_index(backend.store, "job-l").index.ids() == [1]
-    new = CompletedCheckpointStore(storage, fence=b)
+    new = RetainedCheckpointStore(storage, fence=b)
     new.recover()
     new.add_checkpoint(m2)
     assert read_index(backend.store, "job-l").index.ids() == [1, 2]

@@ -12,7 +12,7 @@ from test_checkpoint_retention import expected_objects
 
 from checkpoints import (
     CheckpointStorage,
-    CompletedCheckpointStore,
+    RetainedCheckpointStore,
     StatusDocument,
     clean_orphans,
     find_orphans,
@@ -26,7 +26,7 @@ LATER = 2**62  # "now" far in the future: everything is past its grace period
 
 def test_aborted_checkpoints_and_unreferenced_shared_files_are_listed_then_deleted(backend):
     storage = CheckpointStorage(backend.store, "job-o")
-    completed = CompletedCheckpointStore(storage, retained=1)
+    completed = RetainedCheckpointStore(storage, retained=1)
     m1, _ = complete_checkpoint(storage, completed, 1)
     # an aborted checkpoint: some task files and a fresh shared file, no _metadata
     aborted = storage.initialize_location(2, known_shared=completed.shared_files_in_use())
@@ -83,7 +83,7 @@ def test_savepoint_folders_without_metadata_are_orphans_of_the_savepoint_root(ba
 def test_list_and_inspect_return_plain_data_and_the_cli_prints_it(backend):
     savepoints = backend.make("savepoints")
     storage = CheckpointStorage(backend.store, "job-l", savepoint_store=savepoints)
-    completed = CompletedCheckpointStore(storage, retained=2)
+    completed = RetainedCheckpointStore(storage, retained=2)
     for n in range(1, 4):
         complete_checkpoint(storage, completed, n)
     write_checkpoint(storage, 4, savepoint=True, incremental=False)

@@ -7,7 +7,7 @@ from ckpt_helpers import complete_checkpoint, keys, write_checkpoint
 
 from checkpoints import (
     CheckpointStorage,
-    CompletedCheckpointStore,
+    RetainedCheckpointStore,
     SavepointHistoryPolicy,
     apply_savepoint_policy,
     copy_snapshot,
@@ -40,7 +40,7 @@ def test_a_savepoint_copied_to_another_prefix_restores_from_the_copy_after_the_o
 def test_a_savepoint_made_from_an_incremental_checkpoint_copies_its_shared_files_in(backend):
     savepoint_store = backend.make("savepoints")
     storage = CheckpointStorage(backend.store, "job-s2", savepoint_store=savepoint_store)
-    completed = CompletedCheckpointStore(storage, retained=1)
+    completed = RetainedCheckpointStore(storage, retained=1)
     checkpoint, _ = complete_checkpoint(storage, completed, 1, versions={2: 5})
     assert any(p.startswith("shared/") for p in checkpoint.referenced_paths())
     uri = savepoint_from_checkpoint(storage, checkpoint, suffix="abc123")
@@ -95,7 +95,7 @@ def test_the_policy_by_age_removes_old_savepoints_but_not_the_newest_validated(b
 def test_checkpoint_retention_never_touches_savepoints(backend):
     storage = CheckpointStorage(backend.store, "job-q")  # savepoints in the same root, same job folder
     write_checkpoint(storage, 1, savepoint=True, incremental=False)
-    completed = CompletedCheckpointStore(storage, retained=1)
+    completed = RetainedCheckpointStore(storage, retained=1)
     for n in range(2, 6):
         complete_checkpoint(storage, completed, n)
     assert [s.checkpoint_id for s in list_savepoints(backend.store, "job-q")] == [1]

@@ -14,7 +14,7 @@ from test_checkpoint_retention import expected_objects
 
 from checkpoints import (
     CheckpointStorage,
-    CompletedCheckpointStore,
+    RetainedCheckpointStore,
     IndexUpdateOutcomeUnknown,
     ObjectStore,
     PreconditionFailed,
@@ -71,7 +71,7 @@ def test_a_failed_multipart_part_aborts_the_upload_and_leaves_no_object(s3_backe
 def test_a_checkpoint_whose_state_upload_fails_is_reported_failed_and_recovery_uses_the_previous(s3_backend, faults):
     store = s3_backend.store
     storage = CheckpointStorage(store, "job-f1")
-    completed = CompletedCheckpointStore(storage, retained=2)
+    completed = RetainedCheckpointStore(storage, retained=2)
     complete_checkpoint(storage, completed, 1)
     complete_checkpoint(storage, completed, 2)
     faults.fail("PutObject", "throttle", times=None, key_contains="chk-3")
@@ -80,14 +80,14 @@ def test_a_checkpoint_whose_state_upload_fails_is_reported_failed_and_recovery_u
     storage.discard_checkpoint(3)  # what the coordinator does with a declined checkpoint
     assert read_index(store, "job-f1").index.ids() == [1, 2]
     assert not any("/chk-3/" in k for k in keys(store))
-    assert CompletedCheckpointStore(storage).get_latest().checkpoint_id == 2
+    assert RetainedCheckpointStore(storage).get_latest().checkpoint_id == 2
     assert_index_points_only_at_complete_checkpoints(store, "job-f1")
 
 
 def test_a_checkpoint_with_a_missing_file_is_never_retained(s3_backend):
     store = s3_backend.store
     storage = CheckpointStorage(store, "job-f2")
-    completed = CompletedCheckpointStore(storage)
+    completed = RetainedCheckpointStore(storage)
     complete_checkpoint(storage, completed, 1)
     metadata, location = write_checkpoint(storage, 2, known_shared=completed.shared_files_in_use())
     lost = next(h for _, _, h in metadata.files() if not h.path.startswith("shared/"))
@@ -105,7 +105,7 @@ def test_when_the_index_write_never_arrives_the_old_index_stays_valid_and_the_ne
 ):
     store = s3_backend.store
     storage = CheckpointStorage(store, "job-f3")
-    completed = CompletedCheckpointStore(storage, retained=2)
+    completed = RetainedCheckpointStore(storage, retained=2)
     complete_checkpoint(storage, completed, 1)
     complete_checkpoint(storage, completed, 2)
     faults.fail("PutObject", "error500", times=3, key_contains="_retained.json")
@@ -126,7 +126,7 @@ def test_an_index_write_whose_responses_are_lost_is_recognised_as_landed(s3_back
     """The first attempt lands, its response is lost, the retries get 412 against it: still a success."""
     store = s3_backend.store
     storage = CheckpointStorage(store, "job-f6")
-    completed = CompletedCheckpointStore(storage, retained=2)
+    completed = RetainedCheckpointStore(storage, retained=2)
     complete_checkpoint(storage, completed, 1)
     complete_checkpoint(storage, completed, 2)
     faults.fail("PutObject", kind, times=1, key_contains="_retained.json", lost_response=True)
@@ -143,7 +143,7 @@ def test_an_index_write_whose_responses_are_lost_is_recognised_as_landed(s3_back
 def test_an_index_write_with_an_unknown_outcome_is_resolved_by_the_next_checkpoint(s3_backend, faults):
     store = s3_backend.store
     storage = CheckpointStorage(store, "job-f7")
-    completed = CompletedCheckpointStore(storage, retained=2)
+    completed = RetainedCheckpointStore(storage, retained=2)
     complete_checkpoint(storage, completed, 1)
     complete_checkpoint(storage, completed, 2)
     faults.fail("PutObject", "error500", times=3, key_contains="_retained.json", lost_response=True)
@@ -161,7 +161,7 @@ def test_an_index_write_with_an_unknown_outcome_is_resolved_by_the_next_checkpoi
 def test_failed_deletes_after_subsumption_are_warnings_and_orphan_cleanup_removes_the_rest(s3_backend, faults):
     store = s3_backend.store
     storage = CheckpointStorage(store, "job-f4")
-    completed = CompletedCheckpointStore(storage, retained=1)
+    completed = RetainedCheckpointStore(storage, retained=1)
     complete_checkpoint(storage, completed, 1, versions={0: 1})
     faults.fail("DeleteObjects", "error500", times=None)
     m2, result = complete_checkpoint(storage, completed, 2, versions={0: 2})
@@ -210,7 +210,7 @@ def test_a_retried_index_write_that_had_already_landed_counts_as_won(backend):
     with pytest.raises(PreconditionFailed):
         store.put_if_absent("probe", b"1")  # the wrapper really does lose against itself
     storage = CheckpointStorage(store, "job-f5")
-    completed = CompletedCheckpointStore(storage, retained=2)
+    completed = RetainedCheckpointStore(storage, retained=2)
     for n in range(1, 4):
         complete_checkpoint(storage, completed, n)
     assert read_index(backend.store, "job-f5").index.ids() == [2, 3]
@@ -223,9 +223,9 @@ def test_once_the_index_names_a_checkpoint_no_storage_error_fails_adding_it(s3_b
     two-masters test under load)."""
     store = s3_backend.store
     storage = CheckpointStorage(store, "job-f5")
-    complete_checkpoint(storage, CompletedCheckpointStore(storage, retained=1), 1, versions={0: 1})
+    complete_checkpoint(storage, RetainedCheckpointStore(storage, retained=1), 1, versions={0: 1})
     metadata, _ = write_checkpoint(storage, 2, versions={0: 2})
-    fresh = CompletedCheckpointStore(storage, retained=1)  # nothing cached: chk-1's _metadata is read from storage
+    fresh = RetainedCheckpointStore(storage, retained=1)  # nothing cached: chk-1's _metadata is read from storage
     faults.fail("GetObject", "error500", times=None, key_contains="chk-1/_metadata")
     result = fresh.add_checkpoint(metadata)
     assert read_index(store, "job-f5").index.ids() == [2]

@@ -221,9 +221,9 @@ def test_checkpoints_of_a_cancelled_supervised_job_are_retained_for_restarts(run
     master, client = running
     client.cancel()
     master.wait()
-    from checkpoints import CheckpointStorage, CompletedCheckpointStore
+    from checkpoints import CheckpointStorage, RetainedCheckpointStore
 
-    store = CompletedCheckpointStore(CheckpointStorage((tmp_path / "chk").as_uri(), "purchases"), retained=3)
+    store = RetainedCheckpointStore(CheckpointStorage((tmp_path / "chk").as_uri(), "purchases"), retained=3)
     retained = store.recover()
     assert 1 <= len(retained) <= 3
     latest = store.get_latest()

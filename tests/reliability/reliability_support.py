@@ -117,10 +117,10 @@ def kill(*processes: subprocess.Popen) -> None:
 
 
 def every_retained_checkpoint_is_intact(where: Where | Path) -> list[int]:
-    from checkpoints import CheckpointStorage, CompletedCheckpointStore, load_snapshot
+    from checkpoints import CheckpointStorage, RetainedCheckpointStore, load_snapshot
 
     storage = where.storage if isinstance(where, Where) else (where / "chk").as_uri()
-    store = CompletedCheckpointStore(CheckpointStorage(storage, "purchases"), retained=3)
+    store = RetainedCheckpointStore(CheckpointStorage(storage, "purchases"), retained=3)
     ids = [h.checkpoint_id for h in store.recover()]
     assert ids, "no retained checkpoint"
     for cid in ids:

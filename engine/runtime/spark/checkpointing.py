@@ -179,7 +179,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
             persist_dead_letters(owner.job.dead_letters, checkpoint_id, marks["dead_letters"])
         owner.history.append(entry)
         owner.num_completed += 1
-        owner.retained.append(RetainedCheckpoint(checkpoint_id, uri, marks))
+        owner.retained.append(RestorableCheckpoint(checkpoint_id, uri, marks))
         self._checkpoints.append(checkpoint)
         dropped = [c for c in self._checkpoints if c.checkpoint_id in set(result.subsumed_ids)]
         self._checkpoints = [c for c in self._checkpoints if c.checkpoint_id not in set(result.subsumed_ids)]
@@ -200,7 +200,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
 
 
 @dataclass(frozen=True, slots=True)
-class RetainedCheckpoint:
+class RestorableCheckpoint:
     """A completed checkpoint a restart may restore: where it is, and the driver's output marks at its barrier
     (SparkJob.output_marks: what the collect lists and dead letters held; None: cut back to nothing)."""
 
@@ -245,7 +245,7 @@ class SparkCheckpointing:
         #: completed checkpoints (not savepoints) of this attempt, exact
         self.num_completed = 0
         #: this attempt's completed checkpoints that storage retains, oldest first: what a restart may restore
-        self.retained: collections.deque[RetainedCheckpoint] = collections.deque(
+        self.retained: collections.deque[RestorableCheckpoint] = collections.deque(
             maxlen=max(1, self.config.get_num_retained_checkpoints()))
         #: savepoint id -> its folder URI, until take_savepoint returns it
         self.savepoint_uris: dict[int, str] = {}
@@ -283,7 +283,7 @@ class SparkCheckpointing:
         self.storage = None
         if self.storage_dir is not None:
             from checkpoints import CheckpointStorage
-            from checkpoints import CompletedCheckpointStore as PersistentStore
+            from checkpoints import RetainedCheckpointStore as PersistentStore
 
             self.storage = CheckpointStorage(self._open(self.storage_dir), job.job_id)
             retained = self.config.get_num_retained_checkpoints()
@@ -545,8 +545,8 @@ class SparkCheckpointing:
     def build_metadata(self, checkpoint: CompletedCheckpoint) -> Any:
         from checkpoints.metadata import (
             CheckpointMetadata,
-            CheckpointProperties,
-            OperatorSnapshot,
+            SnapshotProperties,
+            OperatorState,
             StateFileHandle,
             SubtaskState,
         )
@@ -572,13 +572,13 @@ class SparkCheckpointing:
             config = {"kind": "window", **operator_config(static_configs.get(uid), subtask_metadata)}
             if marks := operator_watermarks(subtask_metadata):
                 operator_marks[uid] = marks
-            operators.append(OperatorSnapshot(uid, v.head.name, v.parallelism, job.max_parallelism,
+            operators.append(OperatorState(uid, v.head.name, v.parallelism, job.max_parallelism,
                                               config, tuple(subtasks)))
         for task_id in self.sink_tasks:
             state = checkpoint.task_states[task_id].operator_states[task_id]
-            operators.append(OperatorSnapshot(task_id, task_id, 1, job.max_parallelism,
+            operators.append(OperatorState(task_id, task_id, 1, job.max_parallelism,
                                               {"kind": "sink", "two_phase_commit": state}, ()))
-        props = CheckpointProperties.savepoint() if checkpoint.is_savepoint() else CheckpointProperties.checkpoint(
+        props = SnapshotProperties.savepoint() if checkpoint.is_savepoint() else SnapshotProperties.checkpoint(
             retain_on_cancellation=not checkpoint.properties.discard_cancelled)
         boundary = self.boundaries.pop(checkpoint.checkpoint_id)
         return CheckpointMetadata(

@@ -45,7 +45,7 @@ from engine.api.restart import restart_strategy_of
 from engine.checkpointing.job_status import JobStatus
 from engine.errors import CorruptSnapshotError, JobFailedError
 from engine.io.dead_letter_output import dead_letter_history
-from engine.runtime.spark.checkpointing import RetainedCheckpoint
+from engine.runtime.spark.checkpointing import RestorableCheckpoint
 from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
 from engine.runtime.histories import BoundedHistory, history_limits
 from engine.runtime.recovery import (
@@ -94,7 +94,7 @@ class SparkJobRun:
         self._failed_before = 0
         #: this run's completed checkpoints that storage retains, oldest first: the restore candidates
         retained = self.env.get_checkpoint_config().get_num_retained_checkpoints()
-        self._retained: collections.deque[RetainedCheckpoint] = collections.deque(maxlen=max(1, retained))
+        self._retained: collections.deque[RestorableCheckpoint] = collections.deque(maxlen=max(1, retained))
         #: properties of the newest checkpoint or savepoint of the attempts that ended (retention at the end)
         self._latest_properties: Any = None
         self._result: Future = Future()
@@ -172,7 +172,7 @@ class SparkJobRun:
 
         options = self.runtime.storage_options
 
-        def verified(retained: RetainedCheckpoint) -> Any:
+        def verified(retained: RestorableCheckpoint) -> Any:
             uri = retained.pointer
             return load_snapshot(uri, verify_checksums=True, **(options if uri.startswith(("s3://", "s3a://")) else {}))
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from checkpoints import CheckpointMetadata, CheckpointProperties, OperatorSnapshot, SubtaskState
+from checkpoints import CheckpointMetadata, SnapshotProperties, OperatorState, SubtaskState
 from checkpoints.validation.operator_config import window_operator_config
 from engine.api.environment import StreamExecutionEnvironment
 from engine.api.graph import WindowTransformation, topological_order
@@ -98,11 +98,11 @@ def write_snapshot(
             subtasks.append(SubtaskState(index, (start, end), tuple(files)))
             watermarks.setdefault(uid, {})[str(index)] = int(snap.metadata["current_watermark"])
         config = {**window_operator_config(router.node), "state_rows": state_rows}
-        operators.append(OperatorSnapshot(uid, router.node.name, router.parallelism, router.max_parallelism, config,
+        operators.append(OperatorState(uid, router.node.name, router.parallelism, router.max_parallelism, config,
                                           tuple(subtasks)))
     metadata = CheckpointMetadata(
         job_id=storage.job_id, job_name="validation test job", checkpoint_id=checkpoint_id,
-        properties=CheckpointProperties.savepoint() if savepoint else CheckpointProperties.checkpoint(),
+        properties=SnapshotProperties.savepoint() if savepoint else SnapshotProperties.checkpoint(),
         trigger_timestamp_ms=now_ms + checkpoint_id, complete_timestamp_ms=now_ms + checkpoint_id + 1,
         source_positions=dict(source_positions or {}), watermarks={"operators": watermarks},
         operators=tuple(operators),

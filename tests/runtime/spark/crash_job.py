@@ -59,9 +59,9 @@ def build(env: StreamExecutionEnvironment, output: str | None):
 
 
 def latest_checkpoint(storage: str, job_id: str) -> str | None:
-    from checkpoints import CheckpointStorage, CompletedCheckpointStore, open_store
+    from checkpoints import CheckpointStorage, RetainedCheckpointStore, open_store
 
-    completed = CompletedCheckpointStore(CheckpointStorage(open_store(storage), job_id), retained=3)
+    completed = RetainedCheckpointStore(CheckpointStorage(open_store(storage), job_id), retained=3)
     completed.recover()
     latest = completed.get_latest()
     return None if latest is None else latest.uri
