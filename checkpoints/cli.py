@@ -1,4 +1,6 @@
-"""Click commands for the lead's ``sluice`` CLI to mount: ``checkpoints list|clean <job>`` and ``inspect <snapshot>``.
+"""Click commands for the lead's ``sluice`` CLI to mount: ``checkpoints list|clean <job>`` and ``inspect <snapshot>``
+(``checkpoints history``, which asks a running master too, is engine/cli.py's).  The savepoint root is
+``--savepoint-dir``, as in ``sluice run``; the older ``--savepoints`` still works, hidden, with a deprecation note.
 
 Mount with ``cli.add_command(checkpoints_cli, "checkpoints")`` and
 ``cli.add_command(inspect_command, "inspect")``.  Both print a short human
@@ -16,6 +18,25 @@ import click
 from checkpoints.backends import open_store
 from checkpoints.inspect import inspect_snapshot, list_checkpoints
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK
+
+
+def deprecated_alias(old: str, dest: str, new: str, **kwargs: Any) -> Any:
+    """A hidden option ``old`` filling ``dest`` as ``new`` does, and saying on stderr, when used, that it is
+    deprecated: old scripts keep working while each concept has one flag name in ``--help``.
+
+    The alias has a name of its own (options sharing a name share the parsed value too, so a note could not
+    tell which flag was typed) and puts its value into ``dest`` itself; click does not overwrite a value set
+    that way with the other option's default."""
+
+    def use(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is None:
+            return
+        click.echo(f"DeprecationWarning: {old} is deprecated; use {new} (the same value).", err=True)
+        callback = kwargs.get("callback")
+        ctx.params[dest] = callback(ctx, param, value) if callback is not None else value
+
+    alias = f"{dest}__{old.lstrip('-').replace('-', '_')}"
+    return click.option(old, alias, hidden=True, expose_value=False, **{**kwargs, "callback": use})
 
 
 def _store_options(endpoint_url: str | None, region: str | None) -> dict[str, Any]:
@@ -65,7 +86,9 @@ def checkpoints_cli() -> None:
 @checkpoints_cli.command("list")
 @click.argument("job_id")
 @click.option("--storage", required=True, help="checkpoint root: s3://bucket/prefix or file:///path")
-@click.option("--savepoints", "savepoint_root", default=None, help="savepoint root, to list savepoints too")
+@click.option("--savepoint-dir", "savepoint_root", default=None,
+              help="savepoint root (the job's --savepoint-dir), to list savepoints too")
+@deprecated_alias("--savepoints", "savepoint_root", "--savepoint-dir", default=None)
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
 @click.option("--region", default=None)
 @click.option("--json", "as_json", is_flag=True, help="print the plain data as JSON")
@@ -92,9 +115,10 @@ def list_command(job_id: str, storage: str, savepoint_root: str | None, endpoint
 @checkpoints_cli.command("clean")
 @click.argument("job_id")
 @click.option("--storage", required=True, help="checkpoint root: s3://bucket/prefix or file:///path")
-@click.option("--savepoints", "savepoint_root", default=None,
+@click.option("--savepoint-dir", "savepoint_root", default=None,
               help="savepoint root (the job's --savepoint-dir; its --storage when it has none): failed savepoints "
                    "there are cleaned too, and savepoints' commit handles keep their staged parts")
+@deprecated_alias("--savepoints", "savepoint_root", "--savepoint-dir", default=None)
 @click.option("--grace-period", "grace_s", type=int, default=3600, show_default=True,
               help="seconds a folder or a sink transaction must be untouched before it counts as an orphan")
 @click.option("--job-stopped", is_flag=True,
@@ -102,7 +126,7 @@ def list_command(job_id: str, storage: str, savepoint_root: str | None, endpoint
 @click.option("--output", "outputs", multiple=True,
               help="a folder the job's sinks write to (sluice run's --output, or one sink's path; repeatable): "
                    "staged parts there that no retained checkpoint or savepoint names are orphans too. Lists "
-                   "every object below it; no other job may write there. Needs --savepoints")
+                   "every object below it; no other job may write there. Needs --savepoint-dir")
 @click.option("--scratch", is_flag=True,
               help="also sluice-spark-* scratch folders in this host's temp dir whose Spark driver is gone "
                    "(per host: whatever JOB_ID is)")
@@ -131,7 +155,7 @@ def clean_command(job_id: str, storage: str, savepoint_root: str | None, grace_s
 
     if outputs and not savepoint_root:
         raise click.UsageError(
-            "--output needs --savepoints: a staged part may be named only by a savepoint's commit handle, and "
+            "--output needs --savepoint-dir: a staged part may be named only by a savepoint's commit handle, and "
             "deleting it would leave that savepoint unrestorable. Pass the job's savepoint root (its "
             "--savepoint-dir; the --storage URI when it has none)")
     options = _store_options(endpoint_url, region)

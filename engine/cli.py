@@ -1,7 +1,9 @@
 """The ``sluice`` command line (ARCHITECTURE section 7).
 
-Verbs: ``demo``, ``run``, ``restore``, ``status``, ``list``, ``view``, ``savepoint``, ``stop``, ``cancel``, and the
-storage verbs ``checkpoints list``, ``inspect`` and ``validate`` from the checkpoints package.
+Verbs: ``demo``, ``run``, ``restore``, ``status``, ``list``, ``view``, ``savepoint``, ``stop``, ``cancel``,
+``checkpoints history``, and the storage verbs ``checkpoints list|clean``, ``inspect`` and ``validate`` from the
+checkpoints package.  One flag name per concept across verbs: the savepoint directory is ``--savepoint-dir``
+everywhere (the older ``--target`` and ``--savepoints`` still work, hidden, with a deprecation note).
 ``run --from-savepoint`` and ``restore`` validate the snapshot with Great Expectations first and
 refuse a snapshot that fails, unless ``--skip-validation`` is given; they refuse a drained snapshot
 (``stop --drain``: its watermark is MAX_WATERMARK) unless ``--allow-drained`` is given.  A running job is
@@ -17,6 +19,8 @@ import sys
 from typing import Any
 
 import click
+
+from checkpoints.cli import deprecated_alias
 
 # Spark workers must run the interpreter that runs Sluice (ARCHITECTURE section 8)
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -36,7 +40,9 @@ def main() -> None:
 @click.option("--parallelism", type=int, default=2, show_default=True)
 @click.option("--restore-parallelism", type=int, default=3, show_default=True)
 def demo(workdir: str | None, events_per_split: int, parallelism: int, restore_parallelism: int) -> None:
-    """Run the main job end to end on local Spark: checkpoints, savepoint, stop, validate, restore, verify."""
+    """Run the main job end to end on local Spark: checkpoints, savepoint, stop, validate, restore, verify; then
+    write an HTML report (charts of the run, the savepoint's validation, a link to its Data Docs) and print its
+    path (also the ``report`` field of the final JSON line)."""
     import tempfile
     from pathlib import Path
 
@@ -64,6 +70,32 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, Any]:
         except ValueError:
             params[key] = raw
     return params
+
+
+def _runtime_options(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
+    """``--option key=value``: a key some runtime reads (engine/runtime/options.py), a value of its type."""
+    from engine.errors import JobDefinitionError
+    from engine.runtime.options import check_cli_option
+
+    options = _parse_params(values)
+    for key, value in options.items():
+        try:
+            check_cli_option(key, value)
+        except JobDefinitionError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return options
+
+
+def _spark_conf(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    """``--spark-conf key=value`` (repeatable): Spark settings, kept as strings as Spark takes them."""
+    conf: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.startswith("spark."):
+            raise click.BadParameter(f"expected spark.<setting>=value (e.g. spark.ui.enabled=true), got {item!r}",
+                                     ctx=ctx, param=param)
+        conf[key] = value
+    return conf
 
 
 def _location(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -100,7 +132,15 @@ def _run_options(fn: Any) -> Any:
         click.option("--port", type=int, default=0, help="control API port (0: any free port)"),
         click.option("--token", envvar="SLUICE_CONTROL_TOKEN", default=None, help="bearer token for the control API"),
         click.option("--param", "params", multiple=True, help="key=value passed to the job function (JSON values)"),
-        click.option("--option", "options", multiple=True, help="runtime option key=value (e.g. bundle_size=64)"),
+        click.option("--option", "options", multiple=True, callback=_runtime_options,
+                     help="runtime option key=value, value as JSON (e.g. bundle_size=64); the keys are listed "
+                          "below, an unknown one is refused"),
+        click.option("--spark-conf", "spark_conf", multiple=True, callback=_spark_conf,
+                     help="Spark setting key=value for the session the spark runtime starts (repeatable), e.g. "
+                          "spark.ui.enabled=true turns the Spark UI on"),
+        click.option("--progress/--no-progress", default=None,
+                     help="progress lines on stderr for validation, restore and the wait for the first checkpoint "
+                          "(default: on a terminal only)"),
         click.option("--started-by", default="cli", hidden=True,
                      help="who starts this master, recorded with the job's desired state (the Airflow operators "
                           "pass airflow:<dag>/<run>/<task>)"),
@@ -138,30 +178,38 @@ def _run_options(fn: Any) -> Any:
 
 def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime: str, parallelism: int | None,
              storage: str | None, savepoint_dir: str | None, retained: int, interval_ms: int, output: str | None,
-             host: str, port: int, token: str | None, params: tuple[str, ...], options: tuple[str, ...],
+             host: str, port: int, token: str | None, params: tuple[str, ...], options: dict[str, Any],
              skip_validation: bool, allow_drained: bool = False, started_by: str = "cli",
              validated_digest: str | None = None, lease_ttl_s: float = 15.0, lease_wait_s: float = 0.0,
-             log_level: str = "INFO", log_format: str = "human", status_interval_ms: int = 2_000) -> None:
+             log_level: str = "INFO", log_format: str = "human", status_interval_ms: int = 2_000,
+             spark_conf: dict[str, str] | None = None, progress: bool | None = None) -> None:
     from checkpoints.errors import LeaseHeld
     from engine.logs import configure_logging
     from engine.master.master import JobMaster, MasterConfig
     from engine.master.signals import SuspendOnSignal
+    from engine.progress import Progress
 
     configure_logging(log_level, log_format)
+    shown = Progress(progress)
+    if spark_conf:
+        if runtime != "spark":
+            raise click.UsageError("--spark-conf needs --runtime spark: the local runtime starts no Spark session")
+        options = {**options, "spark_conf": spark_conf}
 
     if from_savepoint is not None:
         from checkpoints.validation import ensure_restorable
 
         if skip_validation:
             click.echo(f"WARNING: restoring {from_savepoint} WITHOUT validating it (--skip-validation)", err=True)
-        ensure_restorable(from_savepoint, job_spec=job, skip_validation=skip_validation, allow_drained=allow_drained,
-                          validated_digest=validated_digest)
+        with shown.step(f"validating {from_savepoint}" if not skip_validation else f"checking {from_savepoint}"):
+            ensure_restorable(from_savepoint, job_spec=job, skip_validation=skip_validation,
+                              allow_drained=allow_drained, validated_digest=validated_digest)
     name = job_name or job.partition(":")[0].rsplit(".", 1)[-1]
     config = MasterConfig(job_spec=job, job_name=name, params=_parse_params(params), runtime=runtime,
                           parallelism=parallelism, checkpoint_interval_ms=interval_ms or None, storage_uri=storage,
                           savepoint_dir=savepoint_dir, retained_checkpoints=retained, from_savepoint=from_savepoint,
                           output_dir=output, host=host, port=port, token=token,
-                          runtime_options=_parse_params(options), started_by=started_by,
+                          runtime_options=options, started_by=started_by,
                           lease_ttl_ms=int(lease_ttl_s * 1000), lease_wait_s=lease_wait_s,
                           status_interval_ms=status_interval_ms)
     master = JobMaster(config)
@@ -170,10 +218,13 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
     signals = SuspendOnSignal(master).install()
     try:
         try:
-            master.start()
+            with shown.step(f"restoring from {from_savepoint}" if from_savepoint else f"starting {name}"):
+                master.start()
         except LeaseHeld as exc:
             raise click.ClickException(str(exc)) from None
         click.echo(json.dumps({"job_id": master.client.get_job_id(), "control_url": master.url}), err=True)
+        if shown.enabled and interval_ms:
+            _show_first_checkpoint(master, shown)
         try:
             result = master.wait()
         except Exception:
@@ -186,6 +237,30 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
         _exit_suspended(master)
     click.echo(json.dumps({"job_id": result.job_id, "runtime_ms": result.net_runtime_ms,
                            "restarts": result.restarts, "metrics": result.metrics}))
+
+
+def _show_first_checkpoint(master: Any, shown: Any) -> None:
+    """A progress step, on a daemon thread, from the job's start to its first completed checkpoint."""
+    import threading
+    import time
+
+    def watch() -> None:
+        with shown.step("waiting for the first checkpoint") as outcome:
+            while True:
+                try:
+                    status = master.view.job.status()
+                except Exception:  # noqa: BLE001 - the job is gone: the run's own output says why
+                    outcome.append("the job is gone")
+                    return
+                if status.get("last_completed_checkpoint"):
+                    outcome.append(f"checkpoint {status['last_completed_checkpoint']} completed")
+                    return
+                if status.get("state") not in ("CREATED", "RUNNING", "RESTARTING", "INITIALIZING"):
+                    outcome.append(f"the job is {status.get('state')} without a checkpoint")
+                    return
+                time.sleep(0.2)
+
+    threading.Thread(target=watch, name="sluice-progress", daemon=True).start()
 
 
 #: exit status of a master that another master fenced (EX_TEMPFAIL: supervision decides what runs)
@@ -211,7 +286,13 @@ def _exit_suspended(master: Any) -> None:
     os._exit(master.suspension.exit_status)  # daemon threads and atexit hooks must not delay the exit
 
 
-@main.command()
+def _epilog() -> str:
+    from engine.runtime.options import help_epilog
+
+    return help_epilog()
+
+
+@main.command(epilog=_epilog())
 @click.argument("job")
 @click.option("--from-savepoint", default=None,
               help="restore from this savepoint or retained checkpoint (validated first)")
@@ -221,7 +302,7 @@ def run(job: str, from_savepoint: str | None, **kwargs: Any) -> None:
     _run_job(job, from_savepoint, **kwargs)
 
 
-@main.command()
+@main.command(epilog=_epilog())
 @click.argument("job")
 @click.argument("snapshot")
 @_run_options
@@ -444,7 +525,9 @@ def _wait_for(client: Any, kind: str, trigger_id: str) -> None:
 
 @main.command()
 @_with_locate
-@click.option("--target", default=None, help="savepoint directory (default: the job's --savepoint-dir)")
+@click.option("--savepoint-dir", "target", default=None, callback=_location,
+              help="savepoint directory (default: the job's --savepoint-dir)")
+@deprecated_alias("--target", "target", "--savepoint-dir", default=None, callback=_location)
 @click.option("--trigger-id", default=None, help="idempotency key: retrying with it never takes a second savepoint")
 def savepoint(job_id: str, url: str | None, storage: str | None, token: str | None,
            control_hosts: str | None, target: str | None,
@@ -460,7 +543,9 @@ def savepoint(job_id: str, url: str | None, storage: str | None, token: str | No
 @click.option("--drain", is_flag=True,
               help="emit MAX_WATERMARK first: fire all event-time windows (Flink --drain); for a job that will not "
                    "be resumed: restoring its savepoint needs --allow-drained")
-@click.option("--target", default=None, help="savepoint directory")
+@click.option("--savepoint-dir", "target", default=None, callback=_location,
+              help="savepoint directory (default: the job's --savepoint-dir)")
+@deprecated_alias("--target", "target", "--savepoint-dir", default=None, callback=_location)
 def stop(job_id: str, url: str | None, storage: str | None, token: str | None,
            control_hosts: str | None, with_savepoint: bool, drain: bool,
          target: str | None) -> None:
@@ -482,10 +567,66 @@ def cancel(job_id: str, url: str | None, storage: str | None, token: str | None,
     click.echo("cancelled")
 
 
+@click.command("history")
+@click.argument("job_id")
+@click.option("--storage", required=True, callback=_location,
+              help="checkpoint storage: its retained checkpoints, and the status document naming the job's master")
+@click.option("--url", default=None, help="job master control URL (default: the one its status document names)")
+@click.option("--token", envvar="SLUICE_CONTROL_TOKEN", default=None)
+@click.option("--control-hosts", envvar="SLUICE_CONTROL_HOSTS", default=None,
+              help="comma-separated hosts besides loopback the token may be sent to (see sluice status)")
+@_FORMAT
+def history_command(job_id: str, storage: str, url: str | None, token: str | None, control_hosts: str | None,
+                    fmt: str) -> None:
+    """The checkpoint history of JOB_ID: the retained checkpoints in --storage and, when its job master answers,
+    the master's history (GET /jobs/<id>/checkpoints: every completed checkpoint and savepoint it keeps, beyond
+    the retained ones) with its completed and failed counts.  Without a master, the retained ones alone."""
+    from checkpoints.backends import open_store
+    from checkpoints.inspect import list_checkpoints
+    from engine.master.client import ControlApiUnavailable, UntrustedControlUrl
+
+    retained = list_checkpoints(open_store(storage), job_id)["checkpoints"]
+    master: dict[str, Any] = {"answered": False}
+    try:
+        client = _client(job_id, url, storage, token, control_hosts)
+        history = client.checkpoints()
+        status = client.status()
+        master = {"answered": True, "control_url": client.url, "history": history,
+                  "num_completed_checkpoints": status.get("num_completed_checkpoints"),
+                  "num_failed_checkpoints": status.get("num_failed_checkpoints")}
+    except UntrustedControlUrl:
+        raise  # the token is not sent to a host off the allow list: say so, never fall back quietly
+    except ControlApiUnavailable as exc:  # no master runs, or none ever published a control URL: say why
+        master["why"] = str(exc)
+    if fmt == "json":
+        click.echo(json.dumps({"job_id": job_id, "storage": storage, "retained": retained, "master": master},
+                              indent=2))
+        return
+    import time
+
+    now = int(time.time() * 1000)
+    click.echo(f"job {job_id}: {len(retained)} retained checkpoint(s) in {storage}")
+    for c in retained:
+        click.echo(f"  chk-{c['checkpoint_id']:<6} {_when(c['completed_ms'], now)}  {c['total_bytes']:>10} B  "
+                   f"{c['uri']}{'  (latest)' if c['latest'] else ''}")
+    if not master["answered"]:
+        click.echo(f"no job master answers ({master['why']}): its history is not shown")
+        return
+    click.echo(f"job master {master['control_url']}: {master['num_completed_checkpoints']} completed, "
+               f"{master['num_failed_checkpoints']} failed checkpoint(s); its history:")
+    for h in master["history"]:
+        triggered, completed = h.get("triggered_ms"), h.get("completed_ms")
+        took = f"{completed - triggered} ms" if isinstance(triggered, int) and isinstance(completed, int) else "-"
+        size = h.get("size_bytes")
+        click.echo(f"  {h.get('kind', 'checkpoint'):10} {h.get('checkpoint_id'):<6} {_when(completed, now)}  "
+                   f"took {took:>8}  {size if size is not None else '-':>10} B  {h.get('external_pointer') or ''}")
+
+
 def _mount_storage_commands() -> None:
     from checkpoints.cli import checkpoints_cli, inspect_command
     from checkpoints.validation_cli import validate_command
 
+    checkpoints_cli.add_command(history_command, "history")
     main.add_command(checkpoints_cli, "checkpoints")
     main.add_command(inspect_command, "inspect")
     main.add_command(validate_command, "validate")

@@ -87,6 +87,8 @@ class Deployment(_Strict):
     output: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     spark_conn_id: str | None = None
+    #: Spark settings: spark-submit's ``--conf`` with a spark_conn_id, else ``sluice run --spark-conf`` for the
+    #: session the master's spark runtime starts (e.g. ``spark.ui.enabled: true``)
     spark_conf: dict[str, str | StrictInt | StrictFloat | StrictBool] = Field(default_factory=dict)
     #: how to start a master; default: this interpreter's ``sluice``
     command: tuple[str, ...] | None = None

@@ -50,6 +50,17 @@ def test_the_local_command_is_sluice_run_with_the_deployments_flags_and_json_par
     assert "--allow-drained" in argv
 
 
+def test_without_a_spark_connection_the_deployments_spark_conf_goes_to_the_embedded_session(sluice_env, deployment):
+    from sluice.operators import SluiceDeployJobOperator
+
+    deployment(runtime="spark", spark_conf={"spark.ui.enabled": True, "spark.sql.shuffle.partitions": 8})
+    argv = SluiceDeployJobOperator(task_id="deploy", deployment="purchases").command(sluice_env["job_id"], None)
+
+    assert argv[:4] == [sys.executable, "-m", "engine.cli", "run"]
+    conf = [argv[i + 1] for i, a in enumerate(argv) if a == "--spark-conf"]
+    assert conf == ["spark.sql.shuffle.partitions=8", "spark.ui.enabled=true"]
+
+
 def test_the_spark_runtime_is_spark_submitted_through_the_spark_providers_hook(sluice_env, deployment, monkeypatch):
     import engine.cli
     from sluice.operators import SluiceDeployJobOperator

@@ -123,7 +123,7 @@ def where(request, tmp_path, monkeypatch) -> dict:
 
 def _clean(where: dict, *flags: str) -> dict:
     result = CliRunner().invoke(checkpoints_cli, [
-        "clean", JOB, "--storage", where["storage"], "--savepoints", where["savepoints"],
+        "clean", JOB, "--storage", where["storage"], "--savepoint-dir", where["savepoints"],
         "--output", where["output"], "--json", *where["options"], *flags])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
@@ -166,7 +166,7 @@ def test_output_without_the_savepoint_root_is_refused_with_the_way_out(tmp_path)
     result = CliRunner().invoke(checkpoints_cli, [
         "clean", JOB, "--storage", (tmp_path / "chk").as_uri(), "--output", str(tmp_path / "out")])
     assert result.exit_code == 2
-    assert "--savepoints" in result.output and "savepoint's commit handle" in result.output
+    assert "--savepoint-dir" in result.output and "savepoint's commit handle" in result.output
 
 
 def test_an_output_that_cannot_be_listed_is_named_in_a_note_and_the_rest_still_runs(tmp_path, moto_endpoint):
@@ -175,7 +175,7 @@ def test_an_output_that_cannot_be_listed_is_named_in_a_note_and_the_rest_still_r
     (aborted / "contents.parquet").write_bytes(b"of a checkpoint that never completed")
     missing = "s3://sluice-no-such-bucket-" + uuid.uuid4().hex[:8] + "/out"
     result = CliRunner().invoke(checkpoints_cli, [
-        "clean", JOB, "--storage", (tmp_path / "chk").as_uri(), "--savepoints", (tmp_path / "chk").as_uri(),
+        "clean", JOB, "--storage", (tmp_path / "chk").as_uri(), "--savepoint-dir", (tmp_path / "chk").as_uri(),
         "--output", missing, "--endpoint-url", moto_endpoint, "--job-stopped", "--grace-period", "0", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)

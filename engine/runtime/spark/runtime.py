@@ -126,6 +126,15 @@ def _positive_int(name: str, value: Any) -> int:
     return value
 
 
+def _spark_conf(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k.startswith("spark.") for k in value):
+        raise JobDefinitionError("spark_conf", value, "must be a dict of Spark settings (keys spark.*)",
+                                 'e.g. {"spark.ui.enabled": "true"} (sluice run --spark-conf spark.ui.enabled=true)')
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+
+
 class SparkRuntime:
     """``env.set_runtime("spark")``: runs the job's plan as epochs on a SparkSession.
 
@@ -141,7 +150,9 @@ class SparkRuntime:
     trigger: an epoch starts no sooner than N ms after the previous one started, at once if that one
     took longer, so an idle unbounded job costs one epoch per N ms instead of a busy loop; a control
     request — savepoint, stop, cancel — cuts the wait short), ``max_checkpoint_history`` and ``max_dead_letters``
-    (what the driver keeps in memory, engine/runtime/histories.py).
+    (what the driver keeps in memory, engine/runtime/histories.py), ``spark_conf`` (``{"spark.ui.enabled":
+    "true", ...}``: settings for the session this runtime starts, over Sluice's defaults; ``sluice run
+    --spark-conf``; a session already active keeps its settings).  engine/runtime/options.py lists them all.
     """
 
     def __init__(self, env: Any) -> None:
@@ -151,6 +162,7 @@ class SparkRuntime:
         self.master = opts.get("master", DEFAULT_MASTER)
         self.restore_from = opts.get("from_savepoint", opts.get("restore_from"))
         self.storage_options = dict(opts.get("storage_options") or {})
+        self.spark_conf = _spark_conf(opts.get("spark_conf"))
         self.max_epochs = opts.get("max_epochs")
         self.async_snapshots = opts.get("async_snapshots", True)
         if not isinstance(self.async_snapshots, bool):
@@ -221,7 +233,7 @@ class SparkJob:
         self.job_id = stable_job_id(job_name, self.env.get_runtime_options().get("job_id"))
         self.collected = collected
         self.clock = self.env.get_clock()
-        self.spark = get_or_create_spark(runtime.master)
+        self.spark = get_or_create_spark(runtime.master, conf=runtime.spark_conf)
         self.max_parallelism = plan.max_parallelism
         #: the newest dead letters, with their exact total (engine/runtime/histories.py)
         self.dead_letters: BoundedHistory[dict[str, Any]] = (

@@ -203,6 +203,9 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
             args += ["--param", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
         if spec.runtime == "spark" and spec.spark_conn_id:
             return self._spark_submit_command(job_id, args)
+        if spec.runtime == "spark":  # the master starts an embedded session: the settings go to it
+            for key, value in sorted(spec.spark_conf.items()):
+                args += ["--spark-conf", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
         prefix = list(spec.command) if spec.command else [sys.executable, "-m", "engine.cli"]
         return prefix + args
 
