@@ -324,8 +324,8 @@ class JobMaster:
         finished nor cancelled, they are resumed by the next JobManager from their retained checkpoints.
         So: no savepoint; the job is stopped the way a cancel stops it, which aborts only the open
         sink transactions (pre-committed ones stay in the checkpoints for the next restore to commit)
-        and, under this master's RETAIN_ON_CANCELLATION, deletes no retained checkpoint (the Spark
-        runtime's store never deletes at shutdown); no intent is recorded, since the job is still meant
+        and, under this master's RETAIN_ON_CANCELLATION, deletes no retained checkpoint (on either
+        runtime: ExternalizedCheckpointRetention decides, once the whole run ends); no intent is recorded, since the job is still meant
         to run and supervision restores it.  :meth:`wait` then publishes the status document with state
         SUSPENDED and the signal, releases the lease once the job has stopped, and stops a Spark
         runtime's SparkContext.
