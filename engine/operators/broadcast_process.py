@@ -27,7 +27,6 @@ from engine.api.functions import (
     BroadcastProcessFunction,
     KeyedBroadcastProcessFunction,
     OutputTag,
-    RuntimeContext,
 )
 from engine.elements import MIN_WATERMARK, StreamRecord, Watermark
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
@@ -38,7 +37,7 @@ from engine.operators.base import (
     materialize_all,
 )
 from engine.operators.co_functions import FIRST, SECOND
-from engine.operators.keyed_process import KeyedProcessOperator, _Context
+from engine.operators.keyed_process import KeyedProcessOperator, _Context, _RuntimeContext
 from engine.state import codec
 from engine.state.descriptors import MapStateDescriptor
 from engine.state.key_groups import KeyGroupRange
@@ -313,26 +312,13 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator):
 # ---- non-keyed -------------------------------------------------------------------------------------------
 
 
-class _NonKeyedRuntimeContext(RuntimeContext):
-    def __init__(self, op: BroadcastProcessOperator) -> None:
-        self._op = op
+class _NonKeyedRuntimeContext(_RuntimeContext):
+    """The keyed runtime context's subtask facts, without keyed state."""
 
     def get_state(self, descriptor: Any) -> Any:
         raise JobDefinitionError(
             "state_descriptor", descriptor, "cannot be keyed state in a BroadcastProcessFunction: the stream is not "
             "keyed", "key_by(...) the non-broadcast stream and use a KeyedBroadcastProcessFunction")
-
-    def get_task_name(self) -> str:
-        return self._op.context.operator_id
-
-    def get_number_of_parallel_subtasks(self) -> int:
-        return self._op.context.parallelism
-
-    def get_max_number_of_parallel_subtasks(self) -> int:
-        return self._op.context.max_parallelism
-
-    def get_index_of_this_subtask(self) -> int:
-        return self._op.context.subtask_index
 
 
 class _NonKeyedContext(BroadcastProcessFunction.Context):

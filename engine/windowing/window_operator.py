@@ -61,11 +61,12 @@ from engine.operators.base import (
     Output,
     materialize_all,
 )
+from engine.operators.keyed_process import KeyedOperatorSnapshot
 from engine.state.descriptors import AggregatingStateDescriptor, ListStateDescriptor, State, StateDescriptor
 from engine.state.key_groups import KeyGroupRange
 from engine.state.keyed_state import HeapKeyedStateBackend
-from engine.state.snapshot import VOID_NAMESPACE, KeyedStateSnapshot
-from engine.timers import InternalTimer, InternalTimerService, TimerServiceSnapshot
+from engine.state.snapshot import VOID_NAMESPACE
+from engine.timers import InternalTimer, InternalTimerService
 from engine.windowing.assigners import MergingWindowAssigner, WindowAssigner, WindowAssignerContext, default_trigger_of
 from engine.windowing.evictors import Evictor, EvictorContext, TimestampedValue
 from engine.windowing.internal_window_function import IncrementalAggregation, InternalWindowFunction
@@ -218,18 +219,9 @@ class _ProcessContext(ProcessWindowContext):
         self._op.output.collect_side(output_tag, StreamRecord(value, self.current_window.max_timestamp()))
 
 
-class WindowOperatorSnapshot(OperatorSnapshot):
-    """Keyed state (copy-on-write) + timers (copied) + watermark, materialized to Arrow on demand."""
-
-    def __init__(self, metadata: dict[str, Any], keyed: KeyedStateSnapshot, timers: TimerServiceSnapshot) -> None:
-        self.metadata = metadata
-        self.keyed = keyed
-        self.timers = timers
-
-    def materialize(self) -> MaterializedOperatorSnapshot:
-        tables = {KEYED_TABLE_PREFIX + name: t for name, t in self.keyed.to_arrow_tables().items()}
-        tables[TIMERS_TABLE] = self.timers.to_arrow_table()
-        return MaterializedOperatorSnapshot(dict(self.metadata), tables)
+class WindowOperatorSnapshot(KeyedOperatorSnapshot):
+    """Keyed state (copy-on-write) + timers (copied) + watermark, materialized to Arrow on demand: a keyed
+    operator's snapshot layout (engine/operators/keyed_process.py), which the window operator shares."""
 
 
 class _ColumnarSnapshot(WindowOperatorSnapshot):
