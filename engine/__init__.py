@@ -32,6 +32,7 @@ from engine.api.windowed_stream import AllWindowedStream, WindowedStream
 from engine.checkpointing.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
 from engine.clock import ManualClock, SystemClock
 from engine.operators.async_io import AsyncFunction
+from engine.api.async_data_stream import AsyncDataStream
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK
 from engine.errors import (
     CorruptSnapshotError,
