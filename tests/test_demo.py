@@ -15,8 +15,8 @@ import pytest
 from browser_shots import visit
 from engine.demo import DemoConfig, run_demo
 
-CHARTS_WITH_DATA = ("throughput", "watermarks", "checkpoint-durations", "checkpoint-sizes", "epochs",
-                    "late-dead-letters")
+CHARTS_WITH_DATA = ("throughput", "operator-rates", "watermarks", "subtask-watermarks", "checkpoint-durations",
+                    "checkpoint-sizes", "epochs", "late-dead-letters")
 #: the demo's source has 4 splits (DemoConfig.num_splits); their ids end so
 SPLIT_SUFFIXES = [f"generator-{n}" for n in range(4)]
 

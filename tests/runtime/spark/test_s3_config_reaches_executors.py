@@ -41,6 +41,9 @@ SCENARIO = textwrap.dedent('''
     env.set_parallelism(2)
     env.set_runtime_option("master", "local-cluster[2,1,1024]")
     env.set_runtime_option("epoch_records", 300)
+    # stopped after 3 of its 5 epochs, before it FINISHES: a finished run deletes its retained checkpoints
+    # (ExternalizedCheckpointRetention), and the state files are what this test looks for
+    env.set_runtime_option("max_epochs", 3)
     env.enable_checkpointing(10)
     env.get_checkpoint_config().set_checkpoint_storage_dir(f"s3://{bucket}/checkpoints")
     for name, stream in build(env, events_per_split=1500, late_fraction=0.0, malformed_fraction=0.0).items():

@@ -4,10 +4,12 @@ engine/runtime/histories.py through engine/runtime/spark/job_run.py: one job wit
 ``max_checkpoint_history`` 2 completes a checkpoint per epoch and fails once in a Spark task late in the input,
 so the run restarts from its newest checkpoint.  The restart cuts the dead letters back to that checkpoint's
 mark, a total: with only the newest 3 kept, a mark taken as a list length would cut back to the wrong place.
-Every checkpoint stays in storage (100 retained), which is how the test counts them independently.
+The test counts the completed checkpoints from the coordinator's log (a finished run deletes its retained ones).
 """
 
 from __future__ import annotations
+
+import logging
 
 import os
 from pathlib import Path
@@ -75,9 +77,22 @@ def bounded_run(spark, tmp_path_factory):
     output = (folder / "sums").as_uri()
     _build(env, FailOnce(VICTIM, str(folder / "failed"))).write_files(output, "jsonl")
     run = SparkJobRun(env._runtime_instance(), "bounded", list(env._sinks), [])
-    result = run.run()
-    on_disk = sorted(int(m.parent.name.split("-")[1]) for m in (folder / "chk").rglob("chk-*/_metadata"))
-    return run, result, on_disk, golden, read_committed(output)
+    # every checkpoint completed, as the coordinator logs it (a finished run deletes its retained checkpoints,
+    # so storage no longer shows them)
+    completed: list[int] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: completed.append(record.checkpoint_id) \
+        if getattr(record, "event", None) == "checkpoint_completed" else None
+    coordinator_log = logging.getLogger("engine.checkpointing.coordinator")
+    level = coordinator_log.level
+    coordinator_log.addHandler(handler)
+    coordinator_log.setLevel(logging.INFO)
+    try:
+        result = run.run()
+    finally:
+        coordinator_log.removeHandler(handler)
+        coordinator_log.setLevel(level)
+    return run, result, sorted(completed), golden, read_committed(output)
 
 
 def test_the_spark_driver_keeps_the_newest_dead_letters_and_counts_them_all_across_a_restart(bounded_run):
@@ -93,6 +108,7 @@ def test_the_spark_driver_keeps_the_newest_dead_letters_and_counts_them_all_acro
 def test_the_spark_driver_keeps_the_newest_checkpoint_records_and_counts_them_all(bounded_run):
     run, result, on_disk, _, _ = bounded_run
     assert len(on_disk) > 4, "several checkpoints, in both attempts"
+    assert len(set(on_disk)) == len(on_disk)
     history = run.checkpoint_history()
     assert [r.checkpoint_id for r in history] == on_disk[-2:]
     assert {r.attempt for r in run._history} == {1} and len(run._history) == 2
