@@ -15,6 +15,7 @@ small ThreadPoolExecutor; its outcome comes back through the thread-safe
 from __future__ import annotations
 
 import queue
+import threading
 from concurrent.futures import Executor
 from typing import Any, Callable
 
@@ -26,13 +27,30 @@ from engine.runtime.local.faults import FaultKind, FaultPlan
 
 
 class Mailbox:
-    """Actions posted from writer threads, run on the scheduler thread in order (Flink's mailbox)."""
+    """Actions posted from writer threads, run on the scheduler thread in order (Flink's mailbox).
+
+    When the run ends it :meth:`close`\ s the mailbox: actions still queued run then, and an action posted
+    later runs at once on the poster's thread, so a request that arrives after the last scheduling round
+    (a savepoint asked of a job that just finished) is answered -- refused with the job's state -- instead
+    of waiting for a round that never comes."""
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = False
 
     def post(self, action: Callable[[], None]) -> None:
-        self._queue.put(action)
+        with self._lock:
+            if not self._closed:
+                self._queue.put(action)
+                return
+        action()
+
+    def close(self) -> None:
+        """Run what is queued; from now on :meth:`post` runs its action at once."""
+        with self._lock:
+            self._closed = True
+        self.drain()
 
     def drain(self, timeout_s: float | None = None) -> int:
         """Run every posted action; with ``timeout_s`` wait that long for the first one."""

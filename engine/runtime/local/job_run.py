@@ -150,6 +150,7 @@ class JobRun:
         finally:
             if self.checkpointing_enabled and self.job is not None:
                 self.job.coordinator.shutdown(final_status)
+            self.control.close()  # requests still queued, and any that come later, are answered, not left waiting
             for future in self._savepoint_futures.values():
                 if not future.done():
                     future.set_exception(JobFailedError(f"job {self.job_name!r} ended before the savepoint completed"))

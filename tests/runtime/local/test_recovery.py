@@ -205,3 +205,17 @@ def test_a_state_upload_that_fails_fails_the_job_with_its_own_cause(tmp_path: Pa
         error = error.__cause__ or error.__context__
     assert not any(isinstance(e, NameError) for e in chain), chain
     assert any(isinstance(e, StateSerializationError) for e in chain), chain
+
+
+@pytest.mark.parametrize("request_kind", ["stop_with_savepoint", "trigger_savepoint"])
+def test_a_savepoint_requested_after_the_job_finished_is_refused_not_left_waiting(tmp_path: Path,
+                                                                                  request_kind: str) -> None:
+    """A request posted to the control mailbox after the run's last round used to wait forever: nobody
+    drained the mailbox again. Once the run has ended a request is answered at once, with the reason."""
+    env = build_job(str(tmp_path / "out"), EVENTS[:50], mode=CheckpointingMode.EXACTLY_ONCE)
+    client = LocalRuntime(env).submit("already over", list(env._sinks))
+    client.wait(60)
+    future = getattr(client, request_kind)(f"file://{tmp_path}/sp")
+    with pytest.raises(JobFailedError, match="state 'finished'"):
+        future.result(timeout=10)
+    client.cancel()  # nothing to cancel: returns, does not raise
