@@ -3,7 +3,8 @@ the way supervision does it (issue 17's "Done means").
 
 Each round starts a master (the first fresh, later ones ``--from-savepoint chk-<newest>`` with ``--lease-wait``),
 waits for a checkpoint newer than any seen, then a seeded random extra delay, and SIGKILLs the whole process group
-(the Spark JVM included).  After the last round a master is stopped cleanly.  Then:
+(the Spark JVM included).  On Spark, the last round's master then loses only its driver JVM (SIGKILL, as the OOM
+killer would) and must go on, on a new JVM.  After the last round a master is stopped cleanly.  Then:
 
 - the committed tumbling output equals the generator's reference: no window lost, none written twice;
 - exactly N (3) checkpoints are retained: the index names N, and no other ``chk-<id>`` folder holds a ``_metadata``;
@@ -24,6 +25,7 @@ import signal
 import sys
 import time
 
+import psutil
 import pytest
 
 from purchases_reference import REAL_JOB_PARAMS
@@ -65,6 +67,8 @@ def test_seeded_kills_lose_nothing_duplicate_nothing_and_leave_exactly_n_checkpo
                   f"a checkpoint after {before} in round {round_no}", process, tmp_path=tmp_path)
             timings.append(round(time.monotonic() - started, 1))
             if round_no == kills:
+                if where.runtime == "spark":
+                    jvm_pid = _the_spark_jvm_dies_under_a_running_master(where, process)
                 break
             time.sleep(rng.uniform(0.0, 2.0))  # somewhere in the middle of an epoch, an upload, a commit
             os.killpg(process.pid, signal.SIGKILL)
@@ -81,6 +85,7 @@ def test_seeded_kills_lose_nothing_duplicate_nothing_and_leave_exactly_n_checkpo
         assert re.search(r"checkpoint \d+ completed in \d+ ms", last_log), last_log[-2000:]
         if where.runtime == "spark":
             assert re.search(r"job purchases: epoch \d+ took \d+ ms", last_log), last_log[-2000:]
+            assert f"the Spark driver JVM (pid {jvm_pid}) has exited" in last_log, last_log[-3000:]
         kept = every_retained_checkpoint_is_intact(where)
         assert len(kept) == 3
         store = store_of(where)
@@ -105,3 +110,22 @@ def test_seeded_kills_lose_nothing_duplicate_nothing_and_leave_exactly_n_checkpo
     finally:
         if process is not None:
             kill(process)
+
+
+def _the_spark_jvm_dies_under_a_running_master(where: Where, process) -> int:
+    """SIGKILL only the master's Spark driver JVM (as the OOM killer would); the master must survive it, start a
+    new JVM and take a newer checkpoint restored from its newest one.  Before, every restart reused PySpark's dead
+    gateway and failed at once, forever (engine/runtime/spark/session.py ``forget_dead_jvm``).  Returns the pid."""
+    jvms = []
+    for child in psutil.Process(process.pid).children(recursive=True):
+        try:
+            if child.name() == "java":
+                jvms.append(child.pid)
+        except psutil.Error:  # gone, or a zombie (spark-submit's shell after it exec'd the JVM)
+            continue
+    assert len(jvms) == 1, jvms
+    seen = max(retained(where))
+    os.kill(jvms[0], signal.SIGKILL)
+    wait(lambda: max(retained(where)) > seen, 300, f"a checkpoint after {seen} on a new JVM", process,
+         tmp_path=where.tmp_path)
+    return jvms[0]

@@ -32,6 +32,7 @@ Masters:
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -45,6 +46,12 @@ _LOCAL_DIR_CONF = "spark.local.dir"
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]$")
 _LOCAL = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$")
 _SLUICE_LOCAL_DIR_MARK = "spark.sluice.ownedLocalDir"
+
+log = logging.getLogger(__name__)
+
+#: the ``spark.local.dir`` of the session this process started, to remove if its JVM dies (its conf is then
+#: unreadable: it lived in the JVM)
+_owned_local_dir: str | None = None
 
 
 def pin_python_interpreter() -> None:
@@ -132,6 +139,7 @@ def get_or_create_spark(
     ensure_spark_home()
     from pyspark.sql import SparkSession
 
+    forget_dead_jvm()
     active = SparkSession.getActiveSession()
     if active is None:
         from pyspark import SparkContext
@@ -160,14 +168,66 @@ def get_or_create_spark(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
+    global _owned_local_dir
+    _owned_local_dir = local_dir
     return spark
+
+
+def forget_dead_jvm() -> bool:
+    """If the driver JVM PySpark launched for this process has exited (killed by the OOM killer, crashed), drop
+    PySpark's handles on it so the next session starts a new JVM; True when it had.
+
+    PySpark keeps its gateway, context and session in class attributes: after the JVM's death every call
+    through them fails, and the builder hands the dead session back, so a job restarting after the loss of its
+    JVM failed again at once, at every attempt.  Flink's equivalent is losing a TaskManager: the job restarts
+    on a new one from its newest checkpoint.  A JVM this process did not launch (no ``proc``) is left alone.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None) if gateway is not None else None
+    if proc is None or proc.poll() is None:
+        return False
+    log.warning("the Spark driver JVM (pid %d) has exited with code %s; the next attempt starts a new one",
+                proc.pid, proc.returncode)
+    global _owned_local_dir
+    with SparkContext._lock:
+        context = SparkContext._active_spark_context
+        if context is not None:
+            try:
+                context.stop()  # catches the Py4JError of a dead JVM; closes the accumulator server
+            except Exception:  # noqa: BLE001 - whatever it could not close died with the JVM
+                log.debug("stopping the dead JVM's SparkContext", exc_info=True)
+        try:
+            gateway.shutdown()
+        except Exception:  # noqa: BLE001 - its connections point at a process that is gone
+            log.debug("shutting down the dead JVM's gateway", exc_info=True)
+        SparkContext._active_spark_context = None
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    try:
+        from pyspark.sql.context import SQLContext
+
+        SQLContext._instantiatedContext = None
+    except ImportError:  # pragma: no cover - every PySpark 4 has it
+        pass
+    if _owned_local_dir is not None:
+        shutil.rmtree(_owned_local_dir, ignore_errors=True)  # its shuffle files belonged to the dead JVM
+        _owned_local_dir = None
+    return True
 
 
 def stop_spark(spark: Any) -> None:
     """Stop the session, its JVM (so no Spark process outlives the caller) and remove its local dir."""
     from pyspark import SparkContext
 
+    global _owned_local_dir
     owned_dir = spark.sparkContext.getConf().get(_SLUICE_LOCAL_DIR_MARK, None)
+    if owned_dir == _owned_local_dir:
+        _owned_local_dir = None
     spark.stop()
     gateway = SparkContext._gateway
     if gateway is not None:
