@@ -32,16 +32,19 @@ import click
 @click.option("--allow-drained", is_flag=True,
               help="a drained snapshot (taken by stop --drain, watermark MAX_WATERMARK) is not a failure")
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
+@click.option("--region", default=None, help="S3 region")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 def validate_command(snapshot: str, job_spec: str | None, data_docs_dir: str | None, expectations_file: str | None,
                      engine: str, spark_threshold: int | None, record: bool, allow_non_restored_state: bool,
-                     allow_drained: bool, endpoint_url: str | None, as_json: bool) -> None:
+                     allow_drained: bool, endpoint_url: str | None, region: str | None, as_json: bool) -> None:
     """Validate a checkpoint's or savepoint's state with Great Expectations; a drained snapshot fails too."""
     from checkpoints.validation import DEFAULT_SPARK_ROW_THRESHOLD, validate_snapshot
     from checkpoints.validation.compatibility import check_compatibility
     from engine.errors import SluiceError
 
-    options: dict[str, Any] = {"endpoint_url": endpoint_url} if endpoint_url and snapshot.startswith("s3") else {}
+    options: dict[str, Any] = {}
+    if snapshot.startswith("s3"):
+        options = {key: value for key, value in (("endpoint_url", endpoint_url), ("region", region)) if value}
     try:
         report = validate_snapshot(
             snapshot, job_spec=job_spec, user_expectations=expectations_file, data_docs_dir=data_docs_dir,

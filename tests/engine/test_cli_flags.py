@@ -33,6 +33,7 @@ CONCEPTS: dict[str, tuple[str, frozenset[str]]] = {
     "parallelism": ("--parallelism", frozenset({"parallelism"})),
     "runtime": ("--runtime", frozenset({"runtime"})),
     "S3-compatible endpoint": ("--endpoint-url", frozenset({"endpoint_url"})),
+    "S3 region": ("--region", frozenset({"region"})),
     "control API URL": ("--url", frozenset({"url"})),
     "control API token": ("--token", frozenset({"token"})),
     "restore a drained snapshot": ("--allow-drained", frozenset({"allow_drained"})),
@@ -101,6 +102,13 @@ def test_each_flag_names_one_concept_across_verbs():
         concepts.setdefault(spelling, {}).setdefault(concept, []).append(verb)
     differ = {spelling: by for spelling, by in concepts.items() if len(by) > 1}
     assert differ == {}, f"one flag name, several concepts: {differ}"
+
+
+def test_a_verb_that_takes_an_s3_endpoint_takes_its_region_too():
+    taking = {verb: {p.name for p in command.params} for verb, command in _commands(main)}
+    assert {verb for verb, names in taking.items() if "endpoint_url" in names} == \
+        {verb for verb, names in taking.items() if "region" in names} == \
+        {"checkpoints list", "checkpoints clean", "inspect", "validate"}
 
 
 def test_old_spellings_are_hidden_aliases_that_say_they_are_deprecated():
