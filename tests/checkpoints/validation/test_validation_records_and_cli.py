@@ -188,3 +188,17 @@ def test_sluice_validate_reads_an_s3_snapshot_at_the_endpoint_and_in_the_region_
     # the region reaches the S3 client: one it cannot use is refused, naming it
     refused = CliRunner().invoke(validate_command, args + ["--region", "not a region"])
     assert refused.exit_code != 0 and "not a region" in refused.output + repr(refused.exception)
+
+
+def test_sluice_validate_shows_its_progress_on_stderr_when_asked_and_keeps_stdout_for_the_report(healthy_uri,
+                                                                                                  docs_dir):
+    import re
+
+    shown = CliRunner().invoke(validate_command, [healthy_uri, "--data-docs", str(docs_dir), "--json", "--progress"])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stderr.splitlines()
+    assert lines[0] == f"validating {healthy_uri} ..."
+    assert re.fullmatch(rf"validating {re.escape(healthy_uri)}: done in \d+\.\d s", lines[1]), lines
+    assert json.loads(shown.stdout)["ok"] is True
+    quiet = CliRunner().invoke(validate_command, [healthy_uri, "--data-docs", str(docs_dir), "--json"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""  # off a terminal, without the flag: nothing
