@@ -23,6 +23,7 @@ from typing import Any
 
 import click
 
+from checkpoints.cli import checked_location as _location
 from checkpoints.cli import deprecated_alias
 
 # Spark workers must run the interpreter that runs Sluice (ARCHITECTURE section 8)
@@ -99,20 +100,6 @@ def _spark_conf(ctx: click.Context, param: click.Parameter, values: tuple[str, .
                                      ctx=ctx, param=param)
         conf[key] = value
     return conf
-
-
-def _location(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A storage location option is checked before anything starts: s3://, file:// or a plain path."""
-    if value is None:
-        return None
-    from checkpoints.backends import open_store
-    from checkpoints.errors import InvalidStorageUri
-
-    try:
-        open_store(value)
-    except InvalidStorageUri as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
-    return value
 
 
 def _run_options(fn: Any) -> Any:
@@ -334,7 +321,8 @@ def _client(job_id: str, url: str | None, storage: str | None, token: str | None
 _locate = [
     click.argument("job_id"),
     click.option("--url", default=None, help="job master control URL"),
-    click.option("--storage", default=None, help="checkpoint storage to find the master's status document in"),
+    click.option("--storage", default=None, callback=_location,
+                 help="checkpoint storage to find the master's status document in"),
     click.option("--token", envvar="SLUICE_CONTROL_TOKEN", show_envvar=True, default=None,
                  help="bearer token for the job master's control API"),
     click.option("--control-hosts", envvar="SLUICE_CONTROL_HOSTS", default=None,

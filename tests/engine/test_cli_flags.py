@@ -129,3 +129,24 @@ def test_old_spellings_are_hidden_aliases_that_say_they_are_deprecated():
 def test_an_old_spelling_names_the_new_one_when_used(args: list[str], old: str, new: str):
     result = CliRunner().invoke(main, args)
     assert f"DeprecationWarning: {old} is deprecated; use {new}" in result.stderr, result.output
+
+
+def _verbs_taking(dest: str) -> list[tuple[str, click.Command]]:
+    return [(verb, command) for verb, command in _commands(main) if dest in {p.name for p in command.params}]
+
+
+@pytest.mark.parametrize("verb", [verb for verb, _ in _verbs_taking("storage")])
+def test_a_storage_root_no_backend_serves_is_refused_naming_the_flag_in_every_verb(verb: str, tmp_path):
+    command = dict(_commands(main))[verb]
+    arguments = ["x" for p in command.params if isinstance(p, click.Argument)]
+    result = CliRunner().invoke(main, [*verb.split(), *arguments, "--storage", "gs://bucket/prefix"])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--storage': unsupported storage scheme 'gs'" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("verb", [verb for verb, _ in _verbs_taking("savepoint_root")])
+def test_a_savepoint_dir_no_backend_serves_is_refused_naming_the_flag(verb: str, tmp_path):
+    result = CliRunner().invoke(main, [*verb.split(), "x", "--storage", tmp_path.as_uri(),
+                                       "--savepoint-dir", "gs://bucket/prefix"])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--savepoint-dir': unsupported storage scheme 'gs'" in " ".join(result.output.split())
