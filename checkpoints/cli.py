@@ -39,6 +39,20 @@ def deprecated_alias(old: str, dest: str, new: str, **kwargs: Any) -> Any:
     return click.option(old, alias, hidden=True, expose_value=False, **{**kwargs, "callback": use})
 
 
+def checked_location(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback for a storage location option (``--storage``, ``--savepoint-dir``, ...): s3://, file:// or a
+    plain path, checked before anything starts, so a bad one is refused naming the flag."""
+    if value is None:
+        return None
+    from checkpoints.errors import InvalidStorageUri
+
+    try:
+        open_store(value)
+    except InvalidStorageUri as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return value
+
+
 def _store_options(endpoint_url: str | None, region: str | None) -> dict[str, Any]:
     options: dict[str, Any] = {}
     if endpoint_url:
@@ -85,10 +99,11 @@ def checkpoints_cli() -> None:
 
 @checkpoints_cli.command("list")
 @click.argument("job_id")
-@click.option("--storage", required=True, help="checkpoint root: s3://bucket/prefix or file:///path")
-@click.option("--savepoint-dir", "savepoint_root", default=None,
+@click.option("--storage", required=True, callback=checked_location,
+              help="checkpoint root: s3://bucket/prefix or file:///path")
+@click.option("--savepoint-dir", "savepoint_root", default=None, callback=checked_location,
               help="savepoint root (the job's --savepoint-dir), to list savepoints too")
-@deprecated_alias("--savepoints", "savepoint_root", "--savepoint-dir", default=None)
+@deprecated_alias("--savepoints", "savepoint_root", "--savepoint-dir", default=None, callback=checked_location)
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
 @click.option("--region", default=None)
 @click.option("--json", "as_json", is_flag=True, help="print the plain data as JSON")
@@ -114,11 +129,12 @@ def list_command(job_id: str, storage: str, savepoint_root: str | None, endpoint
 
 @checkpoints_cli.command("clean")
 @click.argument("job_id")
-@click.option("--storage", required=True, help="checkpoint root: s3://bucket/prefix or file:///path")
-@click.option("--savepoint-dir", "savepoint_root", default=None,
+@click.option("--storage", required=True, callback=checked_location,
+              help="checkpoint root: s3://bucket/prefix or file:///path")
+@click.option("--savepoint-dir", "savepoint_root", default=None, callback=checked_location,
               help="savepoint root (the job's --savepoint-dir; its --storage when it has none): failed savepoints "
                    "there are cleaned too, and savepoints' commit handles keep their staged parts")
-@deprecated_alias("--savepoints", "savepoint_root", "--savepoint-dir", default=None)
+@deprecated_alias("--savepoints", "savepoint_root", "--savepoint-dir", default=None, callback=checked_location)
 @click.option("--grace-period", "grace_s", type=int, default=3600, show_default=True,
               help="seconds a folder or a sink transaction must be untouched before it counts as an orphan")
 @click.option("--job-stopped", is_flag=True,

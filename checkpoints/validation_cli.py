@@ -3,7 +3,8 @@
 Mount with ``main.add_command(validate_command, "validate")``.  Exit code 0 when
 the snapshot passed (and, with ``--job``, the new job can restore it), 1
 otherwise; a summary table (rich) per frame, every failed expectation with its
-rule, what could not be checked, and a link to the Data Docs.  A GE
+rule, what could not be checked, and a link to the Data Docs.  Its progress goes to stderr on a terminal
+(``--progress`` / ``--no-progress`` as in ``sluice run``).  A GE
 ``gx.Checkpoint`` here is a validation run, not a snapshot.
 """
 
@@ -32,23 +33,31 @@ import click
 @click.option("--allow-drained", is_flag=True,
               help="a drained snapshot (taken by stop --drain, watermark MAX_WATERMARK) is not a failure")
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
+@click.option("--region", default=None, help="S3 region")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@click.option("--progress/--no-progress", default=None,
+              help="progress of the validation on stderr (default: on a terminal only)")
 def validate_command(snapshot: str, job_spec: str | None, data_docs_dir: str | None, expectations_file: str | None,
                      engine: str, spark_threshold: int | None, record: bool, allow_non_restored_state: bool,
-                     allow_drained: bool, endpoint_url: str | None, as_json: bool) -> None:
+                     allow_drained: bool, endpoint_url: str | None, region: str | None, as_json: bool,
+                     progress: bool | None) -> None:
     """Validate a checkpoint's or savepoint's state with Great Expectations; a drained snapshot fails too."""
     from checkpoints.validation import DEFAULT_SPARK_ROW_THRESHOLD, validate_snapshot
     from checkpoints.validation.compatibility import check_compatibility
     from engine.errors import SluiceError
+    from engine.progress import Progress
 
-    options: dict[str, Any] = {"endpoint_url": endpoint_url} if endpoint_url and snapshot.startswith("s3") else {}
+    options: dict[str, Any] = {}
+    if snapshot.startswith("s3"):
+        options = {key: value for key, value in (("endpoint_url", endpoint_url), ("region", region)) if value}
     try:
-        report = validate_snapshot(
-            snapshot, job_spec=job_spec, user_expectations=expectations_file, data_docs_dir=data_docs_dir,
-            engine=engine, spark_row_threshold=spark_threshold or DEFAULT_SPARK_ROW_THRESHOLD, record=record,
-            allow_drained=allow_drained, **options)
-        compat = (check_compatibility(snapshot, job_spec, allow_non_restored_state=allow_non_restored_state, **options)
-                  if job_spec else None)
+        with Progress(progress).step(f"validating {snapshot}"):
+            report = validate_snapshot(
+                snapshot, job_spec=job_spec, user_expectations=expectations_file, data_docs_dir=data_docs_dir,
+                engine=engine, spark_row_threshold=spark_threshold or DEFAULT_SPARK_ROW_THRESHOLD, record=record,
+                allow_drained=allow_drained, **options)
+            compat = (check_compatibility(snapshot, job_spec, allow_non_restored_state=allow_non_restored_state,
+                                          **options) if job_spec else None)
     except SluiceError as exc:
         click.echo(f"validation refused: {exc}", err=True)
         raise SystemExit(1) from None

@@ -2,8 +2,11 @@
 
 Verbs: ``demo``, ``run``, ``restore``, ``status``, ``list``, ``view``, ``savepoint``, ``stop``, ``cancel``,
 ``checkpoints history``, and the storage verbs ``checkpoints list|clean``, ``inspect`` and ``validate`` from the
-checkpoints package.  One flag name per concept across verbs: the savepoint directory is ``--savepoint-dir``
-everywhere (the older ``--target`` and ``--savepoints`` still work, hidden, with a deprecation note).
+checkpoints package.  Verbs that print data print lines for a person; ``--json`` prints the plain data for scripts
+(the older ``--format json|human`` still works, hidden, with a deprecation note).  One flag name per concept across
+verbs (tests/engine/test_cli_flags.py holds the table): the savepoint directory is ``--savepoint-dir``, the job's
+id ``--job-id`` (``JOB_ID`` where it is an argument), ``--output`` the job's output folder; the older ``--target``,
+``--savepoints``, ``--name`` and ``view --output`` still work, hidden, with a deprecation note.
 ``run --from-savepoint`` and ``restore`` validate the snapshot with Great Expectations first and
 refuse a snapshot that fails, unless ``--skip-validation`` is given; they refuse a drained snapshot
 (``stop --drain``: its watermark is MAX_WATERMARK) unless ``--allow-drained`` is given.  A running job is
@@ -20,6 +23,7 @@ from typing import Any
 
 import click
 
+from checkpoints.cli import checked_location as _location
 from checkpoints.cli import deprecated_alias
 
 # Spark workers must run the interpreter that runs Sluice (ARCHITECTURE section 8)
@@ -98,24 +102,13 @@ def _spark_conf(ctx: click.Context, param: click.Parameter, values: tuple[str, .
     return conf
 
 
-def _location(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A storage location option is checked before anything starts: s3://, file:// or a plain path."""
-    if value is None:
-        return None
-    from checkpoints.backends import open_store
-    from checkpoints.errors import InvalidStorageUri
-
-    try:
-        open_store(value)
-    except InvalidStorageUri as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
-    return value
-
-
 def _run_options(fn: Any) -> Any:
     """The options shared by ``run`` and ``restore``."""
     options = [
-        click.option("--name", "job_name", default=None, help="job id in storage (default: the spec's module name)"),
+        click.option("--job-id", "job_name", default=None,
+                     help="the job's id: its folder in --storage, and JOB_ID in the other verbs (default: the spec's "
+                          "module name)"),
+        deprecated_alias("--name", "job_name", "--job-id", default=None),
         click.option("--runtime", type=click.Choice(["local", "spark"]), default="local", show_default=True),
         click.option("--parallelism", type=click.IntRange(min=1), default=None),
         click.option("--storage", default=None, callback=_location,
@@ -130,7 +123,8 @@ def _run_options(fn: Any) -> Any:
                      help="folder for the job's result streams (exactly-once files)"),
         click.option("--host", default="127.0.0.1", show_default=True, help="control API bind address"),
         click.option("--port", type=int, default=0, help="control API port (0: any free port)"),
-        click.option("--token", envvar="SLUICE_CONTROL_TOKEN", default=None, help="bearer token for the control API"),
+        click.option("--token", envvar="SLUICE_CONTROL_TOKEN", show_envvar=True, default=None,
+                     help="bearer token for the control API"),
         click.option("--param", "params", multiple=True, help="key=value passed to the job function (JSON values)"),
         click.option("--option", "options", multiple=True, callback=_runtime_options,
                      help="runtime option key=value, value as JSON (e.g. bundle_size=64); the keys are listed "
@@ -327,8 +321,10 @@ def _client(job_id: str, url: str | None, storage: str | None, token: str | None
 _locate = [
     click.argument("job_id"),
     click.option("--url", default=None, help="job master control URL"),
-    click.option("--storage", default=None, help="checkpoint storage to find the master's status document in"),
-    click.option("--token", envvar="SLUICE_CONTROL_TOKEN", default=None),
+    click.option("--storage", default=None, callback=_location,
+                 help="checkpoint storage to find the master's status document in"),
+    click.option("--token", envvar="SLUICE_CONTROL_TOKEN", show_envvar=True, default=None,
+                 help="bearer token for the job master's control API"),
     click.option("--control-hosts", envvar="SLUICE_CONTROL_HOSTS", default=None,
                  help="comma-separated hosts (name, .domain suffix or CIDR network) besides loopback that the "
                       "token may be sent to when the control URL is read from --storage"),
@@ -341,23 +337,36 @@ def _with_locate(fn: Any) -> Any:
     return fn
 
 
-_FORMAT = click.option("--format", "fmt", type=click.Choice(["json", "human"]), default="json", show_default=True,
-                       help="json: the document as served (for scripts; the default, unchanged); human: a summary")
+def _json_output(fn: Any) -> Any:
+    """``--json``: the plain data for scripts instead of lines for a person (the default), as every verb spells it.
+    The older ``--format json|human`` still works, hidden, with a deprecation note."""
+
+    def old_format(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if value is None:
+            return
+        click.echo("DeprecationWarning: --format is deprecated; use --json for JSON (human lines are the default).",
+                   err=True)
+        ctx.params["as_json"] = value == "json"
+
+    fn = click.option("--format", "as_json__format", type=click.Choice(["json", "human"]), default=None, hidden=True,
+                      expose_value=False, callback=old_format)(fn)
+    return click.option("--json", "as_json", is_flag=True, help="print the plain data as JSON (for scripts)")(fn)
 
 
 @main.command()
 @_with_locate
-@_FORMAT
+@_json_output
 def status(job_id: str, url: str | None, storage: str | None, token: str | None,
-           control_hosts: str | None, fmt: str) -> None:
-    """Print a job's status: its master's, or, when no master answers, the status document the last one
-    published in --storage (a stopped, suspended, failed or killed job), marked ``"source": "status document"``."""
+           control_hosts: str | None, as_json: bool) -> None:
+    """Print a job's status in a few lines (--json: the document as served): its master's, or, when no master
+    answers, the status document the last one published in --storage (a stopped, suspended, failed or killed
+    job), marked "source": "status document"."""
     from engine.master.client import ControlApiUnavailable, UntrustedControlUrl
 
     try:
         client = _client(job_id, url, storage, token, control_hosts)
         shown = client.status()
-        click.echo(json.dumps(shown, indent=2) if fmt == "json"
+        click.echo(json.dumps(shown, indent=2) if as_json
                    else _human_status({"control_url": client.url, **shown}))
         return
     except UntrustedControlUrl:
@@ -375,7 +384,7 @@ def status(job_id: str, url: str | None, storage: str | None, token: str | None,
     shown = json.loads(document.to_json())
     shown.update(source="status document", note=f"no job master answers ({unreachable}); this is what the "
                  "last master published, with its heartbeat time")
-    click.echo(json.dumps(shown, indent=2) if fmt == "json" else _human_status(shown))
+    click.echo(json.dumps(shown, indent=2) if as_json else _human_status(shown))
 
 
 def _when(ms: Any, now_ms: int) -> str:
@@ -448,8 +457,8 @@ def _human_status(s: dict[str, Any], now_ms: int | None = None) -> str:
 @main.command(name="list")
 @click.option("--storage", required=True, callback=_location,
               help="checkpoint storage root the jobs' masters publish their status documents in")
-@_FORMAT
-def list_jobs(storage: str, fmt: str) -> None:
+@_json_output
+def list_jobs(storage: str, as_json: bool) -> None:
     """List the jobs under a storage root: each one's state, heartbeat and last checkpoint from its status
     document (the last one its master published; a job whose master died still says RUNNING there, with an
     old heartbeat).  Lists every key under the root once: on a large bucket, point --storage at the jobs'
@@ -476,7 +485,7 @@ def list_jobs(storage: str, fmt: str) -> None:
                          "last_completed_checkpoint": document.last_completed_checkpoint,
                          "last_completed_ms": document.last_completed_ms,
                          "runtime": document.extra.get("runtime"), "control_url": document.extra.get("control_url")})
-    if fmt == "json":
+    if as_json:
         click.echo(json.dumps({"storage": storage, "jobs": jobs}, indent=2))
         return
     if not jobs:
@@ -496,17 +505,18 @@ def list_jobs(storage: str, fmt: str) -> None:
 
 @main.command()
 @_with_locate
-@click.option("--output", "output_path", type=click.Path(dir_okay=False, writable=True), default=None,
+@click.option("--file", "page_file", type=click.Path(dir_okay=False, writable=True), default=None,
               help="file to write the page to (default: sluice-view-<job id>.html here)")
+@deprecated_alias("--output", "page_file", "--file", type=click.Path(dir_okay=False, writable=True), default=None)
 def view(job_id: str, url: str | None, storage: str | None, token: str | None, control_hosts: str | None,
-         output_path: str | None) -> None:
+         page_file: str | None) -> None:
     """Save a running job's view (its master's GET /jobs/<job id>/view: charts of throughput, watermarks per
     split, checkpoints, late records and dead letters) to a file a browser opens, and print its path.  For a
     master with a token, which a browser cannot send; without one, the URL opens in a browser directly."""
     from pathlib import Path
 
     client = _client(job_id, url, storage, token, control_hosts)
-    target = Path(output_path or f"sluice-view-{job_id}.html")
+    target = Path(page_file or f"sluice-view-{job_id}.html")
     target.write_text(client.view(), encoding="utf-8")
     click.echo(str(target.resolve()))
 
@@ -572,12 +582,13 @@ def cancel(job_id: str, url: str | None, storage: str | None, token: str | None,
 @click.option("--storage", required=True, callback=_location,
               help="checkpoint storage: its retained checkpoints, and the status document naming the job's master")
 @click.option("--url", default=None, help="job master control URL (default: the one its status document names)")
-@click.option("--token", envvar="SLUICE_CONTROL_TOKEN", default=None)
+@click.option("--token", envvar="SLUICE_CONTROL_TOKEN", show_envvar=True, default=None,
+              help="bearer token for the job master's control API")
 @click.option("--control-hosts", envvar="SLUICE_CONTROL_HOSTS", default=None,
               help="comma-separated hosts besides loopback the token may be sent to (see sluice status)")
-@_FORMAT
+@_json_output
 def history_command(job_id: str, storage: str, url: str | None, token: str | None, control_hosts: str | None,
-                    fmt: str) -> None:
+                    as_json: bool) -> None:
     """The checkpoint history of JOB_ID: the retained checkpoints in --storage and, when its job master answers,
     the master's history (GET /jobs/<id>/checkpoints: every completed checkpoint and savepoint it keeps, beyond
     the retained ones) with its completed and failed counts.  Without a master, the retained ones alone."""
@@ -598,7 +609,7 @@ def history_command(job_id: str, storage: str, url: str | None, token: str | Non
         raise  # the token is not sent to a host off the allow list: say so, never fall back quietly
     except ControlApiUnavailable as exc:  # no master runs, or none ever published a control URL: say why
         master["why"] = str(exc)
-    if fmt == "json":
+    if as_json:
         click.echo(json.dumps({"job_id": job_id, "storage": storage, "retained": retained, "master": master},
                               indent=2))
         return

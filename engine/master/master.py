@@ -392,8 +392,8 @@ class JobMaster:
                                                  if self.lease is not None else ""))
         else:
             outcome = "; the lease is released, so the next master starts at once" if self.lease is not None else ""
-        resume = (f"Resume it with `sluice run {self.config.job_spec} --name {self.config.job_name} --from-savepoint "
-                  f"{newest} ...`, or let supervision restore it" if newest
+        resume = (f"Resume it with `sluice run {self.config.job_spec} --job-id {self.config.job_name} "
+                  f"--from-savepoint {newest} ...`, or let supervision restore it" if newest
                   else "It has no checkpoint: a new master starts it from scratch")
         return (f"SUSPENDED: job {self.client.get_job_id()!r} suspended on {suspension.signal}: no savepoint taken, "
                 f"retained checkpoints kept{outcome}. {resume}. Exit status {suspension.exit_status}")

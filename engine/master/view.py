@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 from engine.master.timeline import CheckpointRow, TimelineSample
 
@@ -381,11 +381,26 @@ def _operator_names(samples: list[TimelineSample]) -> dict[str, str]:
     return seen
 
 
-def _operator_rate(uid: str, sample: TimelineSample) -> float | None:
-    for r in sample.operators:
-        if r.uid == uid:
-            return r.out_per_second
-    return None
+def _keyed_lines_chart(chart: Chart, samples: list[TimelineSample], rows: Callable[[TimelineSample], Sequence[Any]],
+                       key: Callable[[Any], Hashable], value: Callable[[Any], Any], label: Callable[[Any], str],
+                       empty: str, sort_keys: bool = False, **kwargs: Any) -> Chart:
+    """One line per key the samples' rows carry: ``rows(sample)`` lists a sample's rows, ``key(row)`` says which
+    line a row belongs to, ``value(row)`` is its point and ``label(key)`` names the line.  Lines come in the order
+    their keys first appear (sorted with ``sort_keys``); a sample without a row for a key leaves a gap in that
+    line; without any row the chart says ``empty``.  ``kwargs`` go to the time chart."""
+    keys: dict[Hashable, None] = {}
+    for s in samples:
+        for r in rows(s):
+            keys.setdefault(key(r), None)
+    if not keys:
+        chart.empty = empty
+        return chart
+
+    def point(k: Hashable, sample: TimelineSample) -> Any:
+        return next((value(r) for r in rows(sample) if key(r) == k), None)
+
+    ordered = sorted(keys) if sort_keys else list(keys)
+    return _time_chart(chart, samples, [(label(k), functools.partial(point, k)) for k in ordered], **kwargs)
 
 
 def operator_rate_chart(samples: list[TimelineSample]) -> Chart:
@@ -394,18 +409,14 @@ def operator_rate_chart(samples: list[TimelineSample]) -> Chart:
                   "each operator chain's records sent downstream (or to its sinks) per second between two samples",
                   height=MARGIN_TOP + 170 + MARGIN_BOTTOM, y_label="records/s")
     names = _operator_names(samples)
-    if not names:
-        chart.empty = "the runtime reports no per-operator counts"
-        return chart
-    return _time_chart(chart, samples, [(f"{name} [{uid}]", functools.partial(_operator_rate, uid))
-                                        for uid, name in names.items()])
+    return _keyed_lines_chart(chart, samples, lambda s: s.operators, key=lambda r: r.uid,
+                              value=lambda r: r.out_per_second, label=lambda uid: f"{names[uid]} [{uid}]",
+                              empty="the runtime reports no per-operator counts")
 
 
-def _subtask_mark(uid: str, index: int, sample: TimelineSample) -> int | None:
-    for w in sample.subtask_watermarks:
-        if w.uid == uid and w.index == index:
-            return w.watermark_ms if w.watermark_ms is not None and 0 < w.watermark_ms < 2 ** 62 else None
-    return None
+def _event_time(ms: int | None) -> int | None:
+    """A watermark worth drawing: none yet (MIN) and end of event time (MAX) leave gaps."""
+    return ms if ms is not None and 0 < ms < 2 ** 62 else None
 
 
 def subtask_watermark_chart(samples: list[TimelineSample]) -> Chart:
@@ -414,16 +425,10 @@ def subtask_watermark_chart(samples: list[TimelineSample]) -> Chart:
                   "each subtask's input watermark (a source subtask's: the one it generates from its splits)",
                   height=MARGIN_TOP + 170 + MARGIN_BOTTOM, y_label="event time")
     names = _operator_names(samples)
-    keys: dict[tuple[str, int], None] = {}
-    for s in samples:
-        for w in s.subtask_watermarks:
-            keys.setdefault((w.uid, w.index), None)
-    if not keys:
-        chart.empty = "the runtime lists no operator subtasks"
-        return chart
-    lines = [(f"{names.get(uid, uid)} [{uid}] #{index}", functools.partial(_subtask_mark, uid, index))
-             for uid, index in sorted(keys)]
-    return _time_chart(chart, samples, lines, fmt=_clock, from_zero=False)
+    return _keyed_lines_chart(chart, samples, lambda s: s.subtask_watermarks, key=lambda w: (w.uid, w.index),
+                              value=lambda w: _event_time(w.watermark_ms), sort_keys=True,
+                              label=lambda k: f"{names.get(k[0], k[0])} [{k[0]}] #{k[1]}",
+                              empty="the runtime lists no operator subtasks", fmt=_clock, from_zero=False)
 
 
 def late_and_dead_letter_chart(samples: list[TimelineSample]) -> Chart:

@@ -18,9 +18,12 @@ them and batches as its tasks read them; the Spark runtime counts each batch a t
 (engine/runtime/spark/chains.py) and ships the counts with the task's other rows.
 
 **Supported**: both runtimes, counts of every vertex, per-subtask counts and watermarks on the local
-runtime.  **Partial**: on Spark a stateless vertex runs inside the task of its producer and a source reads
-one task per split, so only keyed vertices (windows, ``KeyedStream.process``) list subtasks; their
-per-subtask ``records_in`` is None when Spark SQL pre-aggregated the input (the task sees folded rows).
+runtime.  On Spark (engine/runtime/spark/operator_counts.py) a source reads one task per split and a
+stateless vertex runs inside the task of its producer; the counts are mapped back onto subtasks: a split's
+to the source subtask reading it locally, a FORWARD-fed stateless vertex's subtask i from its producers'
+subtask i, a keyed vertex's from the keyed task that ran it.  **Partial**: on Spark a stateless vertex fed
+over a REBALANCE edge lists no subtasks (the local runtime deals its records round robin), and a keyed
+vertex's per-subtask ``records_in`` is None when Spark SQL pre-aggregated the input (the task sees folded rows).
 At most :data:`MAX_SUBTASKS_LISTED` subtasks are listed per vertex, so a status stays small.
 """
 

@@ -8,8 +8,8 @@ forgotten here.
 
 Some options are set by Sluice itself or hold Python objects (``fence``, ``fault_plan``,
 ``restart_strategy``): they are listed with ``cli=False`` and refused on the command line with the reason.
-Options with their own flag (``from_savepoint``, ``spark_conf``) are refused as ``--option`` with the flag to
-use instead, so each concept has one spelling on the command line.
+Options with their own flag (``from_savepoint``, ``spark_conf``, ``job_id``) are refused as ``--option`` with the
+flag to use instead, so each concept has one spelling on the command line.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ RUNTIME_OPTIONS: tuple[RuntimeOption, ...] = (
     RuntimeOption("max_dead_letters", "int", BOTH, "dead letters the driver keeps in memory", 10000),
     RuntimeOption("dead_letter_dir", "str", BOTH, "folder the dead letters are committed to",
                   "<--output>/_dead_letters"),
-    RuntimeOption("job_id", "str", BOTH, "the job's id in storage (default: derived from --name)"),
+    RuntimeOption("job_id", "str", BOTH, "the job's id in storage (default: derived from the job's name)",
+                  flag="--job-id"),
     RuntimeOption("spark_conf", "dict", ("spark",), "Spark settings for the session the runtime starts",
                   flag="--spark-conf"),
     RuntimeOption("from_savepoint", "str", BOTH, "snapshot to restore from", flag="--from-savepoint"),

@@ -55,7 +55,7 @@ def state_rows(key_group: int, checkpoint_id: int, now_ms: int) -> pa.Table:
 
 class FakeJob:
     def __init__(self, args: argparse.Namespace) -> None:
-        self.job_id = args.name
+        self.job_id = args.job_id
         self.args = args
         self.store = open_store(args.storage)
         self.storage = CheckpointStorage(self.store, self.job_id)
@@ -158,7 +158,7 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("verb")
     parser.add_argument("job")
-    parser.add_argument("--name", required=True)
+    parser.add_argument("--job-id", required=True)
     parser.add_argument("--storage", required=True)
     parser.add_argument("--retained", type=int, default=3)
     parser.add_argument("--parallelism", type=int, default=2)

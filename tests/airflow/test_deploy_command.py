@@ -30,7 +30,7 @@ def test_the_local_command_is_sluice_run_with_the_deployments_flags_and_json_par
     assert argv[:4] == [sys.executable, "-m", "engine.cli", "run"]
     flags = dict(zip(argv[5::2], argv[6::2]))
     assert argv[4] == "engine.examples.purchases:build"
-    assert flags["--name"] == sluice_env["job_id"] and flags["--parallelism"] == "3"
+    assert flags["--job-id"] == sluice_env["job_id"] and flags["--parallelism"] == "3"
     assert flags["--storage"] == sluice_env["storage_uri"] and flags["--savepoint-dir"] == sluice_env["savepoint_dir"]
     assert (flags["--retained"], flags["--checkpoint-interval"]) == ("4", "2500")
     assert flags["--lease-wait"] == "20"  # a restarted master outwaits its dead predecessor's lease

@@ -29,7 +29,7 @@ def hook(sluice_env):
 def master(sluice_env, hook):
     """A master for the job, started directly (not through the deploy operator); killed afterwards."""
     env = {**os.environ, **hook.process_environment(), "SLUICE_CONTROL_TOKEN": hook.token}
-    process = subprocess.Popen([sys.executable, str(FAKE_MASTER), "run", "x", "--name", sluice_env["job_id"],
+    process = subprocess.Popen([sys.executable, str(FAKE_MASTER), "run", "x", "--job-id", sluice_env["job_id"],
                                 "--storage", sluice_env["storage_uri"], "--retained", "3",
                                 "--checkpoint-interval", "500"], env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)

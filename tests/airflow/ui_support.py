@@ -39,7 +39,7 @@ def job_with_history(sluice_env):
 
     hook = SluiceHook("sluice_test")
     env = {**os.environ, **hook.process_environment(), "SLUICE_CONTROL_TOKEN": hook.token}
-    process = subprocess.Popen([sys.executable, str(FAKE_MASTER), "run", "x", "--name", sluice_env["job_id"],
+    process = subprocess.Popen([sys.executable, str(FAKE_MASTER), "run", "x", "--job-id", sluice_env["job_id"],
                                 "--storage", sluice_env["storage_uri"], "--retained", "3",
                                 "--parallelism", str(RUNNING_PARALLELISM), "--checkpoint-interval", "400"],
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

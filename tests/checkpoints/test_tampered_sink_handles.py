@@ -73,7 +73,7 @@ def test_an_edited_commit_handle_fails_validation_and_restore_and_no_output_file
     assert validated.returncode != 0 and "refusing to commit" in validated.stdout + validated.stderr, \
         validated.stdout + validated.stderr
     restored = subprocess.run(
-        cli + ["restore", "engine.examples.purchases:build", savepoint, "--name", "purchases",
+        cli + ["restore", "engine.examples.purchases:build", savepoint, "--job-id", "purchases",
                "--storage", (tmp_path / "chk").as_uri(), "--output", str(tmp_path / "out"),
                *[a for k, v in UNBOUNDED.items() for a in ("--param", f"{k}={json.dumps(v)}")]],
         capture_output=True, text=True, env=env, timeout=300)

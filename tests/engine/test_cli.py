@@ -70,6 +70,7 @@ def test_an_unknown_option_key_is_refused_naming_it_and_the_known_keys_before_an
     ("async_snapshots=1", "`--option async_snapshots` must be a JSON bool"),
     ("from_savepoint=file:///x", "Use --from-savepoint instead"),
     ("spark_conf={}", "Use --spark-conf instead"),
+    ("job_id=\"x\"", "Use --job-id instead"),
     ("fence=1", "cannot be set on the command line: the job master sets it to its lease"),
 ])
 def test_an_option_of_the_wrong_type_or_with_its_own_flag_is_refused_with_the_way_out(option: str, says: str):
@@ -159,7 +160,7 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_spark_conf_turns_the_spark_ui_on_for_the_session_the_runtime_starts(tmp_path: Path):
     port = _free_port()
-    args = CLI + ["run", JOB, "--runtime", "spark", "--name", "sparkui", "--storage", (tmp_path / "chk").as_uri(),
+    args = CLI + ["run", JOB, "--runtime", "spark", "--job-id", "sparkui", "--storage", (tmp_path / "chk").as_uri(),
                   "--output", str(tmp_path / "out"), "--param", "events_per_split=null", "--param",
                   "events_per_second=50", "--option", "epoch_interval_ms=200", "--log-level", "WARNING",
                   "--spark-conf", "spark.ui.enabled=true", "--spark-conf", f"spark.ui.port={port}",
@@ -221,7 +222,7 @@ def running(tmp_path_factory) -> Iterator[dict[str, Any]]:
 
 @pytest.mark.xdist_group("sluice-cli-running")
 def test_checkpoints_history_shows_the_retained_checkpoints_and_the_running_masters_history(running):
-    done = _sluice("checkpoints", "history", "purchases", "--storage", running["storage"], "--format", "json")
+    done = _sluice("checkpoints", "history", "purchases", "--storage", running["storage"], "--json")
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
     history = httpx.get(f"{running['base']}/checkpoints", timeout=10).json()["history"]
@@ -234,7 +235,7 @@ def test_checkpoints_history_shows_the_retained_checkpoints_and_the_running_mast
     kinds = [h.get("kind", "checkpoint") for h in shown["master"]["history"]]
     assert shown["master"]["num_completed_checkpoints"] >= kinds.count("checkpoint")
 
-    human = _sluice("checkpoints", "history", "purchases", "--storage", running["storage"], "--format", "human")
+    human = _sluice("checkpoints", "history", "purchases", "--storage", running["storage"])
     assert human.returncode == 0, human.stderr
     lines = human.stdout.splitlines()
     assert re.fullmatch(rf"job purchases: \d+ retained checkpoint\(s\) in {re.escape(running['storage'])}", lines[0])
@@ -264,7 +265,7 @@ def test_the_old_savepoint_flags_still_work_then_history_without_a_master_then_r
     assert new.returncode == 0 and "deprecated" not in new.stderr, new.stderr
     assert json.loads(new.stdout) == json.loads(listed.stdout)
 
-    gone = _sluice("checkpoints", "history", "purchases", "--storage", storage, "--format", "human")
+    gone = _sluice("checkpoints", "history", "purchases", "--storage", storage)
     assert gone.returncode == 0, gone.stderr
     assert re.search(r"^no job master answers \(.+\): its history is not shown$", gone.stdout, re.M), gone.stdout
     assert re.search(r"^  chk-\d+ .*\(latest\)$", gone.stdout, re.M)
@@ -279,7 +280,7 @@ def test_the_old_savepoint_flags_still_work_then_history_without_a_master_then_r
 
     # restoring the savepoint: validation, then the restore
     restore = subprocess.Popen(
-        CLI + ["restore", JOB, savepoint, "--name", "purchases", "--storage", (tmp_path / "chk").as_uri(),
+        CLI + ["restore", JOB, savepoint, "--job-id", "purchases", "--storage", (tmp_path / "chk").as_uri(),
                "--output", str(tmp_path / "out"), "--checkpoint-interval", "300", "--param", "events_per_split=null",
                "--param", "events_per_second=50", "--progress", "--log-level", "WARNING"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
@@ -299,7 +300,7 @@ def test_the_old_savepoint_flags_still_work_then_history_without_a_master_then_r
 
 def test_no_progress_lines_off_a_terminal_without_the_flag(tmp_path: Path):
     quiet = subprocess.Popen(  # no flag, not a terminal: the first stderr line is the job id line
-        CLI + ["run", JOB, "--name", "quiet", "--storage", (tmp_path / "q").as_uri(), "--output",
+        CLI + ["run", JOB, "--job-id", "quiet", "--storage", (tmp_path / "q").as_uri(), "--output",
                str(tmp_path / "o"), "--param", "events_per_split=null", "--log-level", "WARNING"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
     try:

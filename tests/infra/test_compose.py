@@ -159,7 +159,7 @@ def test_connections_match_the_deployments_file_and_the_bucket():
 def test_the_standalone_job_uses_the_bucket_and_never_a_deployments_job_id():
     args = SERVICES["sluice-job"]["command"]
     deployments = yaml.safe_load((ROOT / "dags" / "sluice_deployments.yaml").read_text())
-    assert args[args.index("--name") + 1] not in {d["job_id"] for d in deployments.values()}
+    assert args[args.index("--job-id") + 1] not in {d["job_id"] for d in deployments.values()}
     assert args[args.index("--storage") + 1] == f"s3://{SPEC.bucket}/{SPEC.checkpoint_prefix}"
     assert args[args.index("--savepoint-dir") + 1] == f"s3://{SPEC.bucket}/{SPEC.savepoint_prefix}"
     module, _, function = args[1].partition(":")

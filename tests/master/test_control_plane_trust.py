@@ -155,7 +155,7 @@ def test_the_cli_does_not_send_its_token_to_a_foreign_control_url_read_from_stor
         foreign = f"http://{address}:{server.server_address[1]}"
         write_status(open_store(storage), StatusDocument(job_id="purchases", heartbeat_ms=int(time.time() * 1000),
                                                          extra={"control_url": foreign}))
-        cli = [sys.executable, "-m", "engine.cli", "status", "purchases", "--storage", storage]
+        cli = [sys.executable, "-m", "engine.cli", "status", "purchases", "--storage", storage, "--json"]
         env = {**os.environ, "SLUICE_CONTROL_TOKEN": TOKEN}
         env.pop("SLUICE_CONTROL_HOSTS", None)
         refused = subprocess.run(cli, capture_output=True, text=True, env=env, timeout=60)

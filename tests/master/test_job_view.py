@@ -11,11 +11,8 @@ so it goes idle and comes back, and the view must show that idle period on its l
 from __future__ import annotations
 
 import html
-import json
 import logging
-import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -27,58 +24,21 @@ from typing import Any
 import httpx
 import pytest
 
+from browser_shots import visit
 from engine.master.timeline import CheckpointFailureLog, JobTimeline
 from engine.master.view import render_view
+from master_run import get, sluice_run, wait_for
 
-HERE = Path(__file__).parent
-ARTIFACTS = HERE.parent / "artifacts"
 CHARTS_WITH_DATA = ("throughput", "operator-rates", "watermarks", "subtask-watermarks", "checkpoint-durations",
                     "checkpoint-sizes", "late-dead-letters")
 
 
-def _wait_for(predicate, timeout_s: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @contextmanager
 def _sluice_run(tmp_path: Path, *, name: str, **params: Any) -> Iterator[dict[str, Any]]:
-    """``sluice run view_jobs:build`` in a subprocess; yields its job id and control URL (from its first stderr
-    line), and kills it however the test ends."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)}
-    env.pop("SLUICE_CONTROL_TOKEN", None)
-    args = [sys.executable, "-m", "engine.cli", "run", "view_jobs:build", "--name", name,
-            "--storage", (tmp_path / "chk").as_uri(), "--output", str(tmp_path / "out"),
-            "--checkpoint-interval", "400", "--status-interval", "200", "--log-level", "WARNING",
-            "--param", f"start_timestamp_ms={int(time.time() * 1000)}"]
-    for key, value in params.items():
-        args += ["--param", f"{key}={json.dumps(value)}"]
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        started = None
-        while started is None:
-            line = process.stderr.readline()
-            if not line:
-                raise AssertionError(f"sluice run ended before starting: {process.wait()} {process.stdout.read()}")
-            if line.startswith('{"job_id"'):
-                started = json.loads(line)
-        yield {**started, "process": process}
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-
-
-def _get(url: str) -> httpx.Response:
-    response = httpx.get(url, timeout=30)
-    assert response.status_code == 200, response.text
-    return response
+    """``sluice run view_jobs:build`` (tests/master/master_run.py), sampling every 200 ms from now on."""
+    with sluice_run("view_jobs:build", name, tmp_path, "--checkpoint-interval", "400", "--status-interval", "200",
+                    params={"start_timestamp_ms": int(time.time() * 1000), **params}) as job:
+        yield job
 
 
 @pytest.fixture(scope="module")
@@ -86,16 +46,16 @@ def idle_job(tmp_path_factory) -> Iterator[dict[str, Any]]:
     """A running job whose split-1 was idle and is active again, with a few checkpoints taken."""
     tmp_path = tmp_path_factory.mktemp("view")
     with _sluice_run(tmp_path, name="viewjob", idle_from=30, idle_to=90) as job:
-        base = f"{job['control_url']}/jobs/{job['job_id']}"
+        base = job["base"]
         seen_idle: set[str] = set()
 
         def idle_then_active() -> bool:
-            status = _get(base).json()
+            status = get(base).json()
             seen_idle.update(sid for sid, s in status["splits"].items() if s["idle"])
             return ("split-1" in seen_idle and not status["splits"]["split-1"]["idle"]
                     and (status["last_completed_checkpoint"] or 0) >= 4)
 
-        _wait_for(idle_then_active, timeout_s=90, what="split-1 idle, then active again, and 4 checkpoints")
+        wait_for(idle_then_active, timeout_s=90, what="split-1 idle, then active again, and 4 checkpoints")
         yield {**job, "base": base, "storage": (tmp_path / "chk").as_uri()}
 
 
@@ -112,10 +72,10 @@ def _points(page: str, chart: str) -> dict[str, list[tuple[int, float]]]:
 
 def test_the_view_shows_every_split_its_idle_period_and_the_checkpoint_history_of_the_running_job(idle_job):
     base = idle_job["base"]
-    page_response = _get(f"{base}/view")
+    page_response = get(f"{base}/view")
     page = page_response.text
-    status = _get(base).json()
-    history = _get(f"{base}/checkpoints").json()["history"]
+    status = get(base).json()
+    history = get(f"{base}/checkpoints").json()["history"]
 
     assert page_response.headers["content-type"].startswith("text/html")
     assert "default-src 'none'" in page_response.headers["content-security-policy"]
@@ -155,7 +115,7 @@ def test_the_view_shows_every_split_its_idle_period_and_the_checkpoint_history_o
 
 def test_human_status_of_a_running_job_shows_its_splits_counts_and_where_its_view_is(idle_job):
     url = idle_job["control_url"]
-    done = subprocess.run([sys.executable, "-m", "engine.cli", "status", "viewjob", "--url", url, "--format", "human"],
+    done = subprocess.run([sys.executable, "-m", "engine.cli", "status", "viewjob", "--url", url],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -171,7 +131,7 @@ def test_human_status_of_a_running_job_shows_its_splits_counts_and_where_its_vie
 def test_sluice_view_saves_the_page_of_a_master_found_through_storage(idle_job, tmp_path: Path):
     target = tmp_path / "view.html"
     done = subprocess.run([sys.executable, "-m", "engine.cli", "view", "viewjob", "--storage", idle_job["storage"],
-                           "--output", str(target)], capture_output=True, text=True, timeout=120)
+                           "--file", str(target)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(target)
     page = target.read_text()
@@ -179,18 +139,34 @@ def test_sluice_view_saves_the_page_of_a_master_found_through_storage(idle_job, 
     assert set(_points(page, "watermarks")) == {"split-0", "split-1"}
 
 
+def test_the_view_renders_in_headless_chromium_without_errors_or_outside_requests(idle_job):
+    url = f"{idle_job['base']}/view"
+    seen, shot = visit(url, "job_view.png", {
+        "charts": ("svg[data-chart]", "els => els.map(e => e.dataset.chart)"),
+        "lanes": ("svg[data-chart=watermarks] .lane-label", "els => els.map(e => e.textContent)"),
+        "idle_width": ("svg[data-chart=watermarks] rect.idle", "els => els.map(e => e.getBBox().width)"),
+    })
+    assert seen.errors == []
+    assert seen.requests == [url]  # the page itself, nothing else: no script, style, font or image from anywhere
+    assert seen.probes["charts"] == list(CHARTS_WITH_DATA)
+    idle_width = seen.probes["idle_width"]
+    assert seen.probes["lanes"] == ["split-0", "split-1"] and idle_width and all(w >= 3 for w in idle_width)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+# last of the idle_job tests: it cancels the job
 def test_the_views_last_points_equal_the_status_once_the_job_has_stopped(idle_job):
     """Stopped, the job's figures no longer move: the newest sample must show exactly what the status says."""
     base = idle_job["base"]
     httpx.patch(base, params={"mode": "cancel"}, timeout=30).raise_for_status()
-    status = _wait_for(lambda: (s := _get(base).json())["state"] == "CANCELED" and s, what="CANCELED")
+    status = wait_for(lambda: (s := get(base).json())["state"] == "CANCELED" and s, what="CANCELED")
 
     def settled() -> str | None:  # the master's last sample is taken right after the job ends
-        page = _get(f"{base}/view").text
+        page = get(f"{base}/view").text
         late = _points(page, "late-dead-letters")
         return page if late["late dropped"][-1][1] == status["metrics"]["num_late_records_dropped"] else None
 
-    page = _wait_for(settled, timeout_s=2.5, what="the final sample (the master serves 3 s after the job ends)")
+    page = wait_for(settled, timeout_s=2.5, what="the final sample (the master serves 3 s after the job ends)")
     late = _points(page, "late-dead-letters")
     assert status["metrics"]["num_late_records_dropped"] > 0  # the job sends late records on purpose
     assert late["dead letters"][-1][1] == status["metrics"]["num_dead_letter_records"]
@@ -199,49 +175,14 @@ def test_the_views_last_points_equal_the_status_once_the_job_has_stopped(idle_jo
     assert f"<th>records in / out</th><td>{status['records_in']} / {status['records_out']}</td>" in page
 
 
-def test_the_view_renders_in_headless_chromium_without_errors_or_outside_requests(idle_job):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if chromium is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)")
-    url = f"{idle_job['base']}/view"
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shot = ARTIFACTS / "job_view.png"
-    shot.unlink(missing_ok=True)
-    errors: list[str] = []
-    requests: list[str] = []
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, headless=True,
-                                             args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
-        try:
-            page = browser.new_page(viewport={"width": 900, "height": 1200})
-            page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(url, wait_until="networkidle")
-            charts = page.eval_on_selector_all("svg[data-chart]", "els => els.map(e => e.dataset.chart)")
-            lanes = page.eval_on_selector_all("svg[data-chart=watermarks] .lane-label",
-                                              "els => els.map(e => e.textContent)")
-            idle_width = page.eval_on_selector_all("svg[data-chart=watermarks] rect.idle",
-                                                   "els => els.map(e => e.getBBox().width)")
-            page.screenshot(path=str(shot), full_page=True)
-        finally:
-            browser.close()
-    assert errors == []
-    assert requests == [url]  # the page itself, nothing else: no script, style, font or image from anywhere
-    assert charts == list(CHARTS_WITH_DATA)
-    assert lanes == ["split-0", "split-1"] and idle_width and all(w >= 3 for w in idle_width)
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
-
-
 def test_job_split_and_operator_names_are_shown_escaped(tmp_path: Path):
     evil = "<script>alert(1)</script>"
     with _sluice_run(tmp_path, name=evil, split_prefix=f"{evil}-", source_name=f"<img src=x onerror=alert(2)>") as job:
         base = f"{job['control_url']}/jobs/{job['job_id']}"
         assert job["job_id"] != evil  # not a storage path segment: the master picked an id
-        _wait_for(lambda: _get(base).json()["splits"], what="splits reported")
-        _wait_for(lambda: 'data-series="' in _get(f"{base}/view").text, what="a sample with splits")
-        page = _get(f"{base}/view").text
+        wait_for(lambda: get(base).json()["splits"], what="splits reported")
+        wait_for(lambda: 'data-series="' in get(f"{base}/view").text, what="a sample with splits")
+        page = get(f"{base}/view").text
 
     escaped = html.escape(evil)
     assert "<script" not in page and "<img" not in page and "onerror=alert(2)>" not in page
@@ -254,11 +195,11 @@ def test_failed_checkpoints_of_a_running_job_are_listed_with_their_reason_as_the
     """A checkpoint timeout of 10 ms: most checkpoints expire, some complete; the job tolerates the failures."""
     with _sluice_run(tmp_path, name="failing", checkpoint_timeout_ms=10) as job:
         base = f"{job['control_url']}/jobs/{job['job_id']}"
-        _wait_for(lambda: (s := _get(base).json())["num_failed_checkpoints"] >= 3 and s["num_completed_checkpoints"],
+        wait_for(lambda: (s := get(base).json())["num_failed_checkpoints"] >= 3 and s["num_completed_checkpoints"],
                   what="failed and completed checkpoints")
-        before = _get(base).json()["num_failed_checkpoints"]
-        page = _get(f"{base}/view").text
-        after = _get(base).json()["num_failed_checkpoints"]
+        before = get(base).json()["num_failed_checkpoints"]
+        page = get(f"{base}/view").text
+        after = get(base).json()["num_failed_checkpoints"]
 
     failed = re.findall(r'<tr class="checkpoint failed" data-checkpoint-id="(\d+)">.*?<td>([^<]*)</td></tr>', page)
     assert before <= len(failed) <= after  # every failure the job counted, itemised as it happened

@@ -12,69 +12,22 @@ event time ``n`` from two splits of 500 that then stay open, keeps the even ones
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-HERE = Path(__file__).parent
+from master_run import get, sluice_run, wait_for
+
 SOURCE, TOTALS = "v0.n0.numbers", "totals"
-
-
-def _wait_for(predicate, timeout_s: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@contextmanager
-def _sluice_run(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)}
-    env.pop("SLUICE_CONTROL_TOKEN", None)
-    args = [sys.executable, "-m", "engine.cli", "run", "operator_jobs:build", "--name", "opjob",
-            "--storage", (tmp_path / "chk").as_uri(), "--output", str(tmp_path / "out"), "--parallelism", "2",
-            "--checkpoint-interval", "300", "--status-interval", "200", "--log-level", "WARNING"]
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        started = None
-        while started is None:
-            line = process.stderr.readline()
-            if not line:
-                raise AssertionError(f"sluice run ended before starting: {process.wait()} {process.stdout.read()}")
-            if line.startswith('{"job_id"'):
-                started = json.loads(line)
-        yield {**started, "base": f"{started['control_url']}/jobs/{started['job_id']}"}
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-
-
-def _get(url: str) -> httpx.Response:
-    response = httpx.get(url, timeout=30)
-    assert response.status_code == 200, response.text
-    return response
 
 
 def _samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """``{(sample name, sorted labels without job): value}`` of a /metrics scrape."""
     out = {}
-    for family in text_string_to_metric_families(_get(url).text):
+    for family in text_string_to_metric_families(get(url).text):
         for s in family.samples:
             labels = tuple(sorted((k, v) for k, v in s.labels.items() if k != "job"))
             out[(s.name, labels)] = s.value
@@ -85,14 +38,15 @@ def _samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 def settled_job(tmp_path_factory) -> Iterator[dict[str, Any]]:
     """The job once every record went through and a checkpoint holds the sums' state."""
     tmp_path = tmp_path_factory.mktemp("operators")
-    with _sluice_run(tmp_path) as job:
+    with sluice_run("operator_jobs:build", "opjob", tmp_path, "--parallelism", "2", "--checkpoint-interval", "300",
+                    "--status-interval", "200") as job:
         def settled() -> dict[str, Any] | None:
-            status = _get(job["base"]).json()
+            status = get(job["base"]).json()
             ops = status.get("operators") or {}
             done = TOTALS in ops and ops[TOTALS]["records_out"] == 500 and status["state_size_bytes"].get(TOTALS)
             return status if done else None
 
-        status = _wait_for(settled, timeout_s=90, what="all 1000 records through and a checkpoint of the sums")
+        status = wait_for(settled, timeout_s=90, what="all 1000 records through and a checkpoint of the sums")
         yield {**job, "status": status, "storage": (tmp_path / "chk").as_uri()}
 
 
@@ -135,10 +89,10 @@ def test_metrics_expose_operator_counters_subtask_watermarks_and_the_last_checkp
 
     def sizes_match_the_last_checkpoint() -> bool:
         """Checkpoints go on while the test reads: compare a scrape with the checkpoint current at that scrape."""
-        history = _get(f"{base}/checkpoints").json()["history"]
+        history = get(f"{base}/checkpoints").json()["history"]
         scraped = {dict(labels)["operator"]: v for (name, labels), v in
                    _samples(f"{settled_job['control_url']}/metrics").items() if name == "sluice_state_size_bytes"}
-        after = _get(f"{base}/checkpoints").json()["history"]
+        after = get(f"{base}/checkpoints").json()["history"]
         if after[-1]["checkpoint_id"] != history[-1]["checkpoint_id"]:
             return False
         metadata = read_snapshot_metadata(history[-1]["external_pointer"])
@@ -148,11 +102,11 @@ def test_metrics_expose_operator_counters_subtask_watermarks_and_the_last_checkp
         assert scraped == expected
         return expected[TOTALS] > 0
 
-    _wait_for(sizes_match_the_last_checkpoint, timeout_s=30, what="a scrape between two checkpoints")
+    wait_for(sizes_match_the_last_checkpoint, timeout_s=30, what="a scrape between two checkpoints")
 
 
 def test_the_view_shows_each_chains_counts_and_each_subtasks_watermark(settled_job):
-    page = _get(f"{settled_job['base']}/view").text
+    page = get(f"{settled_job['base']}/view").text
     rows = dict(re.findall(r'<tr class="operator" data-operator="([^"]+)">(.*?)</tr>', page))
     for uid, (records_in, records_out) in {SOURCE: (1000, 500), TOTALS: (500, 500)}.items():
         assert f'<td class="records-in">{records_in}</td>' in rows[uid], rows[uid]

@@ -19,7 +19,7 @@ PARAMS = {"events_per_split": 20_000, "num_keys": 50}
 
 
 def _run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
-    args = [sys.executable, "-m", "engine.cli", "run", JOB, "--name", "purchases", "--runtime", "local",
+    args = [sys.executable, "-m", "engine.cli", "run", JOB, "--job-id", "purchases", "--runtime", "local",
             "--storage", (tmp_path / "chk").as_uri(), "--savepoint-dir", (tmp_path / "sp").as_uri(),
             "--output", str(tmp_path / "out"), "--checkpoint-interval", "200", *extra]
     for key, value in PARAMS.items():

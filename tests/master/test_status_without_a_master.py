@@ -29,9 +29,9 @@ def test_status_falls_back_to_the_status_document_when_no_master_answers(tmp_pat
         job_id="purchases", heartbeat_ms=now, state="SUSPENDED", last_completed_checkpoint=12,
         extra={"control_url": f"http://127.0.0.1:{_closed_port()}"},
         suspension=Suspension(signal="SIGTERM", received_ms=now, exit_status=143, stopped_ms=now)))
-    result = CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage])
+    result = CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage, "--json"])
     assert result.exit_code == 0, result.output
-    shown = json.loads(result.output)
+    shown = json.loads(result.stdout)
     assert shown["state"] == "SUSPENDED" and shown["suspension"]["signal"] == "SIGTERM"
     assert shown["last_completed_checkpoint"] == 12 and shown["source"] == "status document"
     assert "no job master answers" in shown["note"]
@@ -51,7 +51,7 @@ def test_human_status_of_a_status_document_says_what_happened_in_a_few_lines(tmp
         last_completed_ms=now - 40_000, extra={"control_url": f"http://127.0.0.1:{_closed_port()}", "runtime": "spark"},
         suspension=Suspension(signal="SIGTERM", received_ms=now, exit_status=143, stopped_ms=now)))
 
-    result = CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage, "--format", "human"])
+    result = CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage])  # human by default
 
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -61,9 +61,14 @@ def test_human_status_of_a_status_document_says_what_happened_in_a_few_lines(tmp
     assert any(line.startswith("  last checkpoint 12 at ") and ("(40 s ago)" in line or "(41 s ago)" in line)
                for line in lines)
     assert any(line.startswith("  note: no job master answers") for line in lines)
-    # json stays the default, as before: scripts parse it
-    assert json.loads(CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage]).output)["state"] == \
-        "SUSPENDED"
+    # --json for scripts; the older --format json still works and says it is deprecated
+    assert json.loads(CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage, "--json"]).stdout)[
+        "state"] == "SUSPENDED"
+    old = CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage, "--format", "json"])
+    assert json.loads(old.stdout)["state"] == "SUSPENDED"
+    assert "DeprecationWarning: --format is deprecated; use --json" in old.stderr
+    old_human = CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage, "--format", "human"])
+    assert old_human.stdout.startswith("job purchases: SUSPENDED (from the status document, heartbeat ")
 
 
 def test_list_shows_every_job_under_the_storage_root_with_its_state_and_last_checkpoint(tmp_path: Path) -> None:
@@ -78,8 +83,8 @@ def test_list_shows_every_job_under_the_storage_root_with_its_state_and_last_che
     store.put_bytes("orphan/chk-1/_metadata", b"{}")  # a folder without one is no job the CLI can show
     store.put_bytes("broken/_status.json", b"not json")
 
-    shown = json.loads(CliRunner().invoke(sluice, ["list", "--storage", storage, "--format", "json"]).output)
-    human = CliRunner().invoke(sluice, ["list", "--storage", storage, "--format", "human"])
+    shown = json.loads(CliRunner().invoke(sluice, ["list", "--storage", storage, "--json"]).stdout)
+    human = CliRunner().invoke(sluice, ["list", "--storage", storage])  # human by default
 
     assert [(j["job_id"], j["state"]) for j in shown["jobs"]] == [
         ("broken", "UNREADABLE"), ("clicks", "FINISHED"), ("purchases", "RUNNING")]
@@ -90,5 +95,5 @@ def test_list_shows_every_job_under_the_storage_root_with_its_state_and_last_che
     assert rows[2] == ["clicks", "FINISHED", "10", "min", "ago", "-", "-"]
     assert rows[3] in (["purchases", "RUNNING", "5", "s", "ago", "7", "(9", "s", "ago)", "local"],
                        ["purchases", "RUNNING", "6", "s", "ago", "7", "(10", "s", "ago)", "local"])
-    empty = CliRunner().invoke(sluice, ["list", "--storage", (tmp_path / "none").as_uri(), "--format", "human"])
+    empty = CliRunner().invoke(sluice, ["list", "--storage", (tmp_path / "none").as_uri()])
     assert empty.exit_code == 0 and "no job has published a status document" in empty.output

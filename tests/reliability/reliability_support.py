@@ -49,7 +49,7 @@ def start(where: Where | Path, tag: str, *extra: str, params: dict | None = None
     """A ``sluice run`` master of the purchases job; ``params`` are the job's (default REAL_JOB_PARAMS)."""
     where = where if isinstance(where, Where) else Where(where)
     tmp_path = where.tmp_path
-    args = [sys.executable, "-m", "engine.cli", "run", JOB, "--name", "purchases", "--runtime", where.runtime,
+    args = [sys.executable, "-m", "engine.cli", "run", JOB, "--job-id", "purchases", "--runtime", where.runtime,
             "--storage", where.storage, "--savepoint-dir", where.savepoints,
             "--output", str(tmp_path / "out"), "--checkpoint-interval", "300" if where.runtime == "local" else "1000",
             "--parallelism", "2", "--option", "bundle_size=64" if where.runtime == "local" else "epoch_interval_ms=200",

@@ -73,7 +73,7 @@ def test_a_job_survives_refused_reset_hanging_500_and_throttled_s3_and_its_outpu
             intact = every_retained_checkpoint_is_intact(where)
             figures.append({"fault": mode, "seconds": seconds, "recovered_after_s": round(time.monotonic() - healed, 1),
                             "retained_intact": intact})
-        status = json.loads(cli("status", "purchases", "--storage", where.storage).stdout)
+        status = json.loads(cli("status", "purchases", "--storage", where.storage, "--json").stdout)
         stop = cli("stop", "purchases", "--storage", where.storage, timeout=300)
         assert stop.returncode == 0, stop.stderr
         assert master.wait(timeout=300) == 0, (tmp_path / "master.log").read_text()[-3000:]

@@ -344,7 +344,8 @@ class Router:
         self._staged_chunks = {}
         if self.received or self.subtask_records_in is not None:
             self.rows.add(DEST_OPERATOR_COUNTS, value=json.dumps({
-                "subtask": self.subtask, "in": self.subtask_records_in,
+                "subtask": self.subtask, "split": self.channel if self.subtask is None else None,
+                "in": self.subtask_records_in,
                 "edges": [[p, t, c, n] for (p, t, c), n in self.received.items()]}))
             self.received = {}
         # the router and its context refer to each other: drop the per-task caches now, not at a later collection

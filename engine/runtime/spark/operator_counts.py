@@ -10,15 +10,20 @@ the counts of its input edges (a source's, the records its splits read), its rec
 its output edges plus what its sink nodes were handed; the same definitions the local runtime counts
 directly, so both runtimes report the same numbers for the same job.
 
-Bounded: one int per plan edge and consumer, per keyed subtask, per source vertex.
+Per subtask: a keyed task runs one subtask, and its router says which; a source task reads one split, and its
+counts go to the source subtask that reads that split on the local runtime (the same assignment,
+engine/io/source.py ``assigned_splits``), so a source vertex lists subtasks as it does there.
+
+Bounded: one int per plan edge and consumer, per keyed subtask, per source split, per source vertex.
 """
 
 from __future__ import annotations
 
 from typing import Any, Container
 
-from engine.api.graph import SinkTransformation
+from engine.api.graph import Partitioning, SinkTransformation
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK
+from engine.io.source import assigned_splits
 from engine.runtime.operator_metrics import MAX_SUBTASKS_LISTED, operator_entry, vertex_key
 
 Edge = tuple[int, str | None, int]
@@ -31,52 +36,101 @@ class OperatorCounts:
         self.edges_by_subtask: dict[tuple[int, Edge], int] = {}
         #: (keyed node id, subtask) -> records its operator was given (not reported when pre-aggregated)
         self.keyed_in: dict[tuple[int, int], int] = {}
-        #: source vertex id -> records its splits read
+        #: records handed to each consumer by the source task of a split (its key in the job)
+        self.edges_by_split: dict[tuple[str, Edge], int] = {}
+        #: source vertex id -> records its splits read, and split key -> records that split read
         self.read: dict[int, int] = {}
+        self.read_by_split: dict[str, int] = {}
 
-    def add_read(self, vertex_id: int, records: int) -> None:
+    def add_read(self, vertex_id: int, records: int, split_key: str | None = None) -> None:
         self.read[vertex_id] = self.read.get(vertex_id, 0) + records
+        if split_key is not None:
+            self.read_by_split[split_key] = self.read_by_split.get(split_key, 0) + records
 
     def add_task_counts(self, doc: dict[str, Any]) -> None:
         """One router's row (engine/runtime/spark/chains.py ``Router.close``)."""
-        subtask = doc.get("subtask")
+        subtask, split = doc.get("subtask"), doc.get("split")
         for producer, tag, consumer, n in doc["edges"]:
             edge = (int(producer), tag, int(consumer))
             self.edges[edge] = self.edges.get(edge, 0) + int(n)
             if subtask is not None:
                 key = (int(subtask), edge)
                 self.edges_by_subtask[key] = self.edges_by_subtask.get(key, 0) + int(n)
+            elif split is not None:
+                at = (str(split), edge)
+                self.edges_by_split[at] = self.edges_by_split.get(at, 0) + int(n)
         if subtask is not None and doc.get("in") is not None:
             node, n = doc["in"]
             at = (int(node), int(subtask))
             self.keyed_in[at] = self.keyed_in.get(at, 0) + int(n)
 
-    def report(self, plan: Any, splits: list[dict[str, Any]], watermark: int, keyed: tuple[type, ...],
-               preaggregated: Container[int]) -> dict[str, dict[str, Any]]:
-        """``JobStatusReport.operators``: ``splits`` are the driver's split entries (vertex, watermark, idle,
-        finished), ``watermark`` is W(n), ``keyed`` the head types of keyed vertices, ``preaggregated`` the
-        keyed node ids whose input Spark SQL folds.  Called from the status thread: reads copies."""
+    def report(self, plan: Any, splits: dict[str, dict[str, Any]], watermark: int, keyed: tuple[type, ...],
+               preaggregated: Container[int], monitored: Container[int] = ()) -> dict[str, dict[str, Any]]:
+        """``JobStatusReport.operators``: ``splits`` are the driver's split entries by split key (vertex, split,
+        watermark, idle, finished), ``watermark`` is W(n), ``keyed`` the head types of keyed vertices,
+        ``preaggregated`` the keyed node ids whose input Spark SQL folds, ``monitored`` the ids of source vertices
+        that list new splits as they run.  Called from the status thread: reads copies."""
         edges, by_subtask, keyed_in, read = (dict(self.edges), dict(self.edges_by_subtask), dict(self.keyed_in),
                                              dict(self.read))
+        by_split, read_by_split = dict(self.edges_by_split), dict(self.read_by_split)
         job_mark = watermark if watermark > MIN_WATERMARK else None
+        # which source subtask reads each split, as on the local runtime
+        split_sets: dict[int, list[set[str]]] = {}
+        subtask_of_split: dict[str, int] = {}
+        for v in plan.vertices:
+            if v.is_source():
+                own = {key: s for key, s in splits.items() if s["vertex"] == v.id}
+                split_sets[v.id] = _splits_per_subtask(own, v.parallelism, v.id in monitored)
+                subtask_of_split.update({k: index for index, keys in enumerate(split_sets[v.id]) for k in keys})
+        # records each subtask handed over each edge: a keyed task's by its subtask, a source task's by its split's
+        per_subtask = dict(by_subtask)
+        for (k, edge), n in by_split.items():
+            if k in subtask_of_split:
+                at = (subtask_of_split[k], edge)
+                per_subtask[at] = per_subtask.get(at, 0) + n
         out: dict[str, dict[str, Any]] = {}
         for v in plan.vertices:
             sinks = {n.id for n in v.nodes if isinstance(n, SinkTransformation)}
             records_out = sum(edges.get(_key(e), 0) for e in v.outputs) + sum(
                 n for (_, _, c), n in edges.items() if c in sinks)
+
+            def sent(index: int, v: Any = v, sinks: set[int] = sinks) -> int:
+                return sum(per_subtask.get((index, _key(e)), 0) for e in v.outputs) + sum(
+                    n for (i, (_, _, c)), n in per_subtask.items() if i == index and c in sinks)
+
+            subtasks: list[dict[str, Any]] = []
             if v.is_source():
-                records_in, mark = read.get(v.id, 0), _source_watermark([s for s in splits if s["vertex"] == v.id])
+                own = {key: s for key, s in splits.items() if s["vertex"] == v.id}
+                records_in, mark = read.get(v.id, 0), _source_watermark(list(own.values()))
+                subtasks = [{"index": index, "records_in": sum(read_by_split.get(k, 0) for k in keys),
+                             "records_out": sent(index), "watermark_ms": _source_watermark([own[k] for k in keys])}
+                            for index, keys in enumerate(split_sets[v.id])]
             else:
                 records_in, mark = sum(edges.get(_key(e), 0) for e in v.inputs), job_mark
-            subtasks: list[dict[str, Any]] = []
             if isinstance(v.head, keyed):  # every keyed subtask runs to W(n) at each epoch end
                 for index in range(min(v.parallelism, MAX_SUBTASKS_LISTED + 1)):
-                    sent = sum(by_subtask.get((index, _key(e)), 0) for e in v.outputs) + sum(
-                        n for (i, (_, _, c)), n in by_subtask.items() if i == index and c in sinks)
                     got = None if v.head.id in preaggregated else keyed_in.get((v.head.id, index), 0)
-                    subtasks.append({"index": index, "records_in": got, "records_out": sent, "watermark_ms": job_mark})
+                    subtasks.append({"index": index, "records_in": got, "records_out": sent(index),
+                                     "watermark_ms": job_mark})
+            elif not v.is_source() and v.inputs and all(e.partitioning is Partitioning.FORWARD for e in v.inputs):
+                # a stateless chain fed over FORWARD edges runs in its producers' tasks: subtask i gets subtask i's
+                # records, as on the local runtime (over a REBALANCE edge the local runtime deals records round
+                # robin, which a Spark task cannot mirror: no subtasks listed)
+                subtasks = [{"index": index,
+                             "records_in": sum(per_subtask.get((index, _key(e)), 0) for e in v.inputs),
+                             "records_out": sent(index), "watermark_ms": job_mark}
+                            for index in range(min(v.parallelism, MAX_SUBTASKS_LISTED + 1))]
             out[vertex_key(v)] = operator_entry(v, records_in, records_out, mark, subtasks)
         return out
+
+
+def _splits_per_subtask(own: dict[str, dict[str, Any]], parallelism: int, monitored: bool) -> list[set[str]]:
+    """The keys of the splits each source subtask reads on the local runtime (engine/io/source.py
+    ``assigned_splits``): a Spark task reads one split, and its counts go to the subtask that split belongs to."""
+    key_of = {s["split"].split_id: key for key, s in own.items()}
+    ordered = [s["split"] for s in own.values()]
+    return [{key_of[s.split_id] for s in assigned_splits(ordered, parallelism, index, monitored)}
+            for index in range(min(parallelism, MAX_SUBTASKS_LISTED + 1))]
 
 
 def _key(edge: Any) -> Edge:

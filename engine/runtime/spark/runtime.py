@@ -373,8 +373,8 @@ class SparkJob:
             num_completed_checkpoints=cp.num_completed, metrics=self.metrics(),
             splits={str(sid): {"watermark_ms": s["watermark"], "idle": bool(s["idle"])}
                     for sid, s in list(self.splits.items()) if not s["finished"]},
-            operators=self.operator_counts.report(self.plan, list(self.splits.values()), self.watermark,
-                                                  _KEYED_VERTICES, self.routes.preaggregations),
+            operators=self.operator_counts.report(self.plan, dict(self.splits), self.watermark,
+                                                  _KEYED_VERTICES, self.routes.preaggregations, set(self.monitored)),
             state_size_bytes=dict(cp.last_operator_sizes),
             epoch_durations=self.epoch_durations.to_json())
 
@@ -552,7 +552,7 @@ class SparkJob:
             after = self._advance_watermark(reports, now_ms)
             epoch_records = sum(r["records"] for r in reports)
             for r in reports:
-                self.operator_counts.add_read(self.splits[r["key"]]["vertex"], r["records"])
+                self.operator_counts.add_read(self.splits[r["key"]]["vertex"], r["records"], r["key"])
             self.records_read += epoch_records
             active = [v for v in self.windows if not (
                 after == before and epoch_records == 0 and isinstance(v.head, WindowTransformation)

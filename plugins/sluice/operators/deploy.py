@@ -179,7 +179,7 @@ class SluiceDeployJobOperator(SluiceBaseOperator):
         if spec is None:
             raise ValueError(f"{self.task_id}: deploying needs deployment= (the job spec)")
         # a master killed by supervision (or crashed) holds the job's lease until it expires: wait for that
-        args = ["run", spec.job, "--name", job_id, "--runtime", spec.runtime,
+        args = ["run", spec.job, "--job-id", job_id, "--runtime", spec.runtime,
                 "--storage", self.hook.storage_uri, "--retained", str(spec.retained),
                 "--lease-wait", str(LEASE_WAIT_S)]
         parallelism = self.parallelism if self.parallelism not in (None, "", "None") else spec.parallelism

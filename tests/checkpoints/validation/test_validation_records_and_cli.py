@@ -162,3 +162,43 @@ def test_a_recorded_validation_reports_the_digest_of_the_metadata_it_wrote(stora
     report = validate_snapshot(uri, record=True, build_data_docs=False)
     assert report.metadata_sha256 == read_snapshot_metadata(uri).digest() != before
     assert validate_snapshot(uri, build_data_docs=False).metadata_sha256 is None  # nothing recorded: no digest
+
+
+def test_sluice_validate_reads_an_s3_snapshot_at_the_endpoint_and_in_the_region_given(moto_endpoint, docs_dir):
+    """``--endpoint-url`` and ``--region``, as ``checkpoints list|clean`` and ``inspect`` take them."""
+    import uuid
+
+    import boto3
+
+    from checkpoints import CheckpointStorage
+    from checkpoints.backends.s3 import S3Store
+
+    bucket = "sluice-" + uuid.uuid4().hex[:12]
+    boto3.client("s3", region_name="eu-west-1", endpoint_url=moto_endpoint).create_bucket(
+        Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    store = S3Store(bucket, "checkpoints", endpoint_url=moto_endpoint, region="eu-west-1")
+    uri = write_snapshot(CheckpointStorage(store, "job-1"), 1, fed_routers(),
+                         source_positions={"split-0": 10, "split-1": 20})
+    assert uri.startswith(f"s3://{bucket}/")
+
+    args = [uri, "--endpoint-url", moto_endpoint, "--data-docs", str(docs_dir), "--json"]
+    result = CliRunner().invoke(validate_command, args + ["--region", "eu-west-1"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["ok"] is True
+    # the region reaches the S3 client: one it cannot use is refused, naming it
+    refused = CliRunner().invoke(validate_command, args + ["--region", "not a region"])
+    assert refused.exit_code != 0 and "not a region" in refused.output + repr(refused.exception)
+
+
+def test_sluice_validate_shows_its_progress_on_stderr_when_asked_and_keeps_stdout_for_the_report(healthy_uri,
+                                                                                                  docs_dir):
+    import re
+
+    shown = CliRunner().invoke(validate_command, [healthy_uri, "--data-docs", str(docs_dir), "--json", "--progress"])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stderr.splitlines()
+    assert lines[0] == f"validating {healthy_uri} ..."
+    assert re.fullmatch(rf"validating {re.escape(healthy_uri)}: done in \d+\.\d s", lines[1]), lines
+    assert json.loads(shown.stdout)["ok"] is True
+    quiet = CliRunner().invoke(validate_command, [healthy_uri, "--data-docs", str(docs_dir), "--json"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""  # off a terminal, without the flag: nothing

@@ -83,3 +83,42 @@ def run(runtime: str, **kwargs: Any) -> tuple[dict[str, Any], ListSink]:
     client = env.execute_async(f"operator-metrics-{runtime}")
     client.get_job_execution_result().result(600)
     return client.status_details(), sink
+
+
+# -- a stateless chain of its own: a map after a union of two sources --------------------------------------------
+#
+#    low:  n = 0..299 in two splits of 150, keeps n < 100   subtask 0: in 150, out 100; subtask 1: in 150, out 0
+#    high: n = 1000..1199 in two splits of 100              subtask 0: in 100, out 100; subtask 1: in 100, out 100
+#    Map -> Sink, fed over FORWARD edges from both         subtask 0: in 200, out 200; subtask 1: in 100, out 100
+
+UNION_EXPECTED = {  # vertex name -> [(subtask, records in, records out)]
+    "low -> Filter": [(0, 150, 100), (1, 150, 0)],
+    "high": [(0, 100, 100), (1, 100, 100)],
+    "Map -> Sink(ListSink)": [(0, 200, 200), (1, 100, 100)],
+}
+
+
+def below_100(event: tuple) -> bool:
+    return event[1] < 100
+
+
+def plus_one(event: tuple) -> tuple:
+    return (event[0], event[1] + 1)
+
+
+def run_union(runtime: str) -> tuple[dict[str, Any], ListSink]:
+    """The union job above, run to its end at parallelism 2: its final status and its sink."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime(runtime)
+    env.set_parallelism(2)
+    env.set_max_parallelism(16)
+    if runtime == "spark":
+        env.set_runtime_option("epoch_records", 60)
+    sink = ListSink()
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(event_time)
+    low = env.from_source(CollectionSource([("low", n) for n in range(300)], num_splits=2), strategy, "low")
+    high = env.from_source(CollectionSource([("high", n) for n in range(1000, 1200)], num_splits=2), strategy, "high")
+    low.filter(below_100).union(high).map(plus_one).sink_to(sink)
+    client = env.execute_async(f"operator-metrics-union-{runtime}")
+    client.get_job_execution_result().result(600)
+    return client.status_details(), sink

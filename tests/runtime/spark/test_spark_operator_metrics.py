@@ -1,4 +1,5 @@
-"""Per-operator counts on Spark, and the same counts on both runtimes for the same bounded job (issue 18).
+"""Per-operator counts on Spark, per subtask for sources and keyed vertices, and the same counts on both runtimes
+for the same bounded job (issue 18).
 
 The job and its hand-computed counts: tests/runtime/spark/operator_metrics_jobs.py.  Also on Spark: the epoch
 durations the runtime buckets for ``sluice_epoch_duration_seconds``, and the per-operator state size of the
@@ -14,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engine.elements import MAX_WATERMARK
 from engine.master.metrics import JobMetrics
-from operator_metrics_jobs import EXPECTED, run
+from operator_metrics_jobs import EXPECTED, UNION_EXPECTED, run, run_union
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +33,10 @@ def test_spark_reports_each_chains_records_in_and_out_as_hand_computed(on_spark)
     assert _counts(on_spark) == EXPECTED
     ops = on_spark["operators"]
     assert ops["v0.n0.numbers"]["name"] == "numbers -> Filter -> FlatMap"
-    # a source reads one task per split on Spark: no subtasks to list; keyed vertices list theirs
-    assert ops["v0.n0.numbers"]["subtasks"] == []
+    # a source reads one task per split on Spark; each split's counts go to the subtask reading it locally:
+    # split 0 (n = 0..499) to subtask 0, split 1 to subtask 1, each 500 in, 250 even + 125 doubled = 375 out
+    assert [(s["index"], s["records_in"], s["records_out"], s["watermark_ms"])
+            for s in ops["v0.n0.numbers"]["subtasks"]] == [(0, 500, 375, MAX_WATERMARK), (1, 500, 375, MAX_WATERMARK)]
     for uid in ("window", "sums"):
         subtasks = ops[uid]["subtasks"]
         assert [s["index"] for s in subtasks] == [0, 1]
@@ -46,7 +49,9 @@ def test_both_runtimes_report_the_same_counts_for_the_same_bounded_job(on_spark)
     local, sink = run("local")
     assert len(sink.values) == 50
     assert _counts(local) == _counts(on_spark) == EXPECTED
-    for uid in ("window", "sums"):  # the same key groups on the same subtasks (test_spark_key_group_parity.py)
+    # the same key groups on the same subtasks (test_spark_key_group_parity.py); the same splits on the same
+    # source subtasks (engine/io/source.py assigned_splits)
+    for uid in ("v0.n0.numbers", "window", "sums"):
         assert [(s["index"], s["records_in"], s["records_out"]) for s in local["operators"][uid]["subtasks"]] == \
             [(s["index"], s["records_in"], s["records_out"]) for s in on_spark["operators"][uid]["subtasks"]]
     for uid in EXPECTED:
@@ -84,3 +89,23 @@ def test_state_size_per_operator_is_the_last_completed_checkpoints(spark, tmp_pa
         expected[uid] += handle.bytes
     assert status["state_size_bytes"] == expected
     assert expected["sums"] > 0  # the rolling sums are keyed state
+
+
+@pytest.fixture(scope="module")
+def union_on_spark(spark) -> dict[str, Any]:
+    status, sink = run_union("spark")
+    assert len(sink.values) == 300
+    return status
+
+
+def _by_name(status: dict[str, Any]) -> dict[str, list[tuple[int, int, int]]]:
+    return {op["name"]: [(s["index"], s["records_in"], s["records_out"]) for s in op["subtasks"]]
+            for op in status["operators"].values()}
+
+
+def test_a_stateless_chain_of_its_own_lists_its_subtasks_on_spark_as_the_local_runtime_does(union_on_spark):
+    local, sink = run_union("local")
+    assert len(sink.values) == 300
+    assert _by_name(union_on_spark) == _by_name(local) == UNION_EXPECTED
+    for op in union_on_spark["operators"].values():
+        assert [s["watermark_ms"] for s in op["subtasks"]] == [MAX_WATERMARK, MAX_WATERMARK]
