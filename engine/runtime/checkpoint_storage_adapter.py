@@ -27,17 +27,15 @@ Partial: state of a declined or expired checkpoint written to storage is left fo
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from engine.api.graph import SinkTransformation
+from engine.api.graph import SinkTransformation, safe_name
 from engine.checkpointing.channel_state import InputChannelState
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
-from engine.runtime.operator_metrics import operator_state_sizes
 from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
 from engine.checkpointing.discarder import CheckpointDiscarder
 from engine.checkpointing.job_status import JobStatus
@@ -46,14 +44,8 @@ from engine.checkpointing.task_state import TaskSnapshot, TaskStateSnapshot
 from engine.elements import StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
 from engine.errors import CorruptSnapshotError
 from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION, MaterializedOperatorSnapshot, OperatorSnapshot
-from engine.state import codec
-
-CHANNEL_STATE_SUFFIX = ".channel-state"
-CHANNEL_STATE_TABLE = "channel_state"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-from engine.runtime.snapshot_metadata import (  # noqa: E402
+from engine.runtime.operator_metrics import operator_state_sizes
+from engine.runtime.snapshot_metadata import (
     SOURCE_STAGE_SUFFIX,
     VALVE_SUFFIX,
     operator_config,
@@ -66,12 +58,10 @@ from engine.runtime.snapshot_metadata import (  # noqa: E402
     state_table_name,
     stored_table_name,
 )
+from engine.state import codec
 
-
-def safe_name(text: str) -> str:
-    """A storage-safe name (checkpoints.layout.check_name) for an operator uid or table name."""
-    cleaned = _UNSAFE.sub("_", text)[:180]
-    return cleaned if cleaned[:1].isalnum() else "x" + cleaned
+CHANNEL_STATE_SUFFIX = ".channel-state"
+CHANNEL_STATE_TABLE = "channel_state"
 
 
 def task_id_of(vertex_key: str, subtask: int) -> str:

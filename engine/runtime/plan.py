@@ -26,6 +26,7 @@ from engine.api.graph import (
     Transformation,
     UnionTransformation,
     WindowTransformation,
+    safe_name,
     topological_order,
 )
 from engine.errors import JobDefinitionError
@@ -167,8 +168,6 @@ def build_plan(sinks: list[Transformation], default_parallelism: int, max_parall
 
 def _planned_uid(v: Vertex, position: int, node: Transformation) -> str:
     """The user's uid, else the node's place in the plan: vertex id, position in the chain, name."""
-    from engine.runtime.checkpoint_storage_adapter import safe_name
-
     return safe_name(node.uid) if node.uid else safe_name(f"v{v.id}.n{position}.{node.name}")
 
 

@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 
+from engine.api.graph import safe_name
 from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore
@@ -75,8 +76,6 @@ def window_uid(v: Any) -> str:
 
 def storage_uid(uid: str) -> str:
     """An operator uid as a storage path segment: the local runtime's ``safe_name``, so both agree."""
-    from engine.runtime.checkpoint_storage_adapter import safe_name
-
     return safe_name(uid)
 
 
