@@ -45,6 +45,7 @@ from engine.api.graph import (
     SinkTransformation,
     TimestampsAndWatermarksTransformation,
     Transformation,
+    safe_name,
 )
 from engine.checkpointing.barrier_handlers import create_checkpoint_barrier_handler
 from engine.checkpointing.channel_state import InMemoryChannelStateWriter
@@ -63,10 +64,12 @@ from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBr
 from engine.operators.keyed_process import KeyedProcessOperator
 from engine.operators.simple import CollectOperator, FilterOperator, FlatMapOperator, MapOperator, SinkOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
-from engine.runtime.checkpoint_storage_adapter import RestorePoint, safe_name, task_id_of
+from engine.runtime.checkpoint_storage_adapter import RestorePoint, task_id_of
 from engine.runtime.local.channels import Channel, InputGate
 from engine.runtime.local.checkpointing import JsonStateOperator, LocalTaskGateway, Mailbox
 from engine.runtime.local.faults import FaultKind
+from engine.runtime.local.job_client import LocalJobClient
+from engine.runtime.local.job_run import JobRun, JobStopped
 from engine.runtime.local.tasks import SourceTask, SplitState, StreamTask, Subtask
 from engine.runtime.local.writers import FanOutOutput, RecordWriter
 from engine.runtime.operator_factory import build_operator
@@ -95,10 +98,6 @@ class _PassThrough(OneInputStreamOperator):
 
 class _CollectSinkNode(SinkTransformation):
     pass
-
-
-class JobStopped(Exception):
-    """Internal: the attempt ends on request (cancel, stop-with-savepoint); not a failure."""
 
 
 #: an idle unbounded job polls its sources with a sleep doubling from MIN to MAX; new data, a due
@@ -162,8 +161,6 @@ class LocalRuntime:
 
     def _prepare(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
                  from_savepoint: str | None = None) -> Any:
-        from engine.runtime.local.job_run import JobRun
-
         collected: dict[int, list[Any]] = {}
         roots: list[Transformation] = list(sinks)
         for node in collect:
@@ -171,7 +168,7 @@ class LocalRuntime:
             collected[node.id] = target
             # non-parallel, as Flink's collect sink: a non-parallel stream (window_all) arrives in its order
             roots.append(_CollectSinkNode(name="Collect", inputs=[node], sink=target, parallelism=1))
-        return JobRun(self, job_name, roots, collected, from_savepoint or self.from_savepoint)
+        return JobRun(self, job_name, roots, collected, from_savepoint or self.from_savepoint, new_attempt=LocalJob)
 
     def execute(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
                 from_savepoint: str | None = None) -> Any:
@@ -181,8 +178,6 @@ class LocalRuntime:
     def submit(self, job_name: str, sinks: list[Transformation], collect: list[Transformation] = (),  # type: ignore[assignment]
                from_savepoint: str | None = None) -> Any:
         """Start the job on its own scheduler thread and return its control handle (LocalJobClient)."""
-        from engine.runtime.local.job_client import LocalJobClient
-
         client = LocalJobClient(self._prepare(job_name, sinks, list(collect), from_savepoint))
         client.start()
         return client

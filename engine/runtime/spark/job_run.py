@@ -40,13 +40,12 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from engine.api.environment import JobExecutionResult
 from engine.api.restart import restart_strategy_of
 from engine.checkpointing.job_status import JobStatus
 from engine.errors import CorruptSnapshotError, JobFailedError
 from engine.io.dead_letter_output import dead_letter_history
 from engine.runtime.spark.checkpointing import RestorableCheckpoint
-from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
+from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
 from engine.runtime.histories import BoundedHistory, history_limits
 from engine.runtime.recovery import (
     discard_orphaned_staging,

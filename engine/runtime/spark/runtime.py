@@ -65,8 +65,7 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from engine.api.environment import JobExecutionResult
-from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
+from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
 from engine.runtime.histories import BoundedHistory, history_limits
 from engine.api.graph import KeyedProcessTransformation, SinkTransformation, Transformation, WindowTransformation
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
