@@ -18,15 +18,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from engine.api.graph import (
-    BroadcastProcessTransformation,
-    KeyedProcessTransformation,
-    MapTransformation,
-    Partitioning,
-    PartitionTransformation,
-    Transformation,
-    UnionTransformation,
-)
 from engine.api.fields import FieldKeySelector, is_field
 from engine.api.functions import (
     BroadcastProcessFunction,
@@ -35,6 +26,15 @@ from engine.api.functions import (
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     check_callable,
+)
+from engine.api.graph import (
+    BroadcastProcessTransformation,
+    KeyedProcessTransformation,
+    MapTransformation,
+    Partitioning,
+    PartitionTransformation,
+    Transformation,
+    UnionTransformation,
 )
 from engine.api.typeinfo import check_type_info
 from engine.errors import JobDefinitionError

@@ -11,6 +11,9 @@ import logging
 import time
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
+from engine.api.graph import SinkTransformation, topological_order
+from engine.errors import CorruptSnapshotError, JobFailedError, fenced_cause
+
 log = logging.getLogger(__name__)
 
 C = TypeVar("C")
@@ -21,8 +24,6 @@ def restart_delay_after(failure: BaseException, backoff: Any, clock: Any, job_na
     """How long to wait before restarting after ``failure``, or None when the job must not restart: its
     restart strategy allows no more, or the master was fenced (another master owns the job).  Logged either
     way: a restart's cause is otherwise lost once the next attempt runs."""
-    from engine.errors import fenced_cause
-
     if fenced_cause(failure) is not None:
         log.error("job %s: fenced, not restarting: %s", job_name, failure)
         return None
@@ -69,8 +70,9 @@ def newest_readable_restore_point(job_name: str, candidates: Iterable[tuple[int,
     - When candidates exist but none is readable, the job fails with a ``CorruptSnapshotError`` naming each
       problem: starting over instead would emit results the sinks already committed a second time.
     """
+    # checkpoints.* imports engine.errors, which loads the engine package: imported here, not at module level,
+    # so that `import checkpoints...` first (the CLI, Airflow) never meets a half-initialised checkpoints package
     from checkpoints.errors import SnapshotNotFound, StorageUnavailable
-    from engine.errors import CorruptSnapshotError, JobFailedError
 
     problems: list[str] = []
     for checkpoint_id, candidate in candidates:
@@ -120,8 +122,6 @@ def sinks_that_committed(roots: Iterable[Any], checkpoint_id: int) -> list[str]:
 
 def _sinks(roots: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
     """(node, sink) of every sink reachable from ``roots``."""
-    from engine.api.graph import SinkTransformation, topological_order
-
     for node in topological_order(list(roots)):
         sink = getattr(node, "sink", None) if isinstance(node, SinkTransformation) else None
         if sink is not None:

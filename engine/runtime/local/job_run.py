@@ -24,9 +24,10 @@ from engine.checkpointing.job_status import JobStatus
 from engine.errors import JobFailedError
 from engine.io.dead_letter_output import dead_letter_history
 from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter, RestorePoint, load_restore_point
-from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id  # noqa: F401 - re-exported
 from engine.runtime.histories import BoundedHistory, history_limits
+from engine.runtime.local.checkpointing import Mailbox
+from engine.runtime.local.faults import FaultKind
 from engine.runtime.plan import PhysicalPlan, build_plan
 from engine.runtime.recovery import (
     discard_orphaned_staging,
@@ -192,8 +193,6 @@ class JobRun:
     def on_checkpoint_completed(self, job: Any, checkpoint_id: int, first_task: bool, final: bool = False) -> None:
         if not first_task:
             return
-        from engine.runtime.local.faults import FaultKind
-
         latest = self.store.get_latest_checkpoint()
         pointer = self.adapter.external_pointers.pop(checkpoint_id, None)  # read once: here
         is_savepoint = latest is not None and latest.checkpoint_id == checkpoint_id and latest.is_savepoint()

@@ -42,6 +42,7 @@ from engine.api.graph import (
     BroadcastProcessTransformation,
     KeyedProcessTransformation,
     MapTransformation,
+    Partitioning,
     SinkTransformation,
     TimestampsAndWatermarksTransformation,
     Transformation,
@@ -77,7 +78,7 @@ from engine.runtime.operator_metrics import operator_entry, smallest_watermark, 
 from engine.runtime.plan import PhysicalPlan, Vertex
 from engine.runtime.snapshot_metadata import saved_split_key, source_split_key
 from engine.state import codec
-from engine.state.key_groups import key_group_range_for_operator
+from engine.state.key_groups import KeyGroupRange, key_group_range_for_operator
 from engine.watermarks.strategy import WatermarkStrategy
 
 DEFAULT_BUNDLE_SIZE = 1024
@@ -290,8 +291,6 @@ class LocalJob:
         plan = self.plan
         gates: dict[tuple[int, int], list[Channel]] = {}
         edge_channels: dict[int, dict[int, list[Channel]]] = {}  # id(edge) -> source subtask -> channels by target
-        from engine.api.graph import Partitioning
-
         for v in plan.vertices:
             for j in range(v.parallelism):
                 channels: list[Channel] = []
@@ -701,7 +700,5 @@ class LocalJob:
 
 
 def _range(snapshot: Any) -> Any:
-    from engine.state.key_groups import KeyGroupRange
-
     start, end = snapshot.metadata["key_group_range"]
     return KeyGroupRange(start, end)
