@@ -7,9 +7,11 @@ Two checks, both over the source tree of this checkout (``engine``, ``checkpoint
   ``if TYPE_CHECKING:`` are left out, since they never run.  A failure names each cycle with the line of
   every import in it.  import-linter's ``acyclic_siblings`` cannot say this for modules of different top
   packages (``engine`` <-> ``checkpoints``), so this walk is done here;
-- ``lint-imports`` keeps every contract in ``pyproject.toml`` (no cycle between the subpackages of any
-  package below ``engine``, of ``checkpoints``, of ``sluice``; the API never imports a runtime; runtimes
-  never import the API facade; windowing never imports a runtime).
+- ``lint-imports`` keeps every contract in ``pyproject.toml``: no cycle between the subpackages of any
+  package below ``engine``, of ``checkpoints``, of ``sluice``; engine's subpackages layered (cli, master,
+  api, runtime, graph, io, windowing, operators, ... errors) but for a listed set of upward imports that can
+  only shrink; the API never imports a runtime; runtimes never import the API facade; windowing never
+  imports a runtime.
 
 Both run in a subprocess whose ``PYTHONPATH`` starts with this checkout, so they check these files even
 where the installed (editable) package points at another tree.

@@ -27,7 +27,9 @@ from engine.api.functions import (
     KeyedCoProcessFunction,
     check_callable,
 )
-from engine.api.graph import (
+from engine.api.typeinfo import check_type_info
+from engine.errors import JobDefinitionError
+from engine.graph.transformations import (
     BroadcastProcessTransformation,
     KeyedProcessTransformation,
     MapTransformation,
@@ -36,8 +38,6 @@ from engine.api.graph import (
     Transformation,
     UnionTransformation,
 )
-from engine.api.typeinfo import check_type_info
-from engine.errors import JobDefinitionError
 from engine.operators.co_functions import (
     FIRST,
     SECOND,

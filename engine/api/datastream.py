@@ -1,6 +1,6 @@
 """``DataStream``, ``KeyedStream`` and ``SingleOutputStreamOperator`` (PyFlink's DataStream API).
 
-Methods only record transformations in the logical graph (engine.api.graph)
+Methods only record transformations in the logical graph (engine.graph.transformations)
 after validating their arguments; running happens in ``execute`` /
 ``execute_and_collect`` through the environment's runtime.
 """
@@ -13,7 +13,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from engine.api.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from engine.api.fields import FieldKeySelector, check_field_of_input, is_field
 from engine.api.functions import KeyedProcessFunction, OutputTag, ReduceFunction, check_callable
-from engine.api.graph import (
+from engine.api.time import SizeLike, positive_millis
+from engine.api.typeinfo import check_type_info
+from engine.api.windowed_stream import AllWindowedStream, WindowedStream
+from engine.errors import JobDefinitionError
+from engine.graph.transformations import (
     AsyncTransformation,
     declared_output_type,
     KeyedProcessTransformation,
@@ -27,10 +31,6 @@ from engine.api.graph import (
     Transformation,
     UnionTransformation,
 )
-from engine.api.time import SizeLike, positive_millis
-from engine.api.typeinfo import check_type_info
-from engine.api.windowed_stream import AllWindowedStream, WindowedStream
-from engine.errors import JobDefinitionError
 from engine.io.file_sink import FileSink
 from engine.io.sink import PrintSink
 from engine.operators.keyed_process import RollingAggregation

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from engine.api.datastream import DataStream, TimeCharacteristic
-from engine.api.graph import SinkTransformation, SourceTransformation, Transformation
 from engine.api.job_client import JobClient
 from engine.api.restart import RestartStrategyConfiguration
 from engine.api.typeinfo import check_type_info
 from engine.checkpointing.config import CheckpointConfig, CheckpointingMode
 from engine.clock import SystemClock
 from engine.errors import JobDefinitionError
+from engine.graph.transformations import SinkTransformation, SourceTransformation, Transformation
 from engine.io.collection_source import CollectionSource
 from engine.io.file_source import FileSource
 from engine.io.source import Source

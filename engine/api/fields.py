@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.api.graph import (
+from engine.api.typeinfo import RowTypeInfo, TupleTypeInfo
+from engine.errors import JobDefinitionError
+from engine.graph.transformations import (
     MapTransformation,
     PartitionTransformation,
     SourceTransformation,
@@ -20,8 +22,6 @@ from engine.api.graph import (
     UnionTransformation,
     declared_output_type,
 )
-from engine.api.typeinfo import RowTypeInfo, TupleTypeInfo
-from engine.errors import JobDefinitionError
 from engine.io.collection_source import CollectionSource
 
 

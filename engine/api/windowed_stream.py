@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from engine.api.functions import AggregateFunction, OutputTag, ProcessWindowFunction, ReduceFunction, WindowFunction
-from engine.api.graph import (
+from engine.api.time import SizeLike, non_negative_millis
+from engine.api.typeinfo import check_type_info
+from engine.errors import JobDefinitionError
+from engine.graph.transformations import (
     SourceTransformation,
     TimestampsAndWatermarksTransformation,
     WindowTransformation,
     declared_output_type,
 )
-from engine.api.time import SizeLike, non_negative_millis
-from engine.api.typeinfo import check_type_info
-from engine.errors import JobDefinitionError
 from engine.windowing import aggregations
 from engine.windowing.aggregations import ReduceAggregate
 from engine.windowing.assigners import MergingWindowAssigner, WindowAssigner, default_trigger_of

@@ -33,7 +33,6 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from engine.api.graph import SinkTransformation, safe_name
 from engine.checkpointing.channel_state import InputChannelState
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
@@ -43,6 +42,7 @@ from engine.checkpointing.properties import CheckpointProperties
 from engine.checkpointing.task_state import TaskSnapshot, TaskStateSnapshot
 from engine.elements import StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
 from engine.errors import CorruptSnapshotError
+from engine.graph.transformations import SinkTransformation, safe_name
 from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION, MaterializedOperatorSnapshot, OperatorSnapshot
 from engine.runtime.operator_metrics import operator_state_sizes
 from engine.runtime.snapshot_metadata import (

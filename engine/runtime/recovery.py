@@ -11,8 +11,8 @@ import logging
 import time
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
-from engine.api.graph import SinkTransformation, topological_order
 from engine.errors import CorruptSnapshotError, JobFailedError, fenced_cause
+from engine.graph.transformations import SinkTransformation, topological_order
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from engine.api.graph import WindowTransformation
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, WatermarkStatus
+from engine.graph.transformations import WindowTransformation
 from engine.operators.timestamps_watermarks import FORMAT_VERSION as STAGE_FORMAT_VERSION
 from engine.state import codec
 from engine.watermarks.valve import VALVE_FORMAT_VERSION

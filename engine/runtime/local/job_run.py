@@ -22,13 +22,13 @@ from engine.api.restart import restart_strategy_of
 from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
 from engine.checkpointing.job_status import JobStatus
 from engine.errors import JobFailedError
+from engine.graph.plan import PhysicalPlan, build_plan
 from engine.io.dead_letter_output import dead_letter_history
 from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter, RestorePoint, load_restore_point
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id  # noqa: F401 - re-exported
 from engine.runtime.histories import BoundedHistory, history_limits
 from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.local.faults import FaultKind
-from engine.runtime.plan import PhysicalPlan, build_plan
 from engine.runtime.recovery import (
     discard_orphaned_staging,
     newest_readable_restore_point,

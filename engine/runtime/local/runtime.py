@@ -38,16 +38,6 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from engine.api.graph import (
-    BroadcastProcessTransformation,
-    KeyedProcessTransformation,
-    MapTransformation,
-    Partitioning,
-    SinkTransformation,
-    TimestampsAndWatermarksTransformation,
-    Transformation,
-    safe_name,
-)
 from engine.checkpointing.barrier_handlers import create_checkpoint_barrier_handler
 from engine.checkpointing.channel_state import InMemoryChannelStateWriter
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
@@ -58,6 +48,18 @@ from engine.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpoin
 from engine.checkpointing.task_state import TaskSnapshot
 from engine.elements import MIN_WATERMARK, CheckpointType
 from engine.errors import IllegalStateError, JobDefinitionError
+from engine.graph.operator_factory import build_operator
+from engine.graph.plan import PhysicalPlan, Vertex
+from engine.graph.transformations import (
+    BroadcastProcessTransformation,
+    KeyedProcessTransformation,
+    MapTransformation,
+    Partitioning,
+    SinkTransformation,
+    TimestampsAndWatermarksTransformation,
+    Transformation,
+    safe_name,
+)
 from engine.io.sink import PrintSink
 from engine.io.source import assigned_splits, source_monitor_interval_ms
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
@@ -73,9 +75,7 @@ from engine.runtime.local.job_client import LocalJobClient
 from engine.runtime.local.job_run import JobRun, JobStopped
 from engine.runtime.local.tasks import SourceTask, SplitState, StreamTask, Subtask
 from engine.runtime.local.writers import FanOutOutput, RecordWriter
-from engine.runtime.operator_factory import build_operator
 from engine.runtime.operator_metrics import operator_entry, smallest_watermark, vertex_key
-from engine.runtime.plan import PhysicalPlan, Vertex
 from engine.runtime.snapshot_metadata import saved_split_key, source_split_key
 from engine.state import codec
 from engine.state.key_groups import KeyGroupRange, key_group_range_for_operator

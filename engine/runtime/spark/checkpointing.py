@@ -47,7 +47,6 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 
-from engine.api.graph import safe_name
 from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore
@@ -57,6 +56,7 @@ from engine.checkpointing.job_status import JobStatus
 from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
+from engine.graph.transformations import safe_name
 from engine.runtime.histories import BoundedHistory, history_limits
 from engine.runtime.operator_metrics import operator_state_sizes
 from engine.runtime.recovery import persist_dead_letters

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Container
 
-from engine.api.graph import SinkTransformation
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK
+from engine.graph.transformations import SinkTransformation
 from engine.runtime.operator_metrics import MAX_SUBTASKS_LISTED, operator_entry, vertex_key
 
 Edge = tuple[int, str | None, int]

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from engine.api.graph import AsyncTransformation, TimestampsAndWatermarksTransformation, Transformation, WindowTransformation
 from engine.clock import Clock
 from engine.elements import MAX_WATERMARK, StreamRecord, Watermark, WatermarkStatusElement
 from engine.errors import IllegalStateError
+from engine.graph.transformations import (
+    AsyncTransformation,
+    TimestampsAndWatermarksTransformation,
+    Transformation,
+    WindowTransformation,
+)
 from engine.operators.async_io import AsyncWaitOperator
 from engine.operators.base import OneInputStreamOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.api.graph import (
+from engine.errors import JobDefinitionError
+from engine.graph.transformations import (
     MapTransformation,
     Partitioning,
     PartitionTransformation,
@@ -29,7 +30,6 @@ from engine.api.graph import (
     safe_name,
     topological_order,
 )
-from engine.errors import JobDefinitionError
 
 
 @dataclass(eq=False)

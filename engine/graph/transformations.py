@@ -48,7 +48,7 @@ class Transformation:
     uid: str | None = None
     id: int = field(default_factory=next_node_id)
 
-    #: set by engine.runtime.plan.build_plan: the id this node's state is stored under
+    #: set by engine.graph.plan.build_plan: the id this node's state is stored under
     planned_uid: str | None = field(default=None, repr=False, compare=False)
     #: the TypeInformation the job declared for this node's records (PyFlink's ``output_type`` /
     #: ``type_info``), None if none; only ``print()`` looks at it, see :func:`declared_output_type`
