@@ -33,6 +33,16 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from checkpoints import (
+    CheckpointMetadata,
+    CheckpointStorage,
+    OperatorState as StoredOperator,
+    RetainedCheckpointStore as PersistentStore,
+    SnapshotProperties as StoredProperties,
+    SubtaskState,
+    load_snapshot,
+    open_store,
+)
 from engine.checkpointing.channel_state import InputChannelState
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
@@ -262,8 +272,6 @@ class CheckpointStorageAdapter:
         #: bytes per operator uid of the newest finalized checkpoint or savepoint (sluice_state_size_bytes)
         self.last_operator_sizes: dict[str, int] = {}
         if storage_dir is not None:
-            from checkpoints import CheckpointStorage, RetainedCheckpointStore as PersistentStore, open_store
-
             self._storage = CheckpointStorage(open_store(storage_dir), job_id)
             self._persistent_store = PersistentStore(self._storage, retained=num_retained, fence=fence)
             self._persistent_store.recover()
@@ -303,8 +311,6 @@ class CheckpointStorageAdapter:
         with self._lock:
             location = self._locations.get(checkpoint_id)
             if location is None:
-                from checkpoints import CheckpointStorage, open_store
-
                 target = self._savepoint_targets.get(checkpoint_id)
                 if target is not None:
                     storage = CheckpointStorage(open_store(target), self.job_id)
@@ -356,11 +362,6 @@ class CheckpointStorageAdapter:
         cid = completed.checkpoint_id
         if not self.is_persistent(cid):
             return None
-        from checkpoints import CheckpointMetadata
-        from checkpoints import SnapshotProperties as StoredProperties
-        from checkpoints import OperatorState as StoredOperator
-        from checkpoints import SubtaskState
-
         subtasks: dict[str, list[Any]] = {}
         configs: dict[str, dict[str, Any]] = {}
         for task_id, state in completed.task_states.items():
@@ -485,8 +486,6 @@ class AdapterCompletedCheckpointStore(CompletedCheckpointStore):
 
 def load_restore_point(uri: str, **store_options: Any) -> RestorePoint:
     """Open a savepoint or retained checkpoint folder (full validation, checkpoints.load_snapshot) for restore."""
-    from checkpoints import load_snapshot
-
     snapshot = load_snapshot(uri, **store_options)
     meta = snapshot.metadata
     point = RestorePoint(meta.checkpoint_id, dict(meta.source_positions), is_savepoint=meta.is_savepoint(),

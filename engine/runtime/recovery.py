@@ -11,6 +11,8 @@ import logging
 import time
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
+from checkpoints.errors import SnapshotNotFound, StorageUnavailable
+from checkpoints.orphans import staged_parts_in_use
 from engine.errors import CorruptSnapshotError, JobFailedError, fenced_cause
 from engine.graph.transformations import SinkTransformation, topological_order
 
@@ -70,10 +72,6 @@ def newest_readable_restore_point(job_name: str, candidates: Iterable[tuple[int,
     - When candidates exist but none is readable, the job fails with a ``CorruptSnapshotError`` naming each
       problem: starting over instead would emit results the sinks already committed a second time.
     """
-    # checkpoints.* imports engine.errors, which loads the engine package: imported here, not at module level,
-    # so that `import checkpoints...` first (the CLI, Airflow) never meets a half-initialised checkpoints package
-    from checkpoints.errors import SnapshotNotFound, StorageUnavailable
-
     problems: list[str] = []
     for checkpoint_id, candidate in candidates:
         while True:
@@ -141,8 +139,6 @@ def discard_orphaned_staging(roots: Iterable[Any], storage: Any = None) -> None:
     """
     keep: set[str] = set()
     if storage is not None:
-        from checkpoints.orphans import staged_parts_in_use
-
         try:
             named, unreadable = staged_parts_in_use(storage.store, storage.job_id, storage.savepoint_store)
         except Exception as exc:  # noqa: BLE001 - storage down: keeping garbage is safe, deleting a named part is not
