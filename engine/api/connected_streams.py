@@ -106,7 +106,6 @@ class ConnectedStreams:
 
     def map(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
         """``map1`` for the first stream's records, ``map2`` for the second's."""
-
         if not isinstance(func, CoMapFunction):
             raise JobDefinitionError("func", func, "must be a CoMapFunction (with map1 and map2)",
                                      "Subclass engine.CoMapFunction; for one input use DataStream.map")
@@ -116,7 +115,6 @@ class ConnectedStreams:
 
     def flat_map(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
         """``flat_map1`` / ``flat_map2``, each returning or yielding any number of results."""
-
         if not isinstance(func, CoFlatMapFunction):
             raise JobDefinitionError("func", func, "must be a CoFlatMapFunction (with flat_map1 and flat_map2)",
                                      "Subclass engine.CoFlatMapFunction; for one input use DataStream.flat_map")
@@ -126,7 +124,6 @@ class ConnectedStreams:
 
     def process(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
         """Run a KeyedCoProcessFunction on the two keyed inputs: keyed state and timers shared by both."""
-
         check_type_info(output_type, "output_type")
         if not isinstance(func, KeyedCoProcessFunction):
             raise JobDefinitionError(
@@ -175,7 +172,6 @@ class BroadcastConnectedStream:
 
     def process(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
         """A KeyedBroadcastProcessFunction after a KeyedStream, a BroadcastProcessFunction otherwise."""
-
         check_type_info(output_type, "output_type")
         keyed = self._key_selector is not None
         expected = KeyedBroadcastProcessFunction if keyed else BroadcastProcessFunction

@@ -274,7 +274,6 @@ class KeyedStream(DataStream):
         per timer, with keyed state from ``open(runtime_context)``; yield ``(output_tag, value)`` for a side
         output.  State and timers are in checkpoints and savepoints; both runtimes run it.
         """
-
         check_type_info(output_type, "output_type")
         if not isinstance(func, KeyedProcessFunction):
             raise JobDefinitionError(
