@@ -16,7 +16,10 @@ from typing import Any
 import click
 
 from checkpoints.backends import open_store
+from checkpoints.errors import InvalidStorageUri
 from checkpoints.inspect import inspect_snapshot, list_checkpoints
+from checkpoints.lease import read_lease
+from checkpoints.orphans import clean_orphans
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK
 
 
@@ -166,9 +169,6 @@ def clean_command(job_id: str, storage: str, savepoint_root: str | None, grace_s
     """
     import tempfile
 
-    from checkpoints.errors import InvalidStorageUri
-    from checkpoints.orphans import clean_orphans
-
     if outputs and not savepoint_root:
         raise click.UsageError(
             "--output needs --savepoint-dir: a staged part may be named only by a savepoint's commit handle, and "
@@ -185,8 +185,6 @@ def clean_command(job_id: str, storage: str, savepoint_root: str | None, grace_s
         raise click.BadParameter(str(exc), param_hint="--output") from None
     if job_stopped:
         import time
-
-        from checkpoints.lease import read_lease
 
         view = read_lease(store, job_id)
         now_ms = int(time.time() * 1000)

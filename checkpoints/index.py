@@ -20,6 +20,7 @@ from checkpoints.backends.base import ObjectStore
 from checkpoints.errors import (
     ConcurrentIndexUpdate,
     IndexUpdateOutcomeUnknown,
+    LeaseLost,
     ObjectNotFound,
     PreconditionFailed,
     StorageUnavailable,
@@ -131,8 +132,6 @@ def fence_index(store: ObjectStore, job_id: str, writer_id: str, fencing_token: 
     if view.etag is None:
         return view
     if view.index.fencing_token > fencing_token:
-        from checkpoints.errors import LeaseLost
-
         raise LeaseLost(f"job {job_id!r}: the index was already written under fencing token "
                         f"{view.index.fencing_token}, newer than this master's {fencing_token}")
     fenced = RetainedCheckpointsIndex(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from engine.errors import JobDefinitionError
+from engine.errors import CorruptSnapshotError, JobDefinitionError
 
 METADATA_FILE = "_metadata"
 INDEX_FILE = "_retained.json"
@@ -115,8 +115,6 @@ def resolve(snapshot_dir: str, job_shared_dir: str | None, relative_path: str) -
     (only checkpoints have one), anything else is inside the snapshot folder."""
     if is_shared_path(relative_path):
         if job_shared_dir is None:
-            from engine.errors import CorruptSnapshotError
-
             raise CorruptSnapshotError(
                 f"{relative_path!r} points into a job's shared/ folder, but this snapshot must be self-contained"
             )

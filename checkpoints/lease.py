@@ -66,6 +66,7 @@ from checkpoints.errors import (
     StorageUnavailable,
 )
 from checkpoints.layout import lease_key
+from engine.errors import JobDefinitionError
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +161,6 @@ class LeaseKeeper:
                  safety_margin_ms: int | None = None, started_by: str = "", holder: str | None = None,
                  wall_ms: Callable[[], int] = _wall_ms, monotonic: Callable[[], float] = time.monotonic) -> None:
         if type(ttl_ms) is not int or ttl_ms < 1000:
-            from engine.errors import JobDefinitionError
-
             raise JobDefinitionError("lease_ttl_ms", ttl_ms, "must be an int >= 1000",
                                      "the lease must outlive a few heartbeats")
         self.store = store

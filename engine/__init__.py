@@ -6,7 +6,7 @@ seed documents where PyFlink differs.
 
 from engine.api.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from engine.api.datastream import DataStream, KeyedStream, SingleOutputStreamOperator, TimeCharacteristic
-from engine.api.environment import JobExecutionResult, StreamExecutionEnvironment
+from engine.api.environment import StreamExecutionEnvironment
 from engine.api.job_client import JobClient
 from engine.api.restart import RestartStrategies
 from engine.api.functions import (
@@ -32,6 +32,7 @@ from engine.api.windowed_stream import AllWindowedStream, WindowedStream
 from engine.checkpointing.config import CheckpointConfig, CheckpointingMode, ExternalizedCheckpointRetention
 from engine.clock import ManualClock, SystemClock
 from engine.operators.async_io import AsyncFunction
+from engine.runtime.handle import JobExecutionResult
 from engine.api.async_data_stream import AsyncDataStream
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK
 from engine.errors import (

@@ -16,6 +16,8 @@ import logging
 import sys
 from typing import TextIO
 
+from engine.errors import JobDefinitionError
+
 #: the loggers of Sluice's own packages
 SLUICE_LOGGERS = ("engine", "checkpoints", "plugins")
 #: libraries kept at WARNING whatever the level: their INFO lines are about themselves, not the job
@@ -30,8 +32,6 @@ _HANDLER_NAME = "sluice"
 def configure_logging(level: str = "INFO", fmt: str = "human", stream: TextIO | None = None) -> logging.Handler:
     """Send log records of level ``level`` and above from Sluice's loggers (WARNING and above from everyone
     else) to ``stream`` (default stderr) as ``fmt`` lines; calling it again replaces the handler it installed."""
-    from engine.errors import JobDefinitionError
-
     level_name = str(level).upper()
     if level_name not in LEVELS:
         raise JobDefinitionError("log_level", level, f"must be one of {', '.join(LEVELS)}")

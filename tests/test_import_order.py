@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("checkpoints", "engine/api", "engine/io", "engine/master", "engine/runtime", "engine/checkpointing",
+PACKAGES = ("checkpoints", "engine/api", "engine/graph", "engine/io", "engine/master", "engine/runtime", "engine/checkpointing",
             "engine/windowing", "engine/watermarks", "engine/state", "engine/operators")
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from typing import Iterable, Iterator
+from checkpoints.errors import ObjectNotFound
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +80,6 @@ class ObjectStore(abc.ABC):
     def head(self, key: str) -> ObjectInfo: ...
 
     def exists(self, key: str) -> bool:
-        from checkpoints.errors import ObjectNotFound
-
         try:
             self.head(key)
         except ObjectNotFound:

@@ -32,6 +32,7 @@ from typing import Any, Iterable, Iterator
 
 from checkpoints.backends.base import ObjectInfo, ObjectStore
 from checkpoints.errors import ObjectNotFound, PreconditionFailed, StorageUnavailable
+from engine.errors import JobDefinitionError
 
 DEFAULT_MULTIPART_THRESHOLD = 64 << 20
 DEFAULT_PART_SIZE = 16 << 20
@@ -61,8 +62,6 @@ class S3Store(ObjectStore):
         client_options: dict[str, Any] | None = None,
         list_page_size: int = 1000,
     ) -> None:
-        from engine.errors import JobDefinitionError
-
         if not bucket:
             raise JobDefinitionError("bucket", bucket, "must be a non-empty S3 bucket name")
         if retry_mode not in ("standard", "adaptive", "legacy"):

@@ -87,7 +87,7 @@ def load_job_spec(job_spec: str) -> tuple[Any, Any]:
 
 def job_operators(job_spec: str) -> dict[str, JobOperator]:
     """The window operators of the job spec's graph by uid, described as the runtime writes them."""
-    from engine.api.graph import WindowTransformation, topological_order
+    from engine.graph.transformations import WindowTransformation, topological_order
 
     env, result = load_job_spec(job_spec)
     roots = list(getattr(env, "_sinks", []))

@@ -8,7 +8,7 @@ They read it from ``_metadata`` only, never from the job's code.
 
 The runtime writes it (ARCHITECTURE section 5).  :func:`window_operator_config`
 derives the exact ``OperatorState.config`` dict from a
-:class:`engine.api.graph.WindowTransformation`; the runtime must store its
+:class:`engine.graph.transformations.WindowTransformation`; the runtime must store its
 result, plus the fields named in :data:`RUNTIME_FIELDS`, for every window
 operator.  Everything missing is read as :data:`UNKNOWN`, and the checks that
 need it are skipped and reported as "unknown", never guessed.

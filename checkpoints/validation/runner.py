@@ -43,7 +43,11 @@ import pyarrow as pa  # noqa: E402
 from checkpoints.drained import drained_reason  # noqa: E402
 from checkpoints.restore import Snapshot, load_snapshot, read_snapshot_metadata  # noqa: E402
 from checkpoints.validation import frames as F  # noqa: E402
+from checkpoints.validation.asset_frames import asset_of, file_row, files_frame, used_columns  # noqa: E402
+from checkpoints.validation.compatibility import check_compatibility  # noqa: E402
 from checkpoints.validation.previous import previous_source_positions  # noqa: E402
+from checkpoints.validation.records import record_outcome, write_results_json  # noqa: E402
+from checkpoints.validation.spark_frames import spark_frames  # noqa: E402
 from checkpoints.validation.suite_builder import (  # noqa: E402
     FILES,
     SOURCE_OFFSETS,
@@ -51,16 +55,14 @@ from checkpoints.validation.suite_builder import (  # noqa: E402
     SuitePlan,
     build_suites,
     files_asset,
-    sessions_asset,
-    state_asset,
-    timers_asset,
 )
 from checkpoints.validation.user_expectations import (  # noqa: E402
     add_user_expectations,
     load_user_expectations,
     suite_path_for_job,
 )
-from engine.errors import DrainedSnapshotError  # noqa: E402
+from engine.errors import CorruptSnapshotError, DrainedSnapshotError, JobDefinitionError  # noqa: E402
+from engine.runtime.spark.session import get_or_create_spark  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +195,6 @@ def validate_snapshot(
     A drained snapshot (:mod:`checkpoints.drained`) fails with the reason in ``report.reason``,
     whatever its state holds, unless ``allow_drained=True``."""
     if engine not in ("auto", "pandas", "spark"):
-        from engine.errors import JobDefinitionError
-
         raise JobDefinitionError("engine", engine, "must be 'auto', 'pandas' or 'spark'")
     started = clock_ms()
     if isinstance(snapshot, Snapshot):
@@ -218,11 +218,7 @@ def validate_snapshot(
     if not isinstance(snapshot, Snapshot):
         verify_unread_files(snap, tasks)
     if use_spark:
-        from checkpoints.validation.spark_frames import spark_frames
-
         if spark is None:
-            from engine.runtime.spark.session import get_or_create_spark
-
             spark = get_or_create_spark()
         asset_frames, cached = spark_frames(spark, snap, plan, tasks)
     else:
@@ -246,12 +242,8 @@ def validate_snapshot(
         reason=str(DrainedSnapshotError(snap.uri, drained)) if drained else None,
     )
     if write_results:
-        from checkpoints.validation.records import write_results_json
-
         report = write_results_json(snap, report)
     if record:
-        from checkpoints.validation.records import record_outcome
-
         report = replace(report, metadata_sha256=record_outcome(snap, report).digest())
     return report
 
@@ -280,14 +272,6 @@ def verify_unread_files(snap: Snapshot, tasks: list[F.FileTask]) -> None:
             snap.read_file(handle)
 
 
-def asset_of(task: F.FileTask, kind: str) -> str:
-    if kind == F.TIMERS:
-        return timers_asset(task.operator_uid)
-    if kind == F.SESSIONS:
-        return sessions_asset(task.operator_uid)
-    return state_asset(task.operator_uid, task.state_name or "")
-
-
 def pandas_frames(snap: Snapshot, plan: SuitePlan, tasks: list[F.FileTask]) -> dict[str, tuple[str, Any, int]]:
     """``{asset: ("pandas", DataFrame, rows)}`` for every asset of ``plan`` (empty frames where no file contributes).
 
@@ -300,7 +284,7 @@ def pandas_frames(snap: Snapshot, plan: SuitePlan, tasks: list[F.FileTask]) -> d
         table = snap.read_file(handles[(task.operator_uid, task.path)])
         for kind, frame in F.derive_file(task, table).items():
             parts.setdefault(asset_of(task, kind), []).append(frame)
-        files_rows.setdefault(files_asset(task.operator_uid), []).append(_file_row(task, F.column_types(table)))
+        files_rows.setdefault(files_asset(task.operator_uid), []).append(file_row(task, F.column_types(table)))
         del table
     out: dict[str, tuple[str, Any, int]] = {}
     for name, suite in plan.assets.items():
@@ -327,31 +311,6 @@ def _pandas_type(arrow_type: pa.DataType) -> Any:
     """Strings stay in Arrow memory (pandas' ``string[pyarrow]``): no Python object per value,
     null checks read the validity bitmap, set membership runs in Arrow."""
     return pd.StringDtype("pyarrow") if arrow_type == pa.string() else None
-
-
-def used_columns(expectations: list[Any], available: list[str]) -> list[str] | None:
-    """The columns ``expectations`` read, in frame order; None when one names a column the frame
-    lacks (GX must see the whole frame to report it) or none names a column (table-level only)."""
-    used: set[str] = set()
-    for expectation in expectations:
-        for attr in ("column", "column_A", "column_B"):
-            name = getattr(expectation, attr, None)
-            if isinstance(name, str):
-                used.add(name)
-        used.update(getattr(expectation, "column_list", None) or ())
-    if not used or not used <= set(available):
-        return None
-    return [c for c in available if c in used]
-
-
-def _file_row(task: F.FileTask, types: str) -> dict[str, Any]:
-    return {"file_index": task.file_index, "operator": task.operator_uid, "path": task.path, "table": task.table, "subtask": task.subtask,
-            "rows": task.rows, "column_types": types, "expected_column_types": F.expected_column_types(task)}
-
-
-def files_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    columns = ["file_index", "operator", "path", "table", "subtask", "rows", "column_types", "expected_column_types"]
-    return pd.DataFrame(rows, columns=columns)
 
 
 def offsets_frame(current: dict[str, Any], previous: dict[str, Any]) -> pd.DataFrame:
@@ -539,8 +498,6 @@ def ensure_restorable(
     digest — its state files are pinned by the checksums it lists, verified on restore — the
     Great Expectations run is not repeated (one validation per restore); otherwise it runs.
     The digest comes from the caller's command line, never from storage."""
-    from engine.errors import CorruptSnapshotError
-
     uri = snapshot if isinstance(snapshot, str) else snapshot.uri
     if isinstance(snapshot, Snapshot):
         metadata = snapshot.metadata
@@ -568,8 +525,6 @@ def ensure_restorable(
         problems = [f"{f.asset}: {f.expectation} failed ({f.rule}; {f.unexpected_count} unexpected)"
                     for f in report.failed]
     if job_spec is not None:
-        from checkpoints.validation.compatibility import check_compatibility
-
         compat = check_compatibility(snapshot, job_spec, allow_non_restored_state=allow_non_restored_state)
         problems += [f"{p.kind} of operator {p.operator!r}: {p.detail}" for p in compat.problems]
     if problems:

@@ -90,10 +90,9 @@ def spark_frames(spark: Any, snap: Snapshot, plan: Any, tasks: list[F.FileTask])
     The caller unpersists the wide frame after validating."""
     from pyspark.sql import functions as S
 
-    from checkpoints.validation.runner import _file_row, asset_of, files_frame
+    # Great Expectations (through the suite builder) on the driver only: Python workers import this module
+    from checkpoints.validation.asset_frames import asset_of, file_row, files_frame, used_columns
     from checkpoints.validation.suite_builder import FILES, FILES_ASSET, SOURCE_OFFSETS
-
-    from checkpoints.validation.runner import used_columns
 
     frame_assets = [name for name, suite in plan.assets.items() if suite.kind not in (FILES, SOURCE_OFFSETS)]
     ids = {name: i + 1 for i, name in enumerate(frame_assets)}
@@ -117,7 +116,7 @@ def spark_frames(spark: Any, snap: Snapshot, plan: Any, tasks: list[F.FileTask])
     if any(s.kind == FILES for s in plan.assets.values()):
         layout = wide.where(S.col(ASSET) == LAYOUT).select("file_index", "column_types").collect()
         types = {r["file_index"]: r["column_types"] for r in layout}
-        frame = files_frame([_file_row(t, types.get(t.file_index, "")) for t in tasks])
+        frame = files_frame([file_row(t, types.get(t.file_index, "")) for t in tasks])
         out[FILES_ASSET] = ("pandas", frame, len(frame))
     return out, wide
 

@@ -18,7 +18,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from engine.api.graph import (
+from engine.api.fields import FieldKeySelector, is_field
+from engine.api.functions import (
+    BroadcastProcessFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
+    check_callable,
+)
+from engine.api.typeinfo import check_type_info
+from engine.errors import JobDefinitionError
+from engine.graph.transformations import (
     BroadcastProcessTransformation,
     KeyedProcessTransformation,
     MapTransformation,
@@ -27,8 +38,6 @@ from engine.api.graph import (
     Transformation,
     UnionTransformation,
 )
-from engine.api.typeinfo import check_type_info
-from engine.errors import JobDefinitionError
 from engine.operators.co_functions import (
     FIRST,
     SECOND,
@@ -46,12 +55,9 @@ if TYPE_CHECKING:
 
 
 def _key_selector_of(key_selector: Any, parameter: str) -> Callable[[Any], Any]:
-    from engine.api.datastream import _check_callable
-    from engine.api.fields import FieldKeySelector, is_field
-
     if is_field(key_selector):
         return FieldKeySelector(key_selector).get_key
-    return _check_callable(key_selector, parameter, "get_key")
+    return check_callable(key_selector, parameter, "get_key")
 
 
 def _tagged(stream: DataStream, input: int, key_selector: Callable[[Any], Any] | None) -> Transformation:
@@ -59,10 +65,8 @@ def _tagged(stream: DataStream, input: int, key_selector: Callable[[Any], Any] |
 
     A KeyedStream is tagged before its key_by edge (the tag map then runs in the producer's task) and
     partitioned again by its own selector applied to the tagged record."""
-    from engine.api.datastream import KeyedStream
-
     node = stream._node
-    if isinstance(stream, KeyedStream) and isinstance(node, PartitionTransformation):
+    if stream._key_selector is not None and isinstance(node, PartitionTransformation):
         node = node.inputs[0]
     real = not isinstance(node, (PartitionTransformation, UnionTransformation))
     tag = MapTransformation(name=f"Tag(input {input})", inputs=[node], kind="map", fn=InputTag(input),
@@ -71,11 +75,6 @@ def _tagged(stream: DataStream, input: int, key_selector: Callable[[Any], Any] |
         return tag
     return PartitionTransformation(name="KeyBy", inputs=[tag], partitioning=Partitioning.HASH,
                                    key_selector=InputKeySelector(key_selector))
-
-
-def _check_same_env(first: DataStream, other: Any, parameter: str) -> None:
-    if other._env is not first._env:
-        raise JobDefinitionError(parameter, other, "belongs to another StreamExecutionEnvironment")
 
 
 class ConnectedStreams:
@@ -107,33 +106,24 @@ class ConnectedStreams:
 
     def map(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
         """``map1`` for the first stream's records, ``map2`` for the second's."""
-        from engine.api.datastream import SingleOutputStreamOperator
-        from engine.api.functions import CoMapFunction
-
         if not isinstance(func, CoMapFunction):
             raise JobDefinitionError("func", func, "must be a CoMapFunction (with map1 and map2)",
                                      "Subclass engine.CoMapFunction; for one input use DataStream.map")
         node = MapTransformation(name="CoMap", inputs=[self._union()], kind="map", fn=CoMap(func),
                                  output_type=check_type_info(output_type, "output_type"))
-        return SingleOutputStreamOperator(self.stream1._env, node)
+        return self.stream1._result(node)
 
     def flat_map(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
         """``flat_map1`` / ``flat_map2``, each returning or yielding any number of results."""
-        from engine.api.datastream import SingleOutputStreamOperator
-        from engine.api.functions import CoFlatMapFunction
-
         if not isinstance(func, CoFlatMapFunction):
             raise JobDefinitionError("func", func, "must be a CoFlatMapFunction (with flat_map1 and flat_map2)",
                                      "Subclass engine.CoFlatMapFunction; for one input use DataStream.flat_map")
         node = MapTransformation(name="CoFlatMap", inputs=[self._union()], kind="flat_map", fn=CoFlatMap(func),
                                  output_type=check_type_info(output_type, "output_type"))
-        return SingleOutputStreamOperator(self.stream1._env, node)
+        return self.stream1._result(node)
 
     def process(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
         """Run a KeyedCoProcessFunction on the two keyed inputs: keyed state and timers shared by both."""
-        from engine.api.datastream import SingleOutputStreamOperator
-        from engine.api.functions import KeyedCoProcessFunction
-
         check_type_info(output_type, "output_type")
         if not isinstance(func, KeyedCoProcessFunction):
             raise JobDefinitionError(
@@ -148,7 +138,7 @@ class ConnectedStreams:
             name="KeyedCoProcess", inputs=[self._union()],
             key_selector=TaggedKeySelector(self._key_selector1, self._key_selector2),  # type: ignore[arg-type]
             function=KeyedCoProcess(func), description="process", output_type=output_type)
-        return SingleOutputStreamOperator(self.stream1._env, node)
+        return self.stream1._result(node)
 
 
 class BroadcastStream:
@@ -182,9 +172,6 @@ class BroadcastConnectedStream:
 
     def process(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
         """A KeyedBroadcastProcessFunction after a KeyedStream, a BroadcastProcessFunction otherwise."""
-        from engine.api.datastream import SingleOutputStreamOperator
-        from engine.api.functions import BroadcastProcessFunction, KeyedBroadcastProcessFunction
-
         check_type_info(output_type, "output_type")
         keyed = self._key_selector is not None
         expected = KeyedBroadcastProcessFunction if keyed else BroadcastProcessFunction
@@ -204,22 +191,7 @@ class BroadcastConnectedStream:
             inputs=[UnionTransformation(name="Connect", inputs=[main, side])],
             key_selector=TaggedKeySelector(self._key_selector, None) if keyed else None,  # type: ignore[arg-type]
             function=func, descriptors=self.broadcast_stream.descriptors, output_type=output_type)
-        return SingleOutputStreamOperator(self.stream._env, node)
-
-
-def connect(stream: DataStream, other: Any) -> ConnectedStreams | BroadcastConnectedStream:
-    """``DataStream.connect``: a ConnectedStreams, or a BroadcastConnectedStream when ``other`` is broadcast."""
-    from engine.api.datastream import DataStream, KeyedStream
-
-    key_selector = stream._key_selector if isinstance(stream, KeyedStream) else None
-    if isinstance(other, BroadcastStream):
-        _check_same_env(stream, other.stream, "stream")
-        return BroadcastConnectedStream(stream, other, key_selector)
-    if not isinstance(other, DataStream):
-        raise JobDefinitionError("ds", other, "must be a DataStream or a BroadcastStream")
-    _check_same_env(stream, other, "ds")
-    other_key = other._key_selector if isinstance(other, KeyedStream) else None
-    return ConnectedStreams(stream, other, key_selector, other_key)
+        return self.stream._result(node)
 
 
 __all__ = ["BroadcastConnectedStream", "BroadcastStream", "ConnectedStreams"]

@@ -1,6 +1,6 @@
 """``DataStream``, ``KeyedStream`` and ``SingleOutputStreamOperator`` (PyFlink's DataStream API).
 
-Methods only record transformations in the logical graph (engine.api.graph)
+Methods only record transformations in the logical graph (engine.graph.transformations)
 after validating their arguments; running happens in ``execute`` /
 ``execute_and_collect`` through the environment's runtime.
 """
@@ -10,9 +10,14 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from engine.api.fields import is_field
-from engine.api.functions import OutputTag
-from engine.api.graph import (
+from engine.api.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
+from engine.api.fields import FieldKeySelector, check_field_of_input, is_field
+from engine.api.functions import KeyedProcessFunction, OutputTag, ReduceFunction, check_callable
+from engine.api.time import SizeLike, positive_millis
+from engine.api.typeinfo import check_type_info
+from engine.api.windowed_stream import AllWindowedStream, WindowedStream
+from engine.errors import JobDefinitionError
+from engine.graph.transformations import (
     AsyncTransformation,
     declared_output_type,
     KeyedProcessTransformation,
@@ -26,33 +31,42 @@ from engine.api.graph import (
     Transformation,
     UnionTransformation,
 )
-from engine.api.time import SizeLike, positive_millis
-from engine.api.typeinfo import check_type_info
-from engine.api.windowed_stream import AllWindowedStream, WindowedStream
-from engine.errors import JobDefinitionError
+from engine.io.file_sink import FileSink
 from engine.io.sink import PrintSink
+from engine.operators.keyed_process import RollingAggregation
+from engine.watermarks.strategy import WatermarkStrategy
+from engine.windowing.aggregations import ReduceAggregate, builtin_aggregation
+from engine.windowing.assigners import (
+    GlobalWindows,
+    SlidingEventTimeWindows,
+    SlidingProcessingTimeWindows,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+)
+from engine.windowing.evictors import CountEvictor
+from engine.windowing.triggers import CountTrigger, PurgingTrigger
 
 if TYPE_CHECKING:
     from engine.api.environment import StreamExecutionEnvironment
     from engine.windowing.assigners import WindowAssigner
 
 
-def _check_callable(fn: Any, parameter: str, method_name: str | None = None) -> Callable[..., Any]:
-    """Accept a plain callable or a PyFlink-style function object with ``method_name``."""
-    if method_name and hasattr(fn, method_name) and callable(getattr(fn, method_name)):
-        return getattr(fn, method_name)
-    if callable(fn):
-        return fn
-    expected = f"a callable or an object with a {method_name}() method" if method_name else "a callable"
-    raise JobDefinitionError(parameter, fn, f"must be {expected}")
-
-
 class DataStream:
     """A stream of records in the logical graph."""
+
+    #: how records are keyed: None here, the ``key_by`` selector on a KeyedStream
+    _key_selector: Callable[[Any], Any] | None = None
 
     def __init__(self, env: StreamExecutionEnvironment, node: Transformation) -> None:
         self._env = env
         self._node = node
+
+    def _result(self, node: Transformation) -> SingleOutputStreamOperator:
+        """The stream ``node`` (an operator applied to this stream) produces, in this stream's job.
+
+        Windowed and connected streams build their results through this, so their modules need not
+        import this one (which imports them)."""
+        return SingleOutputStreamOperator(self._env, node)
 
     # -- configuration of the node that produced this stream ------------------------------------
     def set_parallelism(self, parallelism: int) -> DataStream:
@@ -78,16 +92,16 @@ class DataStream:
     # -- transformations -----------------------------------------------------------------------
     def map(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
         """``output_type`` (PyFlink's TypeInformation) is checked and otherwise only shapes ``print()``."""
-        fn = _check_callable(func, "func", "map")
+        fn = check_callable(func, "func", "map")
         return self._add(MapTransformation(name="Map", inputs=[self._node], kind="map", fn=fn,
                                            output_type=check_type_info(output_type, "output_type")))
 
     def filter(self, func: Any) -> SingleOutputStreamOperator:
-        fn = _check_callable(func, "func", "filter")
+        fn = check_callable(func, "func", "filter")
         return self._add(MapTransformation(name="Filter", inputs=[self._node], kind="filter", fn=fn))
 
     def flat_map(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
-        fn = _check_callable(func, "func", "flat_map")
+        fn = check_callable(func, "func", "flat_map")
         return self._add(MapTransformation(name="FlatMap", inputs=[self._node], kind="flat_map", fn=fn,
                                            output_type=check_type_info(output_type, "output_type")))
 
@@ -95,13 +109,11 @@ class DataStream:
         """Key by a function (or a KeySelector) or by a field: ``key_by("user")`` (a dict key) or
         ``key_by(0)`` (a tuple position).  ``key_type`` (PyFlink's TypeInformation of the key) is checked and
         otherwise unused: keys are hashed from their Python value whatever type is declared."""
-        from engine.api.fields import FieldKeySelector, is_field
-
         check_type_info(key_type, "key_type")
         if is_field(key_selector):
             fn = FieldKeySelector(key_selector).get_key
         else:
-            fn = _check_callable(key_selector, "key_selector", "get_key")
+            fn = check_callable(key_selector, "key_selector", "get_key")
         node = PartitionTransformation(name="KeyBy", inputs=[self._node], partitioning=Partitioning.HASH, key_selector=fn)
         return KeyedStream(self._env, node, fn)
 
@@ -123,9 +135,17 @@ class DataStream:
         ``key_by(k1, k2)``, on two keyed inputs ``process(KeyedCoProcessFunction)``), or, for a BroadcastStream,
         a BroadcastConnectedStream (``process(KeyedBroadcastProcessFunction)`` after key_by,
         ``process(BroadcastProcessFunction)`` otherwise).  See engine/api/connected_streams.py."""
-        from engine.api.connected_streams import connect
+        if isinstance(ds, BroadcastStream):
+            self._check_same_env(ds.stream, "stream")
+            return BroadcastConnectedStream(self, ds, self._key_selector)
+        if not isinstance(ds, DataStream):
+            raise JobDefinitionError("ds", ds, "must be a DataStream or a BroadcastStream")
+        self._check_same_env(ds, "ds")
+        return ConnectedStreams(self, ds, self._key_selector, ds._key_selector)
 
-        return connect(self, ds)
+    def _check_same_env(self, other: DataStream, parameter: str) -> None:
+        if other._env is not self._env:
+            raise JobDefinitionError(parameter, other, "belongs to another StreamExecutionEnvironment")
 
     def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
         """With MapStateDescriptors: a BroadcastStream carrying those broadcast states, to ``connect`` to.
@@ -134,8 +154,6 @@ class DataStream:
         if not broadcast_state_descriptors:
             return DataStream(self._env, PartitionTransformation(name="Broadcast", inputs=[self._node],
                                                                  partitioning=Partitioning.BROADCAST))
-        from engine.api.connected_streams import BroadcastStream
-
         return BroadcastStream(self, tuple(broadcast_state_descriptors))
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> SingleOutputStreamOperator:
@@ -145,8 +163,6 @@ class DataStream:
         split, as Flink's ``from_source(source, strategy)`` does; elsewhere it runs per
         subtask.
         """
-        from engine.watermarks.strategy import WatermarkStrategy
-
         if not isinstance(watermark_strategy, WatermarkStrategy):
             raise JobDefinitionError(
                 "watermark_strategy", watermark_strategy, "must be a WatermarkStrategy",
@@ -209,8 +225,6 @@ class DataStream:
 
     def write_files(self, path: str, format: str = "parquet") -> DataStream:
         """Write to a local or ``s3://`` folder; exactly-once under checkpointing (two-phase commit)."""
-        from engine.io.sink import FileSink
-
         if format not in ("parquet", "jsonl"):
             raise JobDefinitionError("format", format, "must be 'parquet' or 'jsonl'")
         return self.sink_to(FileSink(path, format=format))
@@ -260,8 +274,6 @@ class KeyedStream(DataStream):
         per timer, with keyed state from ``open(runtime_context)``; yield ``(output_tag, value)`` for a side
         output.  State and timers are in checkpoints and savepoints; both runtimes run it.
         """
-        from engine.api.functions import KeyedProcessFunction
-
         check_type_info(output_type, "output_type")
         if not isinstance(func, KeyedProcessFunction):
             raise JobDefinitionError(
@@ -271,9 +283,6 @@ class KeyedStream(DataStream):
 
     def reduce(self, func: Any) -> SingleOutputStreamOperator:
         """Rolling reduce: per record, the key's reduced value so far (``func(previous, record)``), emitted."""
-        from engine.api.functions import ReduceFunction
-        from engine.windowing.aggregations import ReduceAggregate
-
         if not isinstance(func, ReduceFunction) and not callable(func):
             raise JobDefinitionError("func", func, "must be a ReduceFunction or a callable (a, b) -> c")
         return self._rolling(ReduceAggregate(func), "reduce", user_function=func)
@@ -301,9 +310,6 @@ class KeyedStream(DataStream):
         return self._rolling_builtin("max_by", field)
 
     def _rolling_builtin(self, kind: str, field: Any) -> SingleOutputStreamOperator:
-        from engine.api.fields import check_field_of_input
-        from engine.windowing.aggregations import builtin_aggregation
-
         if not is_field(field):
             raise JobDefinitionError("field", field, "must be a tuple position (an int >= 0) or a dict key (a "
                                      "non-empty str)", f"e.g. .{kind}(1) or .{kind}('amount')")
@@ -311,8 +317,6 @@ class KeyedStream(DataStream):
         return self._rolling(builtin_aggregation(kind, field), kind)
 
     def _rolling(self, aggregate: Any, kind: str, user_function: Any = None) -> SingleOutputStreamOperator:
-        from engine.operators.keyed_process import RollingAggregation
-
         # the result has the input's type, as in PyFlink
         return self._keyed_process(RollingAggregation(aggregate, kind, user_function), kind,
                                    f"Keyed({kind})", declared_output_type(self._node))
@@ -324,19 +328,13 @@ class KeyedStream(DataStream):
 
 
 def _time_assigner(env: StreamExecutionEnvironment, size: SizeLike, slide: SizeLike | None) -> Any:
-    from engine.windowing import assigners as a
-
     processing = env.get_stream_time_characteristic() == TimeCharacteristic.ProcessingTime
     if slide is None:
-        return (a.TumblingProcessingTimeWindows if processing else a.TumblingEventTimeWindows).of(size)
-    return (a.SlidingProcessingTimeWindows if processing else a.SlidingEventTimeWindows).of(size, slide)
+        return (TumblingProcessingTimeWindows if processing else TumblingEventTimeWindows).of(size)
+    return (SlidingProcessingTimeWindows if processing else SlidingEventTimeWindows).of(size, slide)
 
 
 def _count_windowed(window: Callable[[Any], Any], size: int, slide: int | None) -> Any:
-    from engine.windowing.assigners import GlobalWindows
-    from engine.windowing.evictors import CountEvictor
-    from engine.windowing.triggers import CountTrigger, PurgingTrigger
-
     for name, value in (("size", size), ("slide", slide)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise JobDefinitionError(name, value, "must be an int >= 1 (a number of elements)")

@@ -7,62 +7,27 @@ registered so far; ``execute`` hands the graph to the chosen runtime.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from engine.api.datastream import DataStream, TimeCharacteristic
-from engine.api.graph import SinkTransformation, SourceTransformation, Transformation
+from engine.api.job_client import JobClient
+from engine.api.restart import RestartStrategyConfiguration
+from engine.api.typeinfo import check_type_info
+from engine.checkpointing.config import CheckpointConfig, CheckpointingMode
+from engine.clock import SystemClock
 from engine.errors import JobDefinitionError
+from engine.graph.transformations import SinkTransformation, SourceTransformation, Transformation
+from engine.io.collection_source import CollectionSource
+from engine.io.file_source import FileSource
+from engine.io.source import Source
+from engine.runtime.handle import JobExecutionResult
+from engine.runtime.registry import check_runtime_name, create_runtime
 from engine.state.key_groups import DEFAULT_MAX_PARALLELISM, UPPER_BOUND_MAX_PARALLELISM
-
-RUNTIMES = ("local", "spark")
-
-
-@dataclass
-class JobExecutionResult:
-    """What a finished (bounded) job reports."""
-
-    job_name: str
-    job_id: str
-    runtime: str
-    net_runtime_ms: int
-    #: counters summed over subtasks: records in/out, late records dropped, dead letters, checkpoints ...
-    metrics: dict[str, int] = field(default_factory=dict)
-    #: records that could not be processed: dicts with value, error, stage; the newest ``max_dead_letters``
-    #: (runtime option, 10,000 by default: engine/runtime/histories.py), oldest first
-    dead_letters: list[dict[str, Any]] = field(default_factory=list)
-    #: collected records per collect target node id (execute_and_collect)
-    collected: dict[int, list[Any]] = field(default_factory=dict)
-    #: ids of the newest ``max_checkpoint_history`` completed checkpoints (runtime option, 1000 by default)
-    completed_checkpoints: list[int] = field(default_factory=list)
-    restarts: int = 0
-    #: how many ids ``completed_checkpoints`` would hold unbounded (None when built: its length)
-    num_completed_checkpoints: int | None = None
-    #: dead letters in total, kept or not (None when built: the length of ``dead_letters``)
-    num_dead_letters: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.num_completed_checkpoints is None:
-            self.num_completed_checkpoints = len(self.completed_checkpoints)
-        if self.num_dead_letters is None:
-            self.num_dead_letters = len(self.dead_letters)
-
-    def get_job_id(self) -> str:
-        return self.job_id
-
-    def get_net_runtime(self) -> int:
-        return self.net_runtime_ms
-
-    @property
-    def dead_letter_count(self) -> int:
-        """Every dead letter of the run, also those no longer kept in ``dead_letters``."""
-        return self.num_dead_letters  # type: ignore[return-value]
+from engine.watermarks.strategy import WatermarkStrategy
 
 
 class StreamExecutionEnvironment:
     def __init__(self) -> None:
-        from engine.checkpointing.config import CheckpointConfig
-
         self._parallelism = 1
         self._max_parallelism = DEFAULT_MAX_PARALLELISM
         self._runtime = "local"
@@ -104,9 +69,7 @@ class StreamExecutionEnvironment:
         return self._max_parallelism
 
     def set_runtime(self, runtime: str) -> StreamExecutionEnvironment:
-        if runtime not in RUNTIMES:
-            raise JobDefinitionError("runtime", runtime, f"must be one of {RUNTIMES}")
-        self._runtime = runtime
+        self._runtime = check_runtime_name(runtime)
         return self
 
     def get_runtime(self) -> str:
@@ -139,16 +102,12 @@ class StreamExecutionEnvironment:
 
     def get_clock(self) -> Any:
         if self._clock is None:
-            from engine.clock import SystemClock
-
             self._clock = SystemClock()
         return self._clock
 
     def set_restart_strategy(self, restart_strategy: Any) -> StreamExecutionEnvironment:
         """``RestartStrategies.fixed_delay_restart(attempts, delay)``, ``exponential_delay_restart(...)`` or
         ``no_restart()`` (the engine's default; a job master defaults a checkpointed job to exponential delay)."""
-        from engine.api.restart import RestartStrategyConfiguration
-
         if not isinstance(restart_strategy, RestartStrategyConfiguration):
             raise JobDefinitionError("restart_strategy", restart_strategy,
                                      "must come from RestartStrategies.fixed_delay_restart(...), "
@@ -160,8 +119,6 @@ class StreamExecutionEnvironment:
         return self._restart_strategy
 
     def enable_checkpointing(self, interval_ms: int, mode: Any = None) -> StreamExecutionEnvironment:
-        from engine.checkpointing.config import CheckpointingMode
-
         self._checkpoint_config.set_checkpoint_interval(interval_ms)
         self._checkpoint_config.set_checkpointing_mode(mode or CheckpointingMode.EXACTLY_ONCE)
         return self
@@ -176,9 +133,6 @@ class StreamExecutionEnvironment:
     def from_collection(self, collection: Iterable[Any], type_info: Any = None) -> DataStream:
         """A bounded source of ``collection``'s items.  ``type_info`` (PyFlink's TypeInformation of the
         items) is checked and otherwise only shapes ``print()``: items stay the Python values given."""
-        from engine.api.typeinfo import check_type_info
-        from engine.io.collection_source import CollectionSource
-
         check_type_info(type_info, "type_info")
         items = list(collection)
         stream = self.from_source(CollectionSource(items), source_name="Collection Source")
@@ -186,13 +140,9 @@ class StreamExecutionEnvironment:
         return stream
 
     def from_source(self, source: Any, watermark_strategy: Any = None, source_name: str = "Source") -> DataStream:
-        from engine.io.source import Source
-
         if not isinstance(source, Source):
             raise JobDefinitionError("source", source, "must be an engine Source (e.g. GeneratorSource, FileSource)")
         if watermark_strategy is not None:
-            from engine.watermarks.strategy import WatermarkStrategy
-
             if not isinstance(watermark_strategy, WatermarkStrategy):
                 raise JobDefinitionError("watermark_strategy", watermark_strategy, "must be a WatermarkStrategy")
         node = SourceTransformation(name=source_name, source=source, watermark_strategy=watermark_strategy)
@@ -204,8 +154,6 @@ class StreamExecutionEnvironment:
         ``monitor_interval`` (a ``Duration``, a ``timedelta`` or ms): keep reading the folder as files land,
         listing it again at that interval (Flink's ``FileSource...monitorContinuously``); the job then runs
         until it is stopped.  Without it the folder is listed once and the job ends after its files."""
-        from engine.io.file_source import FileSource
-
         if format not in ("parquet", "jsonl", "csv"):
             raise JobDefinitionError("format", format, "must be 'parquet', 'jsonl' or 'csv'")
         interval_ms = None if monitor_interval is None else _interval_ms("monitor_interval", monitor_interval)
@@ -217,13 +165,7 @@ class StreamExecutionEnvironment:
         self._sinks.append(node)
 
     def _runtime_instance(self) -> Any:
-        if self._runtime == "spark":
-            from engine.runtime.spark.runtime import SparkRuntime
-
-            return SparkRuntime(self)
-        from engine.runtime.local.runtime import LocalRuntime
-
-        return LocalRuntime(self)
+        return create_runtime(self._runtime, self)
 
     def _check_sinks(self) -> None:
         if not self._sinks:
@@ -244,8 +186,6 @@ class StreamExecutionEnvironment:
 
         ``savepoint_dir`` is the default target of ``trigger_savepoint``/``stop_with_savepoint``.
         """
-        from engine.api.job_client import JobClient
-
         self._check_sinks()
         handle = self._runtime_instance().submit(job_name, list(self._sinks), collect=[], from_savepoint=from_savepoint)
         return JobClient(handle, job_name, savepoint_dir, self._parallelism)

@@ -12,7 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engine.api.typeinfo import RowTypeInfo, TupleTypeInfo
 from engine.errors import JobDefinitionError
+from engine.graph.transformations import (
+    MapTransformation,
+    PartitionTransformation,
+    SourceTransformation,
+    TimestampsAndWatermarksTransformation,
+    UnionTransformation,
+    declared_output_type,
+)
+from engine.io.collection_source import CollectionSource
 
 
 def is_field(value: Any) -> bool:
@@ -64,9 +74,6 @@ def check_field_of_input(node: Any, field: str | int, parameter: str = "field") 
 
     Anything else is only known when records flow: a record without the field fails the task then.
     """
-    from engine.api.graph import declared_output_type
-    from engine.api.typeinfo import RowTypeInfo, TupleTypeInfo
-
     type_info = declared_output_type(node)
     if isinstance(type_info, (TupleTypeInfo, RowTypeInfo)):
         n = len(type_info.field_types)
@@ -93,15 +100,6 @@ def check_field_of_input(node: Any, field: str | int, parameter: str = "field") 
 
 def _collection_records(node: Any) -> list[Any]:
     """The first records of the collections feeding ``node`` unchanged, or [] when anything transforms them."""
-    from engine.api.graph import (
-        MapTransformation,
-        PartitionTransformation,
-        SourceTransformation,
-        TimestampsAndWatermarksTransformation,
-        UnionTransformation,
-    )
-    from engine.io.collection_source import CollectionSource
-
     if isinstance(node, SourceTransformation):
         return list(node.source.items[:_COLLECTION_SAMPLE]) if isinstance(node.source, CollectionSource) else []
     passes = isinstance(node, (PartitionTransformation, TimestampsAndWatermarksTransformation, UnionTransformation)) \

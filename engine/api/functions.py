@@ -10,11 +10,24 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
+
+from engine.api.typeinfo import check_type_info
+from engine.errors import JobDefinitionError
 
 if TYPE_CHECKING:
     from engine.state.descriptors import State, StateDescriptor
     from engine.windowing.windows import Window
+
+
+def check_callable(fn: Any, parameter: str, method_name: str | None = None) -> Callable[..., Any]:
+    """Accept a plain callable or a PyFlink-style function object with ``method_name``."""
+    if method_name and hasattr(fn, method_name) and callable(getattr(fn, method_name)):
+        return getattr(fn, method_name)
+    if callable(fn):
+        return fn
+    expected = f"a callable or an object with a {method_name}() method" if method_name else "a callable"
+    raise JobDefinitionError(parameter, fn, f"must be {expected}")
 
 IN = TypeVar("IN")
 ACC = TypeVar("ACC")
@@ -72,9 +85,6 @@ class OutputTag:
     type_info: Any = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        from engine.api.typeinfo import check_type_info
-        from engine.errors import JobDefinitionError
-
         if not isinstance(self.tag_id, str) or not self.tag_id:
             raise JobDefinitionError("tag_id", self.tag_id, "must be a non-empty string")
         check_type_info(self.type_info, "type_info")

@@ -12,11 +12,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from engine.api.functions import AggregateFunction, OutputTag, ProcessWindowFunction, ReduceFunction, WindowFunction
-from engine.api.graph import WindowTransformation, declared_output_type
 from engine.api.time import SizeLike, non_negative_millis
 from engine.api.typeinfo import check_type_info
 from engine.errors import JobDefinitionError
-from engine.windowing.assigners import WindowAssigner, default_trigger_of
+from engine.graph.transformations import (
+    SourceTransformation,
+    TimestampsAndWatermarksTransformation,
+    WindowTransformation,
+    declared_output_type,
+)
+from engine.windowing import aggregations
+from engine.windowing.aggregations import ReduceAggregate
+from engine.windowing.assigners import MergingWindowAssigner, WindowAssigner, default_trigger_of
 from engine.windowing.evictors import Evictor
 from engine.windowing.triggers import Trigger
 
@@ -100,8 +107,6 @@ def _records_carry_timestamps(node: Any) -> bool:
     """Whether every record reaching ``node`` has an event timestamp: each path up to a source passes a timestamp
     assigner (or a window, whose results carry the window's max timestamp), or starts at a source given a
     WatermarkStrategy."""
-    from engine.api.graph import SourceTransformation, TimestampsAndWatermarksTransformation, WindowTransformation
-
     seen: dict[int, bool] = {}
 
     def stamped(n: Any) -> bool:
@@ -149,8 +154,6 @@ class WindowedStream:
     def trigger(self, trigger: Trigger) -> WindowedStream:
         if not isinstance(trigger, Trigger):
             raise JobDefinitionError("trigger", trigger, "must be a Trigger (e.g. CountTrigger.of(100))")
-        from engine.windowing.assigners import MergingWindowAssigner
-
         if isinstance(self._assigner, MergingWindowAssigner) and not trigger.can_merge():
             raise JobDefinitionError(
                 "trigger", trigger, f"must support merging (can_merge() is True) with {type(self._assigner).__name__}",
@@ -195,8 +198,6 @@ class WindowedStream:
             if not callable(reduce_function):
                 raise JobDefinitionError("reduce_function", reduce_function, "must be a ReduceFunction or a callable (a, b) -> c")
             fn = _CallableReduce(reduce_function)
-        from engine.windowing.aggregations import ReduceAggregate
-
         return self._build(WindowFunctionSpec("aggregate", aggregate_function=ReduceAggregate(fn),
                                               process_function=self._check_process(window_function, optional=True),
                                               description="reduce"), "Window(reduce)", output_type)
@@ -231,8 +232,6 @@ class WindowedStream:
                            output_type)
 
     def _builtin(self, kind: str, field: Any) -> SingleOutputStreamOperator:
-        from engine.windowing import aggregations
-
         agg = aggregations.builtin_aggregation(kind, _check_field(field))
         return self._build(WindowFunctionSpec("aggregate", aggregate_function=agg, description=kind), f"Window({kind})")
 
@@ -264,8 +263,6 @@ class WindowedStream:
         return fn
 
     def _build(self, spec: WindowFunctionSpec, name: str, output_type: Any = None) -> SingleOutputStreamOperator:
-        from engine.api.datastream import SingleOutputStreamOperator
-
         node = WindowTransformation(
             name=name,
             inputs=[self._input._node],
@@ -280,7 +277,7 @@ class WindowedStream:
             non_keyed=self._non_keyed,
             output_type=output_type,
         )
-        return SingleOutputStreamOperator(self._input._env, node)
+        return self._input._result(node)
 
 
 class AllWindowedStream(WindowedStream):

@@ -34,6 +34,7 @@ import threading
 import time
 from typing import Any
 
+from engine.io.storage import check_folder_uri, open_folder
 from engine.runtime.histories import BoundedHistory
 
 
@@ -42,8 +43,6 @@ class DeadLetterOutput(BoundedHistory[dict]):
 
     def __init__(self, capacity: int, folder: str, job_name: str, storage_options: dict[str, Any] | None = None
                  ) -> None:
-        from engine.io.storage import check_folder_uri
-
         super().__init__(capacity)
         self.folder = check_folder_uri("dead_letter_dir", folder)
         self._storage_options = storage_options
@@ -90,8 +89,6 @@ class DeadLetterOutput(BoundedHistory[dict]):
 
     def _folder(self) -> Any:
         if self._store is None:
-            from engine.io.storage import open_folder
-
             self._store = open_folder(self.folder, self._storage_options)
         return self._store
 

@@ -87,6 +87,7 @@ class FileSource(Source):
         return [SourceSplit(name, 0, name) for name in names]
 
     def _folder_exists(self) -> bool:
+        # imported here: the engine package loads this module, and checkpoints imports engine (engine/io/storage.py)
         from checkpoints.backends import LocalFileSystemStore
 
         store = self._folder()

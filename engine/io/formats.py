@@ -28,6 +28,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from engine.elements import TupleColumns
 from engine.errors import JobDefinitionError
 from engine.io.source import MalformedInput
 
@@ -340,8 +341,6 @@ def _chunk_columns(chunks: Sequence[Any]) -> list[list] | None:
     A chunk is a list of values or an engine/elements.py ``TupleColumns``.  No values at all is
     None; tuples of width 0 give no columns (an empty-column table, as before).
     """
-    from engine.elements import TupleColumns
-
     width: int | None = None
     parts: list[list] = []
     for chunk in chunks:
@@ -383,8 +382,6 @@ def encode_chunks(fmt: str, chunks: Sequence[Any]) -> bytes:
         columns = _chunk_columns(chunks)
         if columns is not None:
             return _parquet_bytes(_columns_table(columns))
-    from engine.elements import TupleColumns
-
     values: list[Any] = []
     for chunk in chunks:
         values.extend(chunk.values() if type(chunk) is TupleColumns else chunk)

@@ -25,15 +25,14 @@ values are visible when written, so after a replay they may appear twice.
 from __future__ import annotations
 
 import abc
+import copy
 import logging
 import sys
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from engine.errors import JobDefinitionError
-
-if TYPE_CHECKING:
-    from engine.io.two_phase_commit import TwoPhaseCommitDriver
+from engine.io.two_phase_commit import TwoPhaseCommitDriver
 
 #: A JSON-able description of a pre-committed transaction, stored in checkpoint state.
 CommitHandle = dict
@@ -128,10 +127,6 @@ class TwoPhaseCommitSink(abc.ABC):
         The driver begins with a fresh transaction; on restore call its
         ``initialize_state(state)`` before the first write.
         """
-        import copy
-
-        from engine.io.two_phase_commit import TwoPhaseCommitDriver
-
         sink = copy.copy(self)
         sink.open(subtask_index, num_subtasks)
         driver = TwoPhaseCommitDriver(sink)
@@ -213,12 +208,3 @@ def _check_subtask(subtask_index: int, num_subtasks: int) -> None:
     if isinstance(subtask_index, bool) or not isinstance(subtask_index, int) or not 0 <= subtask_index < num_subtasks:
         raise JobDefinitionError("subtask_index", subtask_index, f"must be in 0..{num_subtasks - 1}")
 
-
-def __getattr__(name: str) -> Any:
-    # FileSink lives in engine.io.file_sink (one concept per module) but callers know it as a sink of this
-    # module; import it lazily because file_sink imports this module.
-    if name == "FileSink":
-        from engine.io.file_sink import FileSink
-
-        return FileSink
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,10 +25,13 @@ No I/O of its own and no clock: the sink does the writing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import CorruptSnapshotError, IllegalStateError, UnsupportedFormatVersion
-from engine.io.sink import CommitHandle, Transaction, TwoPhaseCommitSink
+
+if TYPE_CHECKING:
+    # annotations only: engine.io.sink builds drivers (TwoPhaseCommitSink.create_writer), so it imports this module
+    from engine.io.sink import CommitHandle, Transaction, TwoPhaseCommitSink
 
 STATE_FORMAT_VERSION = 1
 

@@ -39,7 +39,8 @@ from pydantic import BaseModel
 from engine.master.client import ControlRoutes
 from engine.master.operations import OperationRegistry
 from engine.master.targets import confine_target
-from engine.master.view import CONTENT_SECURITY_POLICY
+from engine.master.timeline import JobTimeline
+from engine.master.view import CONTENT_SECURITY_POLICY, JobView
 
 
 class JobControl(Protocol):
@@ -82,9 +83,6 @@ def create_app(job: JobControl, operations: OperationRegistry, token: str | None
     :class:`~engine.master.view.JobView` (the job master's is fed at every status publication); without
     one, a view that samples the job once per request."""
     if view is None:
-        from engine.master.timeline import JobTimeline
-        from engine.master.view import JobView
-
         view = JobView(job, JobTimeline(job.job_id), sample_on_render=True)
     browsable = token is None
     app = FastAPI(title="Sluice job master", version="1", openapi_url="/openapi.json" if browsable else None,

@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from checkpoints.backends import open_store
+from checkpoints.status import read_status
 from engine.errors import SluiceError
 
 OperationKind = Literal["savepoint", "stop"]
@@ -104,9 +106,6 @@ def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) ->
 
     Storage is not an authority on where to send a token: a client holding one
     passes the result through :func:`trusted_control_url`."""
-    from checkpoints.backends import open_store
-    from checkpoints.status import read_status
-
     status = read_status(open_store(storage_uri, **store_options), job_id)
     if status is None:
         raise ControlApiUnavailable(f"job {job_id!r} has published no status document under {storage_uri}: "

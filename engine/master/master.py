@@ -34,13 +34,26 @@ from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkpoints.backends import open_store
+from checkpoints.desired_state import DesiredState, JobState, write_desired_state
+from checkpoints.errors import JobMasterFenced, LeaseNotHeld
+from checkpoints.index import fence_index
+from checkpoints.lease import LeaseKeeper
+from checkpoints.restore import read_snapshot_metadata
+from checkpoints.status import SUSPENDED, StatusDocument, Suspension, write_status
+from engine.api.environment import StreamExecutionEnvironment
+from engine.api.restart import RestartStrategies
+from engine.checkpointing.config import ExternalizedCheckpointRetention
 from engine.errors import JobDefinitionError
 from engine.master.api import create_app
 from engine.master.metrics import JobMetrics
 from engine.master.operations import OperationRegistry
 from engine.master.server import ControlServer
+from engine.master.signals import exit_status
 from engine.master.timeline import CheckpointFailureLog, JobTimeline
 from engine.master.view import JobView, describe_operators
+from engine.runtime.handle import stable_job_id
+from engine.runtime.spark.session import stop_spark
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +152,6 @@ class JobMaster:
         self._failure_log: CheckpointFailureLog | None = None
 
     def _environment(self, job_id: str) -> Any:
-        from engine.api.environment import StreamExecutionEnvironment
-
         c = self.config
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_runtime(c.runtime)
@@ -161,8 +172,6 @@ class JobMaster:
             cfg.set_num_retained_checkpoints(c.retained_checkpoints)
             # a supervised job is restarted from its retained checkpoints, so they outlive a cancel or a
             # killed master (Flink's recommended production setting; its default deletes them)
-            from engine.checkpointing.config import ExternalizedCheckpointRetention
-
             cfg.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
         build_job(env, c.job_spec, c.params, c.output_dir)
         if c.checkpoint_interval_ms:
@@ -175,8 +184,6 @@ class JobMaster:
     def _fault_tolerance_defaults(self, env: Any) -> None:
         """Flink's defaults for a checkpointed job where the job chose none: exponential-delay restarts (Flink
         1.19+), and a few tolerable checkpoint failures, so a short storage outage does not end the job."""
-        from engine.api.restart import RestartStrategies
-
         if env.get_restart_strategy() is None and "restart_strategy" not in env.get_runtime_options():
             env.set_restart_strategy(RestartStrategies.exponential_delay_restart())
         cfg = env.get_checkpoint_config()
@@ -188,10 +195,6 @@ class JobMaster:
         retained-checkpoints index so a former holder's in-flight writes fail."""
         if not self.config.storage_uri:
             return
-        from checkpoints.backends import open_store
-        from checkpoints.index import fence_index
-        from checkpoints.lease import LeaseKeeper
-
         store = open_store(self.config.storage_uri)
         keeper = LeaseKeeper(store, job_id, ttl_ms=self.config.lease_ttl_ms, started_by=self.config.started_by)
         keeper.acquire(wait_s=self.config.lease_wait_s)
@@ -204,8 +207,6 @@ class JobMaster:
             raise
 
     def start(self) -> JobMaster:
-        from engine.runtime.handle import stable_job_id
-
         job_id = stable_job_id(self.config.job_name, self.config.runtime_options.get("job_id"))
         self._acquire_lease(job_id)
         try:
@@ -332,9 +333,6 @@ class JobMaster:
 
         A job that chose another retention itself (DELETE_ON_CANCELLATION: a cancel would delete its
         checkpoints) is not stopped: wait() gives up at once, and the lease expires instead."""
-        from checkpoints.status import Suspension
-        from engine.master.signals import exit_status
-
         if self.suspension is not None or self.client is None or self.client.get_job_execution_result().done():
             return
         name = signal.Signals(signum).name
@@ -408,8 +406,6 @@ class JobMaster:
             from pyspark.sql import SparkSession
         except ImportError:
             return
-        from engine.runtime.spark.session import stop_spark
-
         context = SparkContext._active_spark_context
         if context is None:
             return
@@ -454,9 +450,6 @@ class JobMaster:
         stays meant to run."""
         if not self.config.storage_uri or self.fenced is not None:
             return
-        from checkpoints.backends import open_store
-        from checkpoints.desired_state import DesiredState, JobState, write_desired_state
-
         desired = DesiredState(job_id=self.client.get_job_id(), state=JobState(state),
                                changed_ms=int(time.time() * 1000), changed_by=self.config.started_by
                                if state == "running" else "control-api", reason=reason, savepoint=savepoint)
@@ -468,8 +461,6 @@ class JobMaster:
             log.info("job %s desired state: %s (%s)", desired.job_id, state, reason)
 
     def _publish_loop(self) -> None:
-        from checkpoints.errors import LeaseNotHeld
-
         interval = self.config.status_interval_ms / 1000
         while not self._stop_publishing.wait(interval):
             try:
@@ -494,8 +485,6 @@ class JobMaster:
     def _renew_loop(self) -> None:
         """Renew the lease four times per ttl from the moment it is held (the job may take long to start:
         a Spark session); a storage hiccup is retried, a lease that ran out unrenewed fences the master."""
-        from checkpoints.errors import JobMasterFenced
-
         interval = self.config.lease_ttl_ms / 4000
         while not self._lease_done.wait(interval):
             try:
@@ -519,9 +508,6 @@ class JobMaster:
     def _write_status(self) -> None:
         if self.lease is not None:  # only the lease holder speaks for the job (a woken master must not)
             self.lease.check("publish the job's status document")
-        from checkpoints.backends import open_store
-        from checkpoints.status import SUSPENDED, StatusDocument, write_status
-
         s = self.client.status_details()
         suspension = self.suspension
         doc = StatusDocument(
@@ -545,8 +531,6 @@ class JobMaster:
 
 def _read_snapshot_metadata(uri: str) -> Any:
     """A completed checkpoint's ``_metadata`` (for its incremental size in the job view)."""
-    from checkpoints.restore import read_snapshot_metadata
-
     return read_snapshot_metadata(uri)
 
 
@@ -564,8 +548,6 @@ class _ClientControl:
         status = self._client.status_details()
         suspension = self._suspension()
         if suspension is not None:
-            from checkpoints.status import SUSPENDED
-
             status = {**status, "state": SUSPENDED, "suspension": suspension.to_json_obj()}
         return status
 

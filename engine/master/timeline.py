@@ -36,6 +36,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
+from checkpoints.layout import is_shared_path
+from engine.errors import JobDefinitionError
 
 #: samples kept: at the default status interval (2 s) the last 24 minutes
 DEFAULT_CAPACITY = 720
@@ -149,8 +151,6 @@ class JobTimeline:
         for name in ("capacity", "max_checkpoints"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-                from engine.errors import JobDefinitionError
-
                 raise JobDefinitionError(name, value, "must be an int >= 2")
         self.samples = collections.deque(maxlen=self.capacity)
 
@@ -207,8 +207,6 @@ class JobTimeline:
         and deleted, storage down) or the previous checkpoint's was not read (the first one seen is full)."""
         if self.read_metadata is None or not pointer:
             return None
-        from checkpoints.layout import is_shared_path
-
         try:
             metadata = self.read_metadata(str(pointer))
         except Exception as exc:  # noqa: BLE001 - a size the view cannot show is not the job's problem

@@ -571,10 +571,10 @@ class JobView:
 
 
 def describe_operators(sinks: list[Any], default_parallelism: int, max_parallelism: int) -> list[dict[str, Any]] | None:
-    """The job's operator chains as the runtimes plan them (engine/runtime/plan.py): name, parallelism, inputs,
+    """The job's operator chains as the runtimes plan them (engine/graph/plan.py): name, parallelism, inputs,
     and whether the chain reads a source or holds a sink.  None when the plan cannot be built."""
-    from engine.api.graph import SinkTransformation
-    from engine.runtime.plan import build_plan
+    from engine.graph.transformations import SinkTransformation
+    from engine.graph.plan import build_plan
 
     try:
         plan = build_plan(sinks, default_parallelism, max_parallelism)

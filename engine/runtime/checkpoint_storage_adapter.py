@@ -27,17 +27,24 @@ Partial: state of a declined or expired checkpoint written to storage is left fo
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from engine.api.graph import SinkTransformation
+from checkpoints import (
+    CheckpointMetadata,
+    CheckpointStorage,
+    OperatorState as StoredOperator,
+    RetainedCheckpointStore as PersistentStore,
+    SnapshotProperties as StoredProperties,
+    SubtaskState,
+    load_snapshot,
+    open_store,
+)
 from engine.checkpointing.channel_state import InputChannelState
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
-from engine.runtime.operator_metrics import operator_state_sizes
 from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
 from engine.checkpointing.discarder import CheckpointDiscarder
 from engine.checkpointing.job_status import JobStatus
@@ -45,15 +52,10 @@ from engine.checkpointing.properties import CheckpointProperties
 from engine.checkpointing.task_state import TaskSnapshot, TaskStateSnapshot
 from engine.elements import StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
 from engine.errors import CorruptSnapshotError
+from engine.graph.transformations import SinkTransformation, safe_name
 from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION, MaterializedOperatorSnapshot, OperatorSnapshot
-from engine.state import codec
-
-CHANNEL_STATE_SUFFIX = ".channel-state"
-CHANNEL_STATE_TABLE = "channel_state"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-from engine.runtime.snapshot_metadata import (  # noqa: E402
+from engine.runtime.operator_metrics import operator_state_sizes
+from engine.runtime.snapshot_metadata import (
     SOURCE_STAGE_SUFFIX,
     VALVE_SUFFIX,
     operator_config,
@@ -66,12 +68,10 @@ from engine.runtime.snapshot_metadata import (  # noqa: E402
     state_table_name,
     stored_table_name,
 )
+from engine.state import codec
 
-
-def safe_name(text: str) -> str:
-    """A storage-safe name (checkpoints.layout.check_name) for an operator uid or table name."""
-    cleaned = _UNSAFE.sub("_", text)[:180]
-    return cleaned if cleaned[:1].isalnum() else "x" + cleaned
+CHANNEL_STATE_SUFFIX = ".channel-state"
+CHANNEL_STATE_TABLE = "channel_state"
 
 
 def task_id_of(vertex_key: str, subtask: int) -> str:
@@ -272,8 +272,6 @@ class CheckpointStorageAdapter:
         #: bytes per operator uid of the newest finalized checkpoint or savepoint (sluice_state_size_bytes)
         self.last_operator_sizes: dict[str, int] = {}
         if storage_dir is not None:
-            from checkpoints import CheckpointStorage, RetainedCheckpointStore as PersistentStore, open_store
-
             self._storage = CheckpointStorage(open_store(storage_dir), job_id)
             self._persistent_store = PersistentStore(self._storage, retained=num_retained, fence=fence)
             self._persistent_store.recover()
@@ -313,8 +311,6 @@ class CheckpointStorageAdapter:
         with self._lock:
             location = self._locations.get(checkpoint_id)
             if location is None:
-                from checkpoints import CheckpointStorage, open_store
-
                 target = self._savepoint_targets.get(checkpoint_id)
                 if target is not None:
                     storage = CheckpointStorage(open_store(target), self.job_id)
@@ -366,11 +362,6 @@ class CheckpointStorageAdapter:
         cid = completed.checkpoint_id
         if not self.is_persistent(cid):
             return None
-        from checkpoints import CheckpointMetadata
-        from checkpoints import SnapshotProperties as StoredProperties
-        from checkpoints import OperatorState as StoredOperator
-        from checkpoints import SubtaskState
-
         subtasks: dict[str, list[Any]] = {}
         configs: dict[str, dict[str, Any]] = {}
         for task_id, state in completed.task_states.items():
@@ -495,8 +486,6 @@ class AdapterCompletedCheckpointStore(CompletedCheckpointStore):
 
 def load_restore_point(uri: str, **store_options: Any) -> RestorePoint:
     """Open a savepoint or retained checkpoint folder (full validation, checkpoints.load_snapshot) for restore."""
-    from checkpoints import load_snapshot
-
     snapshot = load_snapshot(uri, **store_options)
     meta = snapshot.metadata
     point = RestorePoint(meta.checkpoint_id, dict(meta.source_positions), is_savepoint=meta.is_savepoint(),

@@ -14,6 +14,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import JobDefinitionError
+
 #: epochs from tens of milliseconds (a small local[2] epoch) to minutes (large state on a cluster)
 EPOCH_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -29,8 +31,6 @@ class DurationHistogram:
 
     def __post_init__(self) -> None:
         if list(self.buckets_s) != sorted(set(self.buckets_s)) or not self.buckets_s:
-            from engine.errors import JobDefinitionError
-
             raise JobDefinitionError("buckets_s", self.buckets_s, "must be increasing and not empty")
         self.counts = [0] * (len(self.buckets_s) + 1)  # the last one: above every bound
 

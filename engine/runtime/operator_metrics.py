@@ -2,7 +2,7 @@
 ``JobStatusReport.operators`` carries, the same on both runtimes (issue 18).
 
 A vertex is what Flink's web UI shows as one node of the job graph: a chain of operators running in one
-task per subtask (engine/runtime/plan.py).  Its counts mean what they mean there since FLIP-33:
+task per subtask (engine/graph/plan.py).  Its counts mean what they mean there since FLIP-33:
 
 - ``records_in``: records that reached the vertex over its input edges; for a source vertex, the records
   its splits read (malformed lines that became dead letters are not records);

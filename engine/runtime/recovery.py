@@ -11,6 +11,11 @@ import logging
 import time
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
+from checkpoints.errors import SnapshotNotFound, StorageUnavailable
+from checkpoints.orphans import staged_parts_in_use
+from engine.errors import CorruptSnapshotError, JobFailedError, fenced_cause
+from engine.graph.transformations import SinkTransformation, topological_order
+
 log = logging.getLogger(__name__)
 
 C = TypeVar("C")
@@ -21,8 +26,6 @@ def restart_delay_after(failure: BaseException, backoff: Any, clock: Any, job_na
     """How long to wait before restarting after ``failure``, or None when the job must not restart: its
     restart strategy allows no more, or the master was fenced (another master owns the job).  Logged either
     way: a restart's cause is otherwise lost once the next attempt runs."""
-    from engine.errors import fenced_cause
-
     if fenced_cause(failure) is not None:
         log.error("job %s: fenced, not restarting: %s", job_name, failure)
         return None
@@ -69,9 +72,6 @@ def newest_readable_restore_point(job_name: str, candidates: Iterable[tuple[int,
     - When candidates exist but none is readable, the job fails with a ``CorruptSnapshotError`` naming each
       problem: starting over instead would emit results the sinks already committed a second time.
     """
-    from checkpoints.errors import SnapshotNotFound, StorageUnavailable
-    from engine.errors import CorruptSnapshotError, JobFailedError
-
     problems: list[str] = []
     for checkpoint_id, candidate in candidates:
         while True:
@@ -120,8 +120,6 @@ def sinks_that_committed(roots: Iterable[Any], checkpoint_id: int) -> list[str]:
 
 def _sinks(roots: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
     """(node, sink) of every sink reachable from ``roots``."""
-    from engine.api.graph import SinkTransformation, topological_order
-
     for node in topological_order(list(roots)):
         sink = getattr(node, "sink", None) if isinstance(node, SinkTransformation) else None
         if sink is not None:
@@ -141,8 +139,6 @@ def discard_orphaned_staging(roots: Iterable[Any], storage: Any = None) -> None:
     """
     keep: set[str] = set()
     if storage is not None:
-        from checkpoints.orphans import staged_parts_in_use
-
         try:
             named, unreadable = staged_parts_in_use(storage.store, storage.job_id, storage.savepoint_store)
         except Exception as exc:  # noqa: BLE001 - storage down: keeping garbage is safe, deleting a named part is not

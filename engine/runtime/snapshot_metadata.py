@@ -35,8 +35,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from engine.api.graph import WindowTransformation
+from checkpoints.validation.operator_config import window_operator_config
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, WatermarkStatus
+from engine.graph.transformations import WindowTransformation
 from engine.operators.timestamps_watermarks import FORMAT_VERSION as STAGE_FORMAT_VERSION
 from engine.state import codec
 from engine.watermarks.valve import VALVE_FORMAT_VERSION
@@ -62,8 +63,6 @@ def state_table_name(stored: str) -> str:
 
 def window_configs(nodes: Iterable[Any]) -> dict[str, dict[str, Any]]:
     """uid -> static config of every window operator among ``nodes`` (after build_plan assigned uids)."""
-    from checkpoints.validation.operator_config import window_operator_config
-
     return {n.operator_uid(): window_operator_config(n) for n in nodes if isinstance(n, WindowTransformation)}
 
 

@@ -12,6 +12,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
+from engine.api.typeinfo import TypeInformation, check_type_info
+from engine.errors import JobDefinitionError
+
 T = TypeVar("T")
 
 
@@ -20,8 +23,6 @@ class StateDescriptor:
     name: str
 
     def __post_init__(self) -> None:
-        from engine.errors import JobDefinitionError
-
         if not isinstance(self.name, str) or not self.name:
             raise JobDefinitionError("name", self.name, "must be a non-empty string")
 
@@ -102,9 +103,6 @@ class AggregatingStateDescriptor(StateDescriptor):
 
 
 def _check_type(value: Any, parameter: str, hint: str | None = None) -> None:
-    from engine.api.typeinfo import TypeInformation, check_type_info
-    from engine.errors import JobDefinitionError
-
     if value is not None and not isinstance(value, TypeInformation) and hint:
         raise JobDefinitionError(parameter, value, "must be a TypeInformation (from engine.Types)", hint)
     check_type_info(value, parameter)

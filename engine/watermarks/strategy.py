@@ -24,6 +24,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from engine.api.fields import check_field, field_of, is_field
 from engine.api.time import SizeLike, non_negative_millis, positive_millis
 from engine.clock import Clock
 from engine.errors import JobDefinitionError
@@ -87,15 +88,11 @@ class FieldTimestampAssigner(TimestampAssigner):
     __slots__ = ("field",)
 
     def __init__(self, field: str | int) -> None:
-        from engine.api.fields import check_field
-
         self.field = check_field("timestamp_assigner", field)
 
     def extract_timestamp(self, value: Any, record_timestamp: int | None) -> int:
         """The field as epoch milliseconds: an int as it is; a timezone-aware ``datetime`` (a Parquet or Arrow
         timestamp column with a time zone) converted.  A naive ``datetime`` raises: its zone is unknown."""
-        from engine.api.fields import field_of
-
         found = field_of(value, self.field)
         if isinstance(found, datetime.datetime):
             if found.tzinfo is None:
@@ -156,8 +153,6 @@ def _positional_arity(fn: Callable[..., Any], parameter: str) -> int | None:
 def to_timestamp_assigner(fn_or_assigner: Any, parameter: str = "timestamp_assigner") -> TimestampAssigner:
     """Accept a TimestampAssigner, a function of ``(value)`` / ``(value, record_timestamp)``, or a field that
     holds the timestamp: a dict key (``"ts"``) or a tuple position (``2``)."""
-    from engine.api.fields import is_field
-
     if isinstance(fn_or_assigner, TimestampAssigner):
         return fn_or_assigner
     if is_field(fn_or_assigner):

@@ -86,6 +86,7 @@ import dataclasses as _dc  # noqa: E402 - the built-ins below are kept apart fro
 
 from engine.api.time import SizeLike, positive_millis, to_millis  # noqa: E402
 from engine.errors import JobDefinitionError  # noqa: E402
+from engine.windowing.triggers import EndOfStreamTrigger, EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger  # noqa: E402
 from engine.windowing.windows import GLOBAL_WINDOW, GlobalWindow, TimeWindow  # noqa: E402
 
 _MISSING_TIMESTAMP_HINT = (
@@ -160,8 +161,6 @@ class TumblingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
         return [TimeWindow(start, start + self.size_ms)]
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
-        from engine.windowing.triggers import EventTimeTrigger
-
         return EventTimeTrigger.create()
 
     def is_event_time(self) -> bool:
@@ -196,8 +195,6 @@ class SlidingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
         return _sliding_windows(ts, self.size_ms, self.slide_ms, self.offset_ms)
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
-        from engine.windowing.triggers import EventTimeTrigger
-
         return EventTimeTrigger.create()
 
     def is_event_time(self) -> bool:
@@ -243,8 +240,6 @@ class TumblingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
         return [TimeWindow(start, start + self.size_ms)]
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
-        from engine.windowing.triggers import ProcessingTimeTrigger
-
         return ProcessingTimeTrigger.create()
 
     def is_event_time(self) -> bool:
@@ -277,8 +272,6 @@ class SlidingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
         return _sliding_windows(context.get_current_processing_time(), self.size_ms, self.slide_ms, self.offset_ms)
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
-        from engine.windowing.triggers import ProcessingTimeTrigger
-
         return ProcessingTimeTrigger.create()
 
     def is_event_time(self) -> bool:
@@ -350,8 +343,6 @@ class EventTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
         merge_time_windows(windows, callback)
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
-        from engine.windowing.triggers import EventTimeTrigger
-
         return EventTimeTrigger.create()
 
     def is_event_time(self) -> bool:
@@ -392,8 +383,6 @@ class ProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
         merge_time_windows(windows, callback)
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
-        from engine.windowing.triggers import ProcessingTimeTrigger
-
         return ProcessingTimeTrigger.create()
 
     def is_event_time(self) -> bool:
@@ -425,8 +414,6 @@ class GlobalWindows(WindowAssigner[Any, GlobalWindow]):
         return [GLOBAL_WINDOW]
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
-        from engine.windowing.triggers import EndOfStreamTrigger, NeverTrigger
-
         return EndOfStreamTrigger() if self.end_of_stream_trigger else NeverTrigger()
 
     def is_event_time(self) -> bool:

@@ -62,6 +62,7 @@ from typing import Callable  # noqa: E402
 
 from engine.api.time import SizeLike, positive_millis  # noqa: E402
 from engine.errors import JobDefinitionError  # noqa: E402
+from engine.windowing.triggers import as_delta_function  # noqa: E402
 
 
 class CountEvictor(Evictor):
@@ -138,8 +139,6 @@ class DeltaEvictor(Evictor):
     def __init__(self, threshold: float, delta_function: Callable[[Any, Any], float], do_evict_after: bool = False):
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
             raise JobDefinitionError("threshold", threshold, "must be a number")
-        from engine.windowing.triggers import as_delta_function
-
         self.threshold = threshold
         self.delta_function = as_delta_function(delta_function)
         self.do_evict_after = bool(do_evict_after)

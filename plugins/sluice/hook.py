@@ -38,7 +38,17 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from checkpoints.backends import open_store
+from checkpoints.desired_state import read_desired_state
+from checkpoints.drained import drained_reason
+from checkpoints.index import read_index
+from checkpoints.inspect import list_checkpoints
+from checkpoints.orphans import clean_orphans
+from checkpoints.restore import load_snapshot
 from checkpoints.restore_points import RestoreCandidate, RestoreChoice, choose_restore_point
+from checkpoints.retention import SavepointHistoryPolicy
+from checkpoints.savepoints import apply_savepoint_policy, list_savepoints
+from checkpoints.status import read_status
 from engine.master.client import (
     ControlApiError,
     ControlApiUnavailable,
@@ -193,8 +203,6 @@ class SluiceHook(BaseHook):
         return options
 
     def open_store(self, uri: str) -> Any:
-        from checkpoints.backends import open_store
-
         return open_store(uri, **self._store_options(uri))
 
     @cached_property
@@ -223,8 +231,6 @@ class SluiceHook(BaseHook):
 
     def read_status_document(self, job_id: str | None = None) -> Any:
         """The job's last published :class:`checkpoints.status.StatusDocument`, or None."""
-        from checkpoints.status import read_status
-
         return read_status(self.store, self.job_id(job_id))
 
     # -- control API -----------------------------------------------------------------------------
@@ -336,29 +342,21 @@ class SluiceHook(BaseHook):
 
     def desired_state(self, job_id: str | None = None) -> Any:
         """What the operators last asked for (:class:`checkpoints.desired_state.DesiredState`), or None."""
-        from checkpoints.desired_state import read_desired_state
-
         return read_desired_state(self.store, self.job_id(job_id))
 
     # -- checkpoints and savepoints --------------------------------------------------------------
 
     def list_checkpoints(self, job_id: str | None = None) -> dict[str, Any]:
         """Retained checkpoints (newest last), status and savepoints as plain data (``checkpoints.inspect``)."""
-        from checkpoints.inspect import list_checkpoints
-
         return list_checkpoints(self.store, self.job_id(job_id), self.savepoint_store)
 
     def list_savepoints(self, job_id: str | None = None) -> list[Any]:
-        from checkpoints.savepoints import list_savepoints
-
         if self.savepoint_store is None:
             return []
         return list_savepoints(self.savepoint_store, self.job_id(job_id))
 
     def load_snapshot(self, uri: str, *, job_id: str | None = None, verify_checksums: bool = True) -> Any:
         """Load (and so structurally validate) a snapshot; raises CorruptSnapshotError with the reason."""
-        from checkpoints.restore import load_snapshot
-
         return load_snapshot(uri, expected_job_id=job_id, verify_checksums=verify_checksums,
                              **self._store_options(uri))
 
@@ -374,6 +372,7 @@ class SluiceHook(BaseHook):
         # Great Expectations logs at INFO from its first import on (~200 lines registering functions) and
         # every step after: keep it out of the task log, whose one line about validation is the summary
         logging.getLogger("great_expectations").setLevel(logging.WARNING)
+        # imported here, not with the others: it loads Great Expectations (seconds), which DAG parsing must not pay
         from checkpoints.validation import validate_snapshot
 
         options: dict[str, Any] = {"record": record, "allow_drained": allow_drained, **self._store_options(uri)}
@@ -396,9 +395,6 @@ class SluiceHook(BaseHook):
     def apply_savepoint_policy(self, *, job_id: str | None = None, max_count: int | None = None,
                                max_age_ms: int | None = None, dry_run: bool = False) -> list[str]:
         """Delete savepoints beyond the history policy; returns the URIs deleted (or that would be)."""
-        from checkpoints.retention import SavepointHistoryPolicy
-        from checkpoints.savepoints import apply_savepoint_policy
-
         if self.savepoint_store is None:
             raise SluiceAirflowError(f"connection {self.sluice_conn_id!r} has no extra 'savepoint_dir'")
         doomed = apply_savepoint_policy(self.savepoint_store, self.job_id(job_id),
@@ -421,8 +417,6 @@ class SluiceHook(BaseHook):
         whose transaction is older than the grace period are orphans too.  Savepoints are read
         from ``savepoint_dir``, else from the checkpoint storage, where a master started without
         ``--savepoint-dir`` puts them."""
-        from checkpoints.orphans import clean_orphans
-
         job = self.job_id(job_id)
         live = self.get_status(job).source == "control-api"
         if grace_period_ms < live_min_grace_ms and live:
@@ -444,8 +438,6 @@ class SluiceHook(BaseHook):
 
         Returns ``{"ok": bool, "problems": [...], "retained": [...]}``; fewer handles than
         expected is only a problem once the job completed that many checkpoints."""
-        from checkpoints.index import read_index
-
         job = self.job_id(job_id)
         index = read_index(self.store, job).index
         problems: list[str] = []
@@ -467,8 +459,6 @@ class SluiceHook(BaseHook):
 
     def restore_candidates(self, job_id: str | None = None) -> list[RestoreCandidate]:
         """Every retained checkpoint and every savepoint of the job, as restore candidates."""
-        from checkpoints.index import read_index
-
         job = self.job_id(job_id)
         candidates = [RestoreCandidate(self.store.key_uri(h.metadata_key.rsplit("/", 1)[0]), "checkpoint",
                                        h.checkpoint_id, h.completed_ms)
@@ -486,8 +476,6 @@ class SluiceHook(BaseHook):
         A candidate that does not load (corrupt, missing files, another job's) or,
         unless ``allow_drained``, a drained savepoint is passed over, and named in
         ``passed_over`` with the reason (:mod:`checkpoints.restore_points`)."""
-        from checkpoints.drained import drained_reason
-
         job = self.job_id(job_id)
 
         def inspect(candidate: RestoreCandidate) -> str | None:

@@ -13,6 +13,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+from engine.checkpointing.config import validate_checkpoint_storage_dir
 from engine.errors import JobDefinitionError
 
 
@@ -46,8 +47,6 @@ class LocalJobClient:
         return self._savepoint(target_dir, stop=True, drain=drain)
 
     def _savepoint(self, target_dir: str, stop: bool, drain: bool) -> Future:
-        from engine.checkpointing.config import validate_checkpoint_storage_dir
-
         if not isinstance(drain, bool):
             raise JobDefinitionError("drain", drain, "must be a bool")
         target = validate_checkpoint_storage_dir(target_dir)

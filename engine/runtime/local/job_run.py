@@ -16,20 +16,19 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-from engine.api.environment import JobExecutionResult
 from engine.api.restart import restart_strategy_of
 from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
 from engine.checkpointing.job_status import JobStatus
 from engine.errors import JobFailedError
+from engine.graph.plan import PhysicalPlan, build_plan
 from engine.io.dead_letter_output import dead_letter_history
 from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter, RestorePoint, load_restore_point
-from engine.runtime.local.checkpointing import Mailbox
-from engine.runtime.local.runtime import JobStopped, LocalJob
-from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id  # noqa: F401 - re-exported
+from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id  # noqa: F401 - re-exported
 from engine.runtime.histories import BoundedHistory, history_limits
-from engine.runtime.plan import build_plan
+from engine.runtime.local.checkpointing import Mailbox
+from engine.runtime.local.faults import FaultKind
 from engine.runtime.recovery import (
     discard_orphaned_staging,
     newest_readable_restore_point,
@@ -44,10 +43,22 @@ from engine.runtime.snapshot_metadata import window_configs
 ASYNC_WRITER_THREADS = 2
 
 
+class JobStopped(Exception):
+    """Internal: the attempt ends on request (cancel, stop-with-savepoint); not a failure."""
+
+
 class JobRun:
+    """The run of one job: attempts, restarts, savepoint and cancel requests (see the module docstring).
+
+    ``new_attempt(run, plan, restore)`` builds one attempt (``LocalJob``); it is passed in by
+    ``LocalRuntime`` because the attempt's module builds this one.
+    """
+
     def __init__(self, runtime: Any, job_name: str, roots: list[Any], collected: dict[int, list[Any]],
-                 from_savepoint: str | None) -> None:
+                 from_savepoint: str | None, *, new_attempt: Callable[[JobRun, PhysicalPlan, RestorePoint | None], Any]
+                 ) -> None:
         self.runtime = runtime
+        self._new_attempt = new_attempt
         self.env = runtime.env
         self.job_name = job_name
         self.roots = roots
@@ -83,7 +94,8 @@ class JobRun:
         self.attempt = 0
         self.restarts = 0
         self.records_before_attempt = 0
-        self.job: LocalJob | None = None
+        #: the current attempt (a LocalJob)
+        self.job: Any = None
         self._alignment: dict[int, int] = {}
         self._savepoint_futures: dict[int, Future] = {}
         self._stop_after: set[int] = set()
@@ -108,7 +120,7 @@ class JobRun:
                 plan = build_plan(self.roots, self.env.get_parallelism(), self.env.get_max_parallelism())
                 self.adapter.operator_configs = window_configs(n for v in plan.vertices for n in v.nodes)
                 # a snapshot the Spark runtime took gets the per-task states it lacks from its portable core
-                job = LocalJob(self, plan, restore.for_plan(plan) if restore is not None else None)
+                job = self._new_attempt(self, plan, restore.for_plan(plan) if restore is not None else None)
                 if restore is not None:
                     discard_orphaned_staging(self.roots, self.adapter.storage)  # sinks re-committed restore's handles in initialize_state
                 if self.job is not None and self.checkpointing_enabled:  # the attempt before this one
@@ -179,11 +191,9 @@ class JobRun:
         if metrics is not None:
             self._alignment[checkpoint_id] = max(self._alignment.get(checkpoint_id, 0), metrics.alignment_duration_ms)
 
-    def on_checkpoint_completed(self, job: LocalJob, checkpoint_id: int, first_task: bool, final: bool = False) -> None:
+    def on_checkpoint_completed(self, job: Any, checkpoint_id: int, first_task: bool, final: bool = False) -> None:
         if not first_task:
             return
-        from engine.runtime.local.faults import FaultKind
-
         latest = self.store.get_latest_checkpoint()
         pointer = self.adapter.external_pointers.pop(checkpoint_id, None)  # read once: here
         is_savepoint = latest is not None and latest.checkpoint_id == checkpoint_id and latest.is_savepoint()

@@ -38,14 +38,6 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from engine.api.graph import (
-    BroadcastProcessTransformation,
-    KeyedProcessTransformation,
-    MapTransformation,
-    SinkTransformation,
-    TimestampsAndWatermarksTransformation,
-    Transformation,
-)
 from engine.checkpointing.barrier_handlers import create_checkpoint_barrier_handler
 from engine.checkpointing.channel_state import InMemoryChannelStateWriter
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
@@ -56,6 +48,18 @@ from engine.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpoin
 from engine.checkpointing.task_state import TaskSnapshot
 from engine.elements import MIN_WATERMARK, CheckpointType
 from engine.errors import IllegalStateError, JobDefinitionError
+from engine.graph.operator_factory import build_operator
+from engine.graph.plan import PhysicalPlan, Vertex
+from engine.graph.transformations import (
+    BroadcastProcessTransformation,
+    KeyedProcessTransformation,
+    MapTransformation,
+    Partitioning,
+    SinkTransformation,
+    TimestampsAndWatermarksTransformation,
+    Transformation,
+    safe_name,
+)
 from engine.io.sink import PrintSink
 from engine.io.source import assigned_splits, source_monitor_interval_ms
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
@@ -63,18 +67,18 @@ from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBr
 from engine.operators.keyed_process import KeyedProcessOperator
 from engine.operators.simple import CollectOperator, FilterOperator, FlatMapOperator, MapOperator, SinkOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
-from engine.runtime.checkpoint_storage_adapter import RestorePoint, safe_name, task_id_of
+from engine.runtime.checkpoint_storage_adapter import RestorePoint, task_id_of
 from engine.runtime.local.channels import Channel, InputGate
 from engine.runtime.local.checkpointing import JsonStateOperator, LocalTaskGateway, Mailbox
 from engine.runtime.local.faults import FaultKind
+from engine.runtime.local.job_client import LocalJobClient
+from engine.runtime.local.job_run import JobRun, JobStopped
 from engine.runtime.local.tasks import SourceTask, SplitState, StreamTask, Subtask
 from engine.runtime.local.writers import FanOutOutput, RecordWriter
-from engine.runtime.operator_factory import build_operator
 from engine.runtime.operator_metrics import operator_entry, smallest_watermark, vertex_key
-from engine.runtime.plan import PhysicalPlan, Vertex
 from engine.runtime.snapshot_metadata import saved_split_key, source_split_key
 from engine.state import codec
-from engine.state.key_groups import key_group_range_for_operator
+from engine.state.key_groups import KeyGroupRange, key_group_range_for_operator
 from engine.watermarks.strategy import WatermarkStrategy
 
 DEFAULT_BUNDLE_SIZE = 1024
@@ -95,10 +99,6 @@ class _PassThrough(OneInputStreamOperator):
 
 class _CollectSinkNode(SinkTransformation):
     pass
-
-
-class JobStopped(Exception):
-    """Internal: the attempt ends on request (cancel, stop-with-savepoint); not a failure."""
 
 
 #: an idle unbounded job polls its sources with a sleep doubling from MIN to MAX; new data, a due
@@ -162,8 +162,6 @@ class LocalRuntime:
 
     def _prepare(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
                  from_savepoint: str | None = None) -> Any:
-        from engine.runtime.local.job_run import JobRun
-
         collected: dict[int, list[Any]] = {}
         roots: list[Transformation] = list(sinks)
         for node in collect:
@@ -171,7 +169,7 @@ class LocalRuntime:
             collected[node.id] = target
             # non-parallel, as Flink's collect sink: a non-parallel stream (window_all) arrives in its order
             roots.append(_CollectSinkNode(name="Collect", inputs=[node], sink=target, parallelism=1))
-        return JobRun(self, job_name, roots, collected, from_savepoint or self.from_savepoint)
+        return JobRun(self, job_name, roots, collected, from_savepoint or self.from_savepoint, new_attempt=LocalJob)
 
     def execute(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
                 from_savepoint: str | None = None) -> Any:
@@ -181,8 +179,6 @@ class LocalRuntime:
     def submit(self, job_name: str, sinks: list[Transformation], collect: list[Transformation] = (),  # type: ignore[assignment]
                from_savepoint: str | None = None) -> Any:
         """Start the job on its own scheduler thread and return its control handle (LocalJobClient)."""
-        from engine.runtime.local.job_client import LocalJobClient
-
         client = LocalJobClient(self._prepare(job_name, sinks, list(collect), from_savepoint))
         client.start()
         return client
@@ -295,8 +291,6 @@ class LocalJob:
         plan = self.plan
         gates: dict[tuple[int, int], list[Channel]] = {}
         edge_channels: dict[int, dict[int, list[Channel]]] = {}  # id(edge) -> source subtask -> channels by target
-        from engine.api.graph import Partitioning
-
         for v in plan.vertices:
             for j in range(v.parallelism):
                 channels: list[Channel] = []
@@ -706,7 +700,5 @@ class LocalJob:
 
 
 def _range(snapshot: Any) -> Any:
-    from engine.state.key_groups import KeyGroupRange
-
     start, end = snapshot.metadata["key_group_range"]
     return KeyGroupRange(start, end)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from engine.api.functions import OutputTag
-from engine.api.graph import Partitioning
 from engine.elements import StreamElement, StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
+from engine.graph.transformations import Partitioning
 from engine.operators.base import Output
 from engine.runtime.keyed_edges import NO_KEY, key_or_dead_letter, keyable
 from engine.runtime.local.channels import Channel

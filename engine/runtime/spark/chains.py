@@ -1,6 +1,6 @@
 """Where a node's output goes inside a Spark task: chained operators, a keyed shuffle, or the driver.
 
-The physical plan (engine/runtime/plan.py) is shared with the local runtime.  On Spark a task
+The physical plan (engine/graph/plan.py) is shared with the local runtime.  On Spark a task
 runs one source split's slice or one key group, and everything downstream of it that needs no
 shuffle runs right there: chained map/filter/flat_map nodes, and also stateless vertices
 reached over a FORWARD or REBALANCE edge (a map after a union, say) — a stateless operator
@@ -18,7 +18,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.api.graph import (
+from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns
+from engine.errors import JobDefinitionError
+from engine.graph.plan import PhysicalPlan, Vertex
+from engine.graph.transformations import (
     BroadcastProcessTransformation,
     KeyedProcessTransformation,
     MapTransformation,
@@ -28,12 +31,9 @@ from engine.api.graph import (
     Transformation,
     WindowTransformation,
 )
-from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns
-from engine.errors import JobDefinitionError
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output
 from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
 from engine.runtime.keyed_edges import keyable
-from engine.runtime.plan import PhysicalPlan, Vertex
 from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation, preaggregation_for
 from engine.runtime.spark.rows import (
     DEST_DEAD_LETTER,

@@ -56,6 +56,7 @@ from engine.checkpointing.job_status import JobStatus
 from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
+from engine.graph.transformations import safe_name
 from engine.runtime.histories import BoundedHistory, history_limits
 from engine.runtime.operator_metrics import operator_state_sizes
 from engine.runtime.recovery import persist_dead_letters
@@ -75,8 +76,6 @@ def window_uid(v: Any) -> str:
 
 def storage_uid(uid: str) -> str:
     """An operator uid as a storage path segment: the local runtime's ``safe_name``, so both agree."""
-    from engine.runtime.checkpoint_storage_adapter import safe_name
-
     return safe_name(uid)
 
 

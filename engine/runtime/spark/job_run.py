@@ -40,13 +40,12 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from engine.api.environment import JobExecutionResult
+from checkpoints import load_snapshot
 from engine.api.restart import restart_strategy_of
 from engine.checkpointing.job_status import JobStatus
 from engine.errors import CorruptSnapshotError, JobFailedError
 from engine.io.dead_letter_output import dead_letter_history
-from engine.runtime.spark.checkpointing import RestorableCheckpoint
-from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
+from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
 from engine.runtime.histories import BoundedHistory, history_limits
 from engine.runtime.recovery import (
     discard_orphaned_staging,
@@ -56,6 +55,7 @@ from engine.runtime.recovery import (
     sinks_that_committed,
     wait_restart_delay,
 )
+from engine.runtime.spark.checkpointing import RestorableCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -168,8 +168,6 @@ class SparkJobRun:
     def _restarted_attempt(self) -> Any:
         """The next attempt, from the newest of this run's retained checkpoints that reads and verifies, or
         from the savepoint the run started from (or scratch) when none completed."""
-        from checkpoints import load_snapshot
-
         options = self.runtime.storage_options
 
         def verified(retained: RestorableCheckpoint) -> Any:

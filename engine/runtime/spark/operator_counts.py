@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Container
 
-from engine.api.graph import Partitioning, SinkTransformation
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK
+from engine.graph.transformations import Partitioning, SinkTransformation
 from engine.io.source import assigned_splits
 from engine.runtime.operator_metrics import MAX_SUBTASKS_LISTED, operator_entry, vertex_key
 

@@ -133,7 +133,7 @@ def preaggregation_for(node: Any) -> PreAggregation | None:
     vectorized = getattr(spec.aggregate_function, "vectorized", None)
     if vectorized is None or vectorized.kind not in _SQL_AGG:
         return None
-    from engine.runtime.operator_factory import build_window_operator
+    from engine.graph.operator_factory import build_window_operator
 
     if vectorized.kind == "sum" and getattr(build_window_operator(node), "folds_in_arrays", False):
         return None  # the columnar layout folds it faster than Spark SQL (module docstring)

@@ -65,15 +65,19 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from engine.api.environment import JobExecutionResult
-from engine.runtime.handle import CheckpointRecord, JobStatusReport, stable_job_id
+from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
 from engine.runtime.histories import BoundedHistory, history_limits
-from engine.api.graph import KeyedProcessTransformation, SinkTransformation, Transformation, WindowTransformation
+from engine.graph.transformations import (
+    KeyedProcessTransformation,
+    SinkTransformation,
+    Transformation,
+    WindowTransformation,
+)
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.io.source import source_monitor_interval_ms
 from engine.runtime.duration_histogram import DurationHistogram
-from engine.runtime.plan import PhysicalPlan, build_plan
+from engine.graph.plan import PhysicalPlan, build_plan
 from engine.runtime.snapshot_metadata import source_split_key
 from engine.runtime.spark.chains import build_routes
 from engine.runtime.spark.operator_counts import OperatorCounts

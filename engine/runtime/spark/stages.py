@@ -13,7 +13,7 @@ and the generator snapshot for the next epoch.
 
 **Window stage** (:func:`window_stage`): one call per (window vertex, subtask), in the Spark
 partition that holds the subtask's key groups.  The shared WindowOperator
-(engine/runtime/operator_factory.py) is built for the subtask's key-group range, restored from
+(engine/graph/operator_factory.py) is built for the subtask's key-group range, restored from
 its state rows (one per subtask, or one per key group after a restore: rescaling), brought to
 W(n-1) (a subtask without state starts there), fed the epoch's records in (key group, channel,
 sequence) order with ``process_batch`` — so every record of epoch n is judged against W(n-1) and
@@ -34,10 +34,10 @@ import pyarrow.compute as pc
 
 from engine.clock import ManualClock
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, StreamRecord, Watermark
+from engine.graph.operator_factory import build_window_operator
 from engine.operators.base import Metrics, OperatorContext
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.gc_pause import paused_iteration
-from engine.runtime.operator_factory import build_window_operator
 from engine.runtime.spark.chains import Router, Routes, _NodeOutput
 from engine.runtime.spark.rows import (
     DEST_METRICS,
@@ -239,7 +239,7 @@ def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
 def _keyed_operator(node: Any) -> Any:
     """The operator of a keyed vertex: the window operator, or the keyed process operator of
     ``KeyedStream.process`` and the rolling aggregates (the same class the local runtime runs)."""
-    from engine.api.graph import KeyedProcessTransformation
+    from engine.graph.transformations import KeyedProcessTransformation
 
     if isinstance(node, KeyedProcessTransformation):
         from engine.operators.keyed_process import KeyedProcessOperator

@@ -81,6 +81,7 @@ class SluiceJobHealthySensor(_JobConditionSensor):
 
     def poke(self, context: Any) -> bool:
         """Like any poke, except that a dead master fails at once: it does not come back by waiting."""
+        # imported when poking: DAG files import this module at parse time, and the hook loads the engine
         from sluice.health import is_live
         from sluice.hook import now_ms
 

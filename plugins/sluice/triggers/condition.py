@@ -23,6 +23,8 @@ class JobEnded(Exception):
 
 def evaluate(condition: str, sluice_conn_id: str, job_id: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
     """``(done, details)`` of one poll; shared by the sensors' ``poke`` and the trigger."""
+    # imported when polling, not with this module: DAG files import the sensors, and so this module, at parse
+    # time, and the hook brings in checkpoints and the engine (seconds); the same for the imports below
     from sluice.health import health_problems
     from sluice.hook import SluiceHook, now_ms
 

@@ -30,6 +30,8 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from checkpoints.errors import ObjectNotFound
+from checkpoints.index import read_index
+from checkpoints.metadata import CheckpointMetadata
 from sluice.deployments import Deployment
 from sluice.health import health_problems, is_live
 from sluice.hook import SupervisedJobStatus, SluiceHook, now_ms
@@ -39,9 +41,6 @@ DATA_DOCS_INDEX = "index.html"
 
 
 def deployment_view(deployment: Deployment) -> dict[str, Any]:
-    from checkpoints.index import read_index
-    from checkpoints.metadata import CheckpointMetadata
-
     hook = SluiceHook(deployment.conn_id, timeout_s=3.0)
     now = now_ms()
     view: dict[str, Any] = {"name": deployment.name, "job_id": deployment.job_id, "job": deployment.job,

@@ -22,8 +22,8 @@ import pyarrow as pa
 from checkpoints import CheckpointMetadata, SnapshotProperties, OperatorState, SubtaskState
 from checkpoints.validation.operator_config import window_operator_config
 from engine.api.environment import StreamExecutionEnvironment
-from engine.api.graph import WindowTransformation, topological_order
-from engine.runtime.operator_factory import build_window_operator
+from engine.graph.operator_factory import build_window_operator
+from engine.graph.transformations import WindowTransformation, topological_order
 from engine.state.key_groups import assign_to_key_group, key_group_range_for_operator, operator_index_for_key_group
 from engine.testing.operator_harness import KeyedOneInputStreamOperatorTestHarness
 

@@ -13,11 +13,11 @@ from engine.checkpointing.single_checkpoint_barrier_handler import (
     AlternatingCheckpointBarrierHandler,
     CheckpointBarrierAligner,
 )
+from engine.graph.plan import build_plan
 from engine.io.file_sink import read_committed
 from engine.runtime.local.job_run import JobRun
 from engine.runtime.local.runtime import LocalJob, LocalRuntime
 from engine.runtime.local.tasks import StreamTask
-from engine.runtime.plan import build_plan
 
 from checkpoint_jobs import build_job, committed, make_events
 

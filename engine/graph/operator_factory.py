@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from engine.api.graph import AsyncTransformation, TimestampsAndWatermarksTransformation, Transformation, WindowTransformation
 from engine.clock import Clock
 from engine.elements import MAX_WATERMARK, StreamRecord, Watermark, WatermarkStatusElement
 from engine.errors import IllegalStateError
+from engine.graph.transformations import (
+    AsyncTransformation,
+    TimestampsAndWatermarksTransformation,
+    Transformation,
+    WindowTransformation,
+)
+from engine.operators.async_io import AsyncWaitOperator
 from engine.operators.base import OneInputStreamOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
+from engine.windowing.window_operator import WindowOperator
 
 
 class TimestampsAndWatermarksOperator(OneInputStreamOperator):
@@ -66,15 +73,11 @@ def build_operator(node: Transformation, env: Any, clock: Clock) -> OneInputStre
     if isinstance(node, WindowTransformation):
         return build_window_operator(node)
     if isinstance(node, AsyncTransformation):
-        from engine.operators.async_io import AsyncWaitOperator
-
         return AsyncWaitOperator(node.async_function, node.timeout_ms, node.capacity, node.ordered)
     raise IllegalStateError(f"Bug: no operator for {type(node).__name__} {node.name!r}")
 
 
 def build_window_operator(node: WindowTransformation) -> OneInputStreamOperator:
-    from engine.windowing.window_operator import WindowOperator
-
     spec = node.function
     if spec.kind == "aggregate":
         window_function, incremental = spec.process_function, spec.aggregate_function

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.api.graph import (
+from engine.errors import JobDefinitionError
+from engine.graph.transformations import (
     MapTransformation,
     Partitioning,
     PartitionTransformation,
@@ -26,9 +27,9 @@ from engine.api.graph import (
     Transformation,
     UnionTransformation,
     WindowTransformation,
+    safe_name,
     topological_order,
 )
-from engine.errors import JobDefinitionError
 
 
 @dataclass(eq=False)
@@ -167,8 +168,6 @@ def build_plan(sinks: list[Transformation], default_parallelism: int, max_parall
 
 def _planned_uid(v: Vertex, position: int, node: Transformation) -> str:
     """The user's uid, else the node's place in the plan: vertex id, position in the chain, name."""
-    from engine.runtime.checkpoint_storage_adapter import safe_name
-
     return safe_name(node.uid) if node.uid else safe_name(f"v{v.id}.n{position}.{node.name}")
 
 

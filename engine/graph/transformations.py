@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import enum
 import itertools
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 _ids = itertools.count(1)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def next_node_id() -> int:
     return next(_ids)
+
+
+def safe_name(text: str) -> str:
+    """A storage-safe name (checkpoints.layout.check_name) for an operator uid or table name."""
+    cleaned = _UNSAFE.sub("_", text)[:180]
+    return cleaned if cleaned[:1].isalnum() else "x" + cleaned
 
 
 class Partitioning(enum.Enum):
@@ -40,7 +48,7 @@ class Transformation:
     uid: str | None = None
     id: int = field(default_factory=next_node_id)
 
-    #: set by engine.runtime.plan.build_plan: the id this node's state is stored under
+    #: set by engine.graph.plan.build_plan: the id this node's state is stored under
     planned_uid: str | None = field(default=None, repr=False, compare=False)
     #: the TypeInformation the job declared for this node's records (PyFlink's ``output_type`` /
     #: ``type_info``), None if none; only ``print()`` looks at it, see :func:`declared_output_type`
@@ -54,8 +62,6 @@ class Transformation:
         snapshots name the same operators whichever runtime took them.  Call it after
         ``build_plan``: before, only a user-set uid is stable.
         """
-        from engine.runtime.checkpoint_storage_adapter import safe_name
-
         if self.uid:
             return safe_name(self.uid)
         return self.planned_uid or safe_name(f"{self.name}-{self.id}")
