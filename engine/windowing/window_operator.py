@@ -48,11 +48,9 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any, Callable
 
-import pyarrow as pa
-
 from engine.api.functions import KeyedStateStore, OutputTag, ProcessWindowContext, ProcessWindowFunction
 from engine.elements import MAX_WATERMARK, StreamRecord, Watermark
-from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError, MissingTimestampError
+from engine.errors import IllegalStateError, JobDefinitionError, MissingTimestampError
 from engine.operators.base import (
     MaterializedOperatorSnapshot,
     OneInputStreamOperator,
@@ -62,6 +60,7 @@ from engine.operators.base import (
     materialize_all,
 )
 from engine.operators.keyed_process import KeyedOperatorSnapshot
+from engine.operators.keyed_restore import restore_keyed_snapshots
 from engine.state.descriptors import AggregatingStateDescriptor, ListStateDescriptor, State, StateDescriptor
 from engine.state.key_groups import KeyGroupRange
 from engine.state.keyed_state import HeapKeyedStateBackend
@@ -86,8 +85,6 @@ from engine.windowing.triggers import CountTrigger, EventTimeTrigger, OnMergeCon
 from engine.windowing.windows import GLOBAL_WINDOW, TimeWindow
 
 WINDOW_CONTENTS_STATE = "window-contents"
-KEYED_TABLE_PREFIX = "keyed/"
-TIMERS_TABLE = "timers"
 
 _DEAD = object()
 _CONTINUE = TriggerResult.CONTINUE
@@ -1277,34 +1274,8 @@ class WindowOperator(OneInputStreamOperator):
         if key_group_range is not None and key_group_range != self.context.key_group_range:
             self.context.key_group_range = key_group_range
             self._build_runtime(key_group_range)
-        if self.keyed_state_backend.num_entries() or self.timer_service.num_event_time_timers() or self.timer_service.num_processing_time_timers():
-            raise IllegalStateError("initialize_state must be called before any element is processed")
-        keyed: dict[str, list[pa.Table]] = {}
-        timer_tables: list[pa.Table] = []
-        watermarks: list[int] = []
-        for snap in materialized:
-            if snap.metadata["max_parallelism"] != self.context.max_parallelism:
-                raise CorruptSnapshotError(
-                    f"snapshot of operator {snap.operator_id!r} was taken with max_parallelism "
-                    f"{snap.metadata['max_parallelism']}, the job now has {self.context.max_parallelism}: the number "
-                    "of key groups cannot change across a restore"
-                )
-            for name, table in snap.tables.items():
-                if name == TIMERS_TABLE:
-                    timer_tables.append(table)
-                elif name.startswith(KEYED_TABLE_PREFIX):
-                    keyed.setdefault(name[len(KEYED_TABLE_PREFIX) :], []).append(table)
-                else:
-                    raise CorruptSnapshotError(f"window operator snapshot has an unknown table {name!r}")
-            if "current_watermark" in snap.metadata:
-                watermarks.append(int(snap.metadata["current_watermark"]))
-        self.keyed_state_backend.restore_from_arrow(
-            {name: tables[0] if len(tables) == 1 else pa.concat_tables(tables) for name, tables in keyed.items()}
-        )
-        for table in timer_tables:
-            self.timer_service.restore_from_arrow(table)
-        if watermarks:
-            self.timer_service.set_current_watermark(min(watermarks))
+        restore_keyed_snapshots(materialized, self.keyed_state_backend, self.timer_service,
+                                self.context.max_parallelism, "window operator")
         if self._columns is not None or self._sessions is not None:
             self._adopt_restored()
 

@@ -24,7 +24,8 @@ from engine.state.key_groups import KeyGroupRange
 from engine.testing.operator_harness import KeyedOneInputStreamOperatorTestHarness
 from engine.windowing.aggregations import builtin_aggregation
 from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
-from engine.windowing.window_operator import TIMERS_TABLE, WindowOperator
+from engine.operators.keyed_restore import TIMERS_TABLE
+from engine.windowing.window_operator import WindowOperator
 
 LATE = OutputTag("late")
 
