@@ -711,7 +711,7 @@ class WindowOperator(OneInputStreamOperator):
         clear_function = function.clear if isinstance(function.window_function, ProcessWindowFunction) else None
         pctx = self._process_ctx
         lateness = self.allowed_lateness_ms
-        collect_batch = getattr(self.output, "collect_batch", None) if self._fire_in_buffers else None
+        collect_batch = self.output.collect_batch if self._fire_in_buffers else None
         collect = self.output.collect
         out: list[StreamRecord] = []
         while True:
@@ -1198,7 +1198,8 @@ class WindowOperator(OneInputStreamOperator):
         if columns is not None:
             # an output that takes columns (a Spark task's router) gets each window's results as they come
             # out of the arrays, window by window in the same order; any other output gets one buffer
-            collect_columns = getattr(self.output, "collect_columns", None) if self._fire_in_buffers else None
+            output = self.output
+            collect_columns = output.collect_columns if self._fire_in_buffers and output.takes_columns else None
             for start in columns.due_starts(time):
                 fired = columns.fire(start, as_columns=collect_columns is not None)
                 if collect_columns is None:
@@ -1210,9 +1211,8 @@ class WindowOperator(OneInputStreamOperator):
             out = self._sessions.fire(time)  # type: ignore[union-attr]
         if not out:
             return
-        collect_batch = getattr(self.output, "collect_batch", None) if self._fire_in_buffers else None
-        if collect_batch is not None:
-            collect_batch(out)
+        if self._fire_in_buffers:
+            self.output.collect_batch(out)
         else:
             collect = self.output.collect
             for r in out:

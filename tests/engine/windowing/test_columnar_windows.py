@@ -300,6 +300,8 @@ def test_the_grid_guard_lets_dense_grids_grow(monkeypatch):
 class _ColumnsOutput(ListOutput):
     """An output that takes fired windows as columns, as a Spark task's router does."""
 
+    takes_columns = True
+
     def __init__(self) -> None:
         super().__init__()
         self.column_batches = 0
