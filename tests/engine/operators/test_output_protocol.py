@@ -10,7 +10,7 @@ from engine.state.key_groups import KeyGroupRange
 from engine import ManualClock
 from engine.windowing.aggregations import builtin_aggregation
 from engine.windowing.assigners import TumblingEventTimeWindows
-from engine.windowing.window_operator import WindowOperator
+from engine.windowing.slicing import create_window_operator
 
 
 class OnlyCollect(Output):
@@ -51,7 +51,7 @@ def test_every_window_operator_variant_emits_through_an_output_with_only_the_abs
     records = [StreamRecord((f"k{i % 3}", i), i) for i in range(30)]
     outputs = []
     for out in (OnlyCollect(), ListOutput()):
-        op = WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
+        op = create_window_operator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
                                     key_selector=lambda v: v[0], specialized=True)
         op.open(OperatorContext("w", 0, 1, 8, KeyGroupRange(0, 7), clock=ManualClock(0), metrics=Metrics()), out)
         op.process_batch(records)
