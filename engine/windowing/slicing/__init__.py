@@ -2,8 +2,9 @@
 
 :func:`create_window_operator` is how runtimes and tests build a window operator: it asks the one
 predicate (:func:`~engine.windowing.slicing.variant.window_operator_variant`) which variant runs the
-configuration and builds it.  The variants (slicing_operator.py, session_operator.py) give the general
-operator's results and share its snapshot format (engine/windowing/window_operator.py).
+configuration and builds it.  The variants (slicing_operator.py and its columnar layout in
+columnar_operator.py, session_operator.py) give the general operator's results and share its snapshot
+format (engine/windowing/window_operator.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Callable
 from engine.api.functions import OutputTag
 from engine.windowing.assigners import WindowAssigner
 from engine.windowing.evictors import Evictor
+from engine.windowing.slicing.columnar_operator import ColumnarSlicingWindowOperator
 from engine.windowing.slicing.session_operator import SessionWindowOperator
 from engine.windowing.slicing.slicing_operator import SlicingWindowOperator
 from engine.windowing.slicing.variant import WindowOperatorVariant, window_geometry, window_operator_variant
@@ -20,6 +22,7 @@ from engine.windowing.triggers import Trigger
 from engine.windowing.window_operator import WindowOperator
 
 __all__ = [
+    "ColumnarSlicingWindowOperator",
     "SessionWindowOperator",
     "SlicingWindowOperator",
     "WindowOperatorVariant",
@@ -52,6 +55,8 @@ def create_window_operator(
             incremental_aggregate)
     if variant is WindowOperatorVariant.SESSION:
         return SessionWindowOperator(*args)
-    if variant.is_slicing:
-        return SlicingWindowOperator(*args, columnar=variant is WindowOperatorVariant.SLICING_COLUMNAR)
+    if variant is WindowOperatorVariant.SLICING_COLUMNAR:
+        return ColumnarSlicingWindowOperator(*args)
+    if variant is WindowOperatorVariant.SLICING:
+        return SlicingWindowOperator(*args)
     return WindowOperator(*args)

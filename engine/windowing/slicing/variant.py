@@ -42,7 +42,7 @@ class WindowOperatorVariant(enum.Enum):
     #: time trigger of the assigner's domain, an incremental aggregate, no evictor; a batch folds per
     #: (key, window) and a watermark fires with the trigger's decisions inlined
     SLICING = "slicing"
-    #: the slicing operator with its windows in arrays (engine/windowing/slicing/columnar.py): event-time
+    #: the slicing operator with its windows in arrays (columnar_operator.py, columnar.py): event-time
     #: tumbling/sliding windows, exactly the built-in ``sum``, no window function, no allowed lateness
     SLICING_COLUMNAR = "slicing-columnar"
     #: engine/windowing/slicing/session_operator.py: event-time sessions with a fixed gap, exactly

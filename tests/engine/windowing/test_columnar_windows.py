@@ -26,7 +26,7 @@ from engine.testing.operator_harness import KeyedOneInputStreamOperatorTestHarne
 from engine.windowing.aggregations import builtin_aggregation
 from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 from engine.operators.keyed_restore import TIMERS_TABLE
-from engine.windowing.slicing import create_window_operator
+from engine.windowing.slicing import ColumnarSlicingWindowOperator, SlicingWindowOperator, create_window_operator
 from engine.windowing.window_operator import WindowOperator
 
 LATE = OutputTag("late")
@@ -143,7 +143,7 @@ def test_columnar_contents_emit_and_snapshot_exactly_what_the_general_layout_doe
     feed(general, run, batched=False, snapshots=general_snaps)
     feed(columnar, run, batched=True, snapshots=columnar_snaps)
     assert columnar.operator._columns is not None  # the arrays held everything: no spill happened
-    assert general.operator._columns is None
+    assert type(general.operator) is SlicingWindowOperator  # the heap layout
     assert observable(columnar) == observable(general)
     assert [comparable(s) for s in columnar_snaps] == [comparable(s) for s in general_snaps]
     general.process_watermark(MAX_WATERMARK)
@@ -359,12 +359,12 @@ def test_keys_that_come_and_go_are_compacted_away_without_changing_results():
 
 def test_the_runtimes_ask_for_columnar_contents_and_other_windows_keep_another_layout():
     from engine.windowing.assigners import EventTimeSessionWindows
-    from engine.windowing.slicing import SlicingWindowOperator, WindowOperatorVariant, window_operator_variant
+    from engine.windowing.slicing import WindowOperatorVariant, window_operator_variant
 
     sum_1 = builtin_aggregation("sum", 1)
     columnar = create_window_operator(TumblingEventTimeWindows.of(10), incremental_aggregate=sum_1,
                                       key_selector=_first, specialized=True)
-    assert type(columnar) is SlicingWindowOperator and columnar._columnar
+    assert type(columnar) is ColumnarSlicingWindowOperator
     others = {
         "min": dict(assigner=TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("min", 1)),
         "lateness": dict(assigner=TumblingEventTimeWindows.of(10), incremental_aggregate=sum_1, allowed_lateness_ms=5),
@@ -378,16 +378,15 @@ def test_the_runtimes_ask_for_columnar_contents_and_other_windows_keep_another_l
         config = {"specialized": True, **config}
         assert window_operator_variant(**config) is not WindowOperatorVariant.SLICING_COLUMNAR, name
         op = create_window_operator(key_selector=_first, **config)
-        assert not getattr(op, "_columnar", False), name
+        assert not isinstance(op, ColumnarSlicingWindowOperator), name
 
 
 def test_the_slicing_operator_refuses_a_configuration_it_cannot_run():
     from engine.errors import JobDefinitionError
-    from engine.windowing.slicing import SlicingWindowOperator
 
     with pytest.raises(JobDefinitionError, match="create_window_operator"):
-        SlicingWindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("min", 1),
-                              key_selector=_first, columnar=True)
+        ColumnarSlicingWindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("min", 1),
+                                      key_selector=_first)
 
 
 def test_a_restore_with_more_open_windows_than_the_first_grid_keeps_every_window():

@@ -16,7 +16,13 @@ import pytest
 
 from engine.windowing.aggregations import builtin_aggregation
 from engine.windowing.assigners import EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows
-from engine.windowing.slicing import SessionWindowOperator, SlicingWindowOperator, WindowOperatorVariant, window_operator_variant
+from engine.windowing.slicing import (
+    ColumnarSlicingWindowOperator,
+    SessionWindowOperator,
+    SlicingWindowOperator,
+    WindowOperatorVariant,
+    window_operator_variant,
+)
 from engine.windowing.window_operator import WindowOperator
 from tests.engine.windowing.test_columnar_windows import LATE, comparable, feed, harness
 from tests.engine.windowing.test_columnar_windows import random_run as tuple_run
@@ -51,7 +57,7 @@ WINDOWS: dict[str, tuple[dict[str, Any], Callable[[int], list], list[str]]] = {
 BUILDERS: dict[str, Callable[..., WindowOperator]] = {
     "general": WindowOperator,
     "slicing": SlicingWindowOperator,
-    "columnar": lambda *a, **kw: SlicingWindowOperator(*a, columnar=True, **kw),
+    "columnar": ColumnarSlicingWindowOperator,
     "session": SessionWindowOperator,
 }
 

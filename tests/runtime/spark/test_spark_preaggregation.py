@@ -88,7 +88,7 @@ def test_the_preaggregation_and_the_window_operator_ask_the_same_predicate():
     for windowed in windowed_streams:
         node = _node(windowed)
         op = build_window_operator(node)
-        heap_slicing = type(op) is SlicingWindowOperator and not op._columnar
+        heap_slicing = type(op) is SlicingWindowOperator  # not its columnar subclass
         if preaggregation_for(node) is not None:
             pre_aggregated += 1
             assert heap_slicing, node
