@@ -69,7 +69,7 @@ class StreamRecord(StreamElement):
 class TupleColumns:
     """Window results that are tuples of one width with one timestamp, kept as columns, not tuples.
 
-    The columnar window layout (engine/windowing/columnar.py) computes a fired window's results
+    The columnar window layout (engine/windowing/slicing/columnar.py) computes a fired window's results
     column by column; an output that can take columns (a Spark task staging a Parquet part) writes
     them without building a tuple and a StreamRecord per result.  ``values()`` and ``records()``
     give exactly what the row-wise path would have emitted.

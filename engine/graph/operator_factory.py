@@ -78,6 +78,24 @@ def build_operator(node: Transformation, env: Any, clock: Clock) -> OneInputStre
 
 
 def build_window_operator(node: WindowTransformation) -> OneInputStreamOperator:
+    """The window operator for ``node``: the variant the one predicate picks for it (engine/windowing/slicing/),
+    with the layouts made for common windows allowed (identical results and snapshots)."""
+    from engine.windowing.slicing import create_window_operator
+
+    return create_window_operator(**_window_configuration(node), late_data_output_tag=node.late_data_tag,
+                                  key_selector=node.key_selector)
+
+
+def window_variant_of(node: WindowTransformation) -> Any:
+    """The :class:`~engine.windowing.slicing.variant.WindowOperatorVariant` :func:`build_window_operator`
+    builds for ``node``, without building it: what a runtime's fast path asks so it agrees with the operator."""
+    from engine.windowing.slicing.variant import window_operator_variant
+
+    return window_operator_variant(**_window_configuration(node))
+
+
+def _window_configuration(node: WindowTransformation) -> dict[str, Any]:
+    """What decides a window operator's variant, as the runtimes pass it."""
     spec = node.function
     if spec.kind == "aggregate":
         window_function, incremental = spec.process_function, spec.aggregate_function
@@ -85,14 +103,9 @@ def build_window_operator(node: WindowTransformation) -> OneInputStreamOperator:
         window_function, incremental = spec.process_function, None
     else:
         window_function, incremental = spec.window_function, None
-    return WindowOperator(
-        assigner=node.assigner,
-        trigger=node.trigger,
-        evictor=node.evictor,
-        window_function=window_function,
-        allowed_lateness_ms=node.allowed_lateness_ms,
-        late_data_output_tag=node.late_data_tag,
-        key_selector=node.key_selector,
-        incremental_aggregate=incremental,
-        specialized=True,  # layouts made for common windows (columnar.py, sessions.py): identical results
-    )
+    return {
+        "assigner": node.assigner, "trigger": node.trigger, "evictor": node.evictor,
+        "window_function": window_function, "allowed_lateness_ms": node.allowed_lateness_ms,
+        "incremental_aggregate": incremental,
+        "specialized": True,  # layouts made for common windows (columnar.py, sessions.py): identical results
+    }

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from engine.api.functions import OutputTag
 from engine.clock import Clock, ManualClock
-from engine.elements import StreamRecord, Watermark, WatermarkStatus
+from engine.elements import StreamRecord, TupleColumns, Watermark, WatermarkStatus
 from engine.errors import CorruptSnapshotError, UnsupportedFormatVersion
 from engine.state.key_groups import DEFAULT_MAX_PARALLELISM, KeyGroupRange, key_group_range_for_operator
 
@@ -61,6 +61,23 @@ class Output(ABC):
     @abstractmethod
     def emit_watermark_status(self, status: WatermarkStatus) -> None:
         """Forward an ACTIVE/IDLE status downstream."""
+
+    #: whether :meth:`collect_columns` takes :class:`~engine.elements.TupleColumns` as they are (a Spark
+    #: task's router stages them without building a record each); for any other output an operator builds
+    #: the records at once, which is cheaper than columns turned into records here
+    takes_columns: bool = False
+
+    def collect_batch(self, records: list[StreamRecord]) -> None:
+        """Emit records to the main output, in order, as one buffer.  An operator calls it only where no side
+        output can come between the records.  Default: :meth:`collect` for each."""
+        collect = self.collect
+        for record in records:
+            collect(record)
+
+    def collect_columns(self, batch: TupleColumns | list[StreamRecord]) -> None:
+        """Emit one fired window's results, as columns (only to an output that ``takes_columns``) or as
+        records.  Default: the records the batch stands for, through :meth:`collect_batch`."""
+        self.collect_batch(batch.records() if type(batch) is TupleColumns else batch)
 
 
 class ListOutput(Output):

@@ -22,8 +22,6 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Iterable
 
-import pyarrow as pa
-
 from engine.api.functions import (
     AggregateFunction,
     Function,
@@ -34,7 +32,7 @@ from engine.api.functions import (
     TimerService,
 )
 from engine.elements import StreamRecord, Watermark
-from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
+from engine.errors import IllegalStateError, JobDefinitionError
 from engine.operators.base import (
     MaterializedOperatorSnapshot,
     OneInputStreamOperator,
@@ -43,14 +41,12 @@ from engine.operators.base import (
     Output,
     materialize_all,
 )
+from engine.operators.keyed_restore import KEYED_TABLE_PREFIX, TIMERS_TABLE, restore_keyed_snapshots
 from engine.state.descriptors import StateDescriptor, ValueStateDescriptor
 from engine.state.key_groups import KeyGroupRange
 from engine.state.keyed_state import HeapKeyedStateBackend
 from engine.state.snapshot import VOID_NAMESPACE, KeyedStateSnapshot
 from engine.timers import InternalTimer, InternalTimerService, TimerServiceSnapshot
-
-KEYED_TABLE_PREFIX = "keyed/"
-TIMERS_TABLE = "timers"
 
 
 class _StateHandle:
@@ -292,33 +288,8 @@ class KeyedProcessOperator(OneInputStreamOperator):
         if key_group_range is not None and key_group_range != self.context.key_group_range:
             self.context.key_group_range = key_group_range
             self._build(key_group_range)  # the function's state handles re-resolve (_StateHandle)
-        svc = self.timer_service
-        if self.keyed_state_backend.num_entries() or svc.num_event_time_timers() or svc.num_processing_time_timers():
-            raise IllegalStateError("initialize_state must be called before any element is processed")
-        keyed: dict[str, list[pa.Table]] = {}
-        timer_tables: list[pa.Table] = []
-        watermarks: list[int] = []
-        for snap in materialized:
-            if snap.metadata["max_parallelism"] != self.context.max_parallelism:
-                raise CorruptSnapshotError(
-                    f"snapshot of operator {snap.operator_id!r} was taken with max_parallelism "
-                    f"{snap.metadata['max_parallelism']}, the job now has {self.context.max_parallelism}: the "
-                    "number of key groups cannot change across a restore")
-            for name, table in snap.tables.items():
-                if name == TIMERS_TABLE:
-                    timer_tables.append(table)
-                elif name.startswith(KEYED_TABLE_PREFIX):
-                    keyed.setdefault(name[len(KEYED_TABLE_PREFIX):], []).append(table)
-                else:
-                    raise CorruptSnapshotError(f"keyed process operator snapshot has an unknown table {name!r}")
-            if "current_watermark" in snap.metadata:
-                watermarks.append(int(snap.metadata["current_watermark"]))
-        self.keyed_state_backend.restore_from_arrow(
-            {name: tables[0] if len(tables) == 1 else pa.concat_tables(tables) for name, tables in keyed.items()})
-        for table in timer_tables:
-            svc.restore_from_arrow(table)
-        if watermarks:
-            svc.set_current_watermark(min(watermarks))
+        restore_keyed_snapshots(materialized, self.keyed_state_backend, self.timer_service,
+                                self.context.max_parallelism, "keyed process operator")
 
 
 class RollingAggregation(KeyedProcessFunction):

@@ -1,7 +1,7 @@
 """Stateless one-input operators: map, filter, flat_map, side-output selection and sink writers.
 
 They process whole buffers (``process_batch``) with one Python-level loop and hand
-the results on as one buffer when the output takes buffers (``collect_batch``); a
+the results on as one buffer (``Output.collect_batch``); a
 user function's exception fails the task (Flink semantics: it is a bug, not
 bad data), to be recovered from the last checkpoint.
 """
@@ -24,13 +24,7 @@ class MapOperator(OneInputStreamOperator):
 
     def process_batch(self, records: Sequence[StreamRecord]) -> None:
         fn = self._fn
-        collect_batch = getattr(self.output, "collect_batch", None)
-        if collect_batch is None:
-            collect = self.output.collect
-            for r in records:
-                collect(StreamRecord(fn(r.value), r.timestamp))
-            return
-        collect_batch([StreamRecord(fn(r.value), r.timestamp) for r in records])
+        self.output.collect_batch([StreamRecord(fn(r.value), r.timestamp) for r in records])
 
 
 class FilterOperator(OneInputStreamOperator):
@@ -43,16 +37,9 @@ class FilterOperator(OneInputStreamOperator):
 
     def process_batch(self, records: Sequence[StreamRecord]) -> None:
         fn = self._fn
-        collect_batch = getattr(self.output, "collect_batch", None)
-        if collect_batch is None:
-            collect = self.output.collect
-            for r in records:
-                if fn(r.value):
-                    collect(r)
-            return
         kept = [r for r in records if fn(r.value)]
         if kept:
-            collect_batch(kept)
+            self.output.collect_batch(kept)
 
 
 class FlatMapOperator(OneInputStreamOperator):
@@ -67,11 +54,6 @@ class FlatMapOperator(OneInputStreamOperator):
             self.output.collect(StreamRecord(v, record.timestamp))
 
     def process_batch(self, records: Sequence[StreamRecord]) -> None:
-        collect_batch = getattr(self.output, "collect_batch", None)
-        if collect_batch is None:
-            for r in records:
-                self.process_element(r)
-            return
         fn = self._fn
         out: list[StreamRecord] = []
         append = out.append
@@ -83,7 +65,7 @@ class FlatMapOperator(OneInputStreamOperator):
             for v in result:
                 append(StreamRecord(v, timestamp))
         if out:
-            collect_batch(out)
+            self.output.collect_batch(out)
 
 
 class _SinkSnapshot(OperatorSnapshot):

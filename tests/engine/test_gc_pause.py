@@ -79,13 +79,13 @@ def test_a_released_operator_frees_its_state_without_the_collector():
     from engine.state.key_groups import KeyGroupRange
     from engine.windowing.aggregations import builtin_aggregation
     from engine.windowing.assigners import EventTimeSessionWindows
-    from engine.windowing.window_operator import WindowOperator
+    from engine.windowing.slicing import create_window_operator
 
     class Marker(dict):
         """A record that can be weakly referenced, to see when the state lets go of it."""
 
     def run(release: bool):
-        op = WindowOperator(EventTimeSessionWindows.with_gap(10), incremental_aggregate=builtin_aggregation("sum", "n"),
+        op = create_window_operator(EventTimeSessionWindows.with_gap(10), incremental_aggregate=builtin_aggregation("sum", "n"),
                             key_selector=lambda v: v["k"], specialized=True)
         op.open(OperatorContext("w", 0, 1, 8, KeyGroupRange(0, 7), clock=ManualClock(0), metrics=Metrics()),
                 ListOutput())

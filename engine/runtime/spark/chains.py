@@ -153,6 +153,8 @@ class _NodeOutput(Output):
     def collect_batch(self, records: list[StreamRecord]) -> None:
         self.router.emit(self.node_id, None, records)
 
+    takes_columns = True  # the router stages a fired window's columns as they are
+
     def collect_columns(self, batch: TupleColumns | list[StreamRecord]) -> None:
         """A fired window's results: columns (engine/elements.py TupleColumns) or records."""
         if type(batch) is TupleColumns:

@@ -10,8 +10,10 @@ a separate partial fold before the shuffle cost a second exchange and two more s
 little, since a task holds few records of one (key, pane) (1.5 on average in bench/bench_spark.py's
 tumbling job, 1M events over 10k keys).
 
-**Which windows.**  A window vertex qualifies (:func:`preaggregation_for`) when its result can
-only depend on the fold of its elements: a non-merging event-time assigner Spark SQL can compute
+**Which windows.**  A window vertex qualifies (:func:`preaggregation_for`) when the predicate that
+picks the window operator (engine/windowing/slicing/variant.py) gives it the heap-layout slicing
+operator, whose result can only depend on the fold of its elements, and in that set: a non-merging
+event-time assigner Spark SQL can compute
 (``TumblingEventTimeWindows``, ``SlidingEventTimeWindows``), the default ``EventTimeTrigger``
 (seed 000: it registers one timer per window and fires only on it, so folding several elements
 at once cannot skip a firing), no evictor, and a built-in ``sum``/``min``/``max`` (their
@@ -20,14 +22,15 @@ at once cannot skip a firing), no evictor, and a built-in ``sum``/``min``/``max`
 aggregate would have to carry whole.
 
 **Except where Python folds faster.**  A ``sum`` that the window operator keeps in its columnar
-layout (engine/windowing/columnar.py: no allowed lateness, no window function) is not
+layout (engine/windowing/slicing/columnar.py: no allowed lateness, no window function) is not
 pre-aggregated: the layout folds a whole epoch with a few numpy operations, while the Spark SQL
 fold is a sort-based aggregate (``min(struct(...))`` for the first element cannot be
 hash-aggregated) plus a sort.  Measured with bench/bench_spark.py's jobs, second run of a process,
 Spark SQL fold on vs off: 2M events over 100k keys, tumbling 60 s, 93k vs 124k events/s (window
 phase 12.6 s vs 8.9 s); sliding 60/10 s, 68.6k vs 67.8k; 1M events over 1k keys (17 events per
 key and pane), tumbling, 86k vs 91k.  ``min``/``max`` and a ``sum`` with allowed lateness keep the
-general layout, per element, so folding in SQL first still pays for them.
+slicing operator's heap layout, a dict entry per (key, window), so folding in SQL first still pays for
+them.
 
 **Panes, not windows.**  Records are grouped per (key, *pane*): the slices of width
 ``gcd(size, slide)`` aligned with the assigner's offset.  Every timestamp of a pane belongs to
@@ -121,30 +124,31 @@ class PreAggregation:
 
 
 def preaggregation_for(node: Any) -> PreAggregation | None:
-    """The pre-aggregation of a WindowTransformation, or None when its elements must reach Python."""
-    from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
-    from engine.windowing.triggers import EventTimeTrigger
+    """The pre-aggregation of a WindowTransformation, or None when its elements must reach Python.
+
+    Asks the predicate that picks the window operator (engine/windowing/slicing/variant.py): only windows
+    the heap-layout slicing operator runs qualify, so the pre-aggregation and the operator cannot disagree
+    about which windows fold their elements in any order-preserving way.
+    """
+    from engine.graph.operator_factory import window_variant_of
+    from engine.windowing.slicing.variant import WindowOperatorVariant, window_geometry
 
     spec = getattr(node, "function", None)
-    if spec is None or spec.kind != "aggregate" or node.evictor is not None:
+    if spec is None or spec.kind != "aggregate":
         return None
-    if node.trigger is not None and type(node.trigger) is not EventTimeTrigger:
+    if window_variant_of(node) is not WindowOperatorVariant.SLICING:
+        # GENERAL / SESSION: the elements must reach Python; SLICING_COLUMNAR: the arrays fold a sum faster
+        # than Spark SQL (module docstring)
         return None
     vectorized = getattr(spec.aggregate_function, "vectorized", None)
     if vectorized is None or vectorized.kind not in _SQL_AGG:
         return None
-    from engine.graph.operator_factory import build_window_operator
-
-    if vectorized.kind == "sum" and getattr(build_window_operator(node), "folds_in_arrays", False):
-        return None  # the columnar layout folds it faster than Spark SQL (module docstring)
     assigner = node.assigner
-    if type(assigner) is TumblingEventTimeWindows:
-        size = slide = assigner.size_ms
-    elif type(assigner) is SlidingEventTimeWindows:
-        size, slide = assigner.size_ms, assigner.slide_ms
-    else:
-        return None
-    return PreAggregation(vectorized.kind, vectorized.field, size, slide, assigner.offset_ms)
+    geometry = window_geometry(assigner)
+    if geometry is None or not assigner.is_event_time():
+        return None  # windows Spark SQL cannot compute, or processing time
+    size, slide, offset = geometry
+    return PreAggregation(vectorized.kind, vectorized.field, size, slide, offset)
 
 
 def preaggregate(records: Any, pre: PreAggregation, placed: tuple[str, ...] = ()) -> Any:

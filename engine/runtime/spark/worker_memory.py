@@ -1,7 +1,7 @@
 """Keep freed memory in a Spark Python worker for the next epoch instead of handing it back to the OS.
 
 A window task builds its operator from restored state every epoch: the columnar layout's arrays
-(engine/windowing/columnar.py) are tens of megabytes each.  glibc serves allocations that big
+(engine/windowing/slicing/columnar.py) are tens of megabytes each.  glibc serves allocations that big
 with a fresh ``mmap`` and unmaps them on free, so every epoch pays the kernel's page faults
 again on the whole grid (measured here: 4 arrays of 65536 x 128 cells, 0.21 s on fresh pages,
 0.05 s on reused ones).  Raising glibc's mmap and trim thresholds in the worker process makes

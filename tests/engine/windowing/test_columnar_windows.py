@@ -1,7 +1,8 @@
-"""Columnar window contents (engine/windowing/columnar.py) behave exactly like the general layout.
+"""Columnar window contents (engine/windowing/slicing/columnar.py) behave exactly like the general layout.
 
 The same random runs (out-of-order and late timestamps, negative ones, random batches, a
-watermark after each) go through a WindowOperator with ``specialized=True`` and one without, fed
+watermark after each) go through the window operator ``create_window_operator`` builds with
+``specialized=True`` (the slicing operator's columnar layout) and one without (its heap layout), fed
 element by element.  Output order, side outputs, metrics, dead letters and every snapshot must be
 identical: the timers table row for row (it fixes the firing order of ties after a restore), the
 keyed-state table as a set of rows (its row order is dict order, not observable).  Snapshots
@@ -24,7 +25,9 @@ from engine.state.key_groups import KeyGroupRange
 from engine.testing.operator_harness import KeyedOneInputStreamOperatorTestHarness
 from engine.windowing.aggregations import builtin_aggregation
 from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
-from engine.windowing.window_operator import TIMERS_TABLE, WindowOperator
+from engine.operators.keyed_restore import TIMERS_TABLE
+from engine.windowing.slicing import ColumnarSlicingWindowOperator, SlicingWindowOperator, create_window_operator
+from engine.windowing.window_operator import WindowOperator
 
 LATE = OutputTag("late")
 
@@ -38,25 +41,25 @@ def _first(v: Any) -> Any:
 
 
 CONFIGS: dict[str, tuple[Callable[..., WindowOperator], str]] = {
-    "tumbling int sum": (lambda c: WindowOperator(
+    "tumbling int sum": (lambda c: create_window_operator(
         TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
         key_selector=_first, specialized=c), "tuple-int"),
-    "tumbling float sum, offset, late tag": (lambda c: WindowOperator(
+    "tumbling float sum, offset, late tag": (lambda c: create_window_operator(
         TumblingEventTimeWindows.of(10, 3), incremental_aggregate=builtin_aggregation("sum", 1),
         late_data_output_tag=LATE, key_selector=_first, specialized=c), "tuple-float"),
-    "sliding float sum": (lambda c: WindowOperator(
+    "sliding float sum": (lambda c: create_window_operator(
         SlidingEventTimeWindows.of(15, 5), incremental_aggregate=builtin_aggregation("sum", 1),
         key_selector=_first, specialized=c), "tuple-float"),
-    "sliding size not a multiple of the slide, offset, late tag": (lambda c: WindowOperator(
+    "sliding size not a multiple of the slide, offset, late tag": (lambda c: create_window_operator(
         SlidingEventTimeWindows.of(14, 4, 3), incremental_aggregate=builtin_aggregation("sum", 1),
         late_data_output_tag=LATE, key_selector=_first, specialized=c), "tuple-mixed"),
-    "sliding with gaps (size < slide), late tag": (lambda c: WindowOperator(
+    "sliding with gaps (size < slide), late tag": (lambda c: create_window_operator(
         SlidingEventTimeWindows.of(3, 7), incremental_aggregate=builtin_aggregation("sum", 1),
         late_data_output_tag=LATE, key_selector=_first, specialized=c), "tuple-int"),
-    "sliding sum of a dict field": (lambda c: WindowOperator(
+    "sliding sum of a dict field": (lambda c: create_window_operator(
         SlidingEventTimeWindows.of(20, 5), incremental_aggregate=builtin_aggregation("sum", "amount"),
         key_selector=_first, specialized=c), "dict"),
-    "tumbling sum of a list field": (lambda c: WindowOperator(
+    "tumbling sum of a list field": (lambda c: create_window_operator(
         TumblingEventTimeWindows.of(7), incremental_aggregate=builtin_aggregation("sum", 2),
         key_selector=_first, specialized=c), "list"),
 }
@@ -140,7 +143,7 @@ def test_columnar_contents_emit_and_snapshot_exactly_what_the_general_layout_doe
     feed(general, run, batched=False, snapshots=general_snaps)
     feed(columnar, run, batched=True, snapshots=columnar_snaps)
     assert columnar.operator._columns is not None  # the arrays held everything: no spill happened
-    assert general.operator._columns is None
+    assert type(general.operator) is SlicingWindowOperator  # the heap layout
     assert observable(columnar) == observable(general)
     assert [comparable(s) for s in columnar_snaps] == [comparable(s) for s in general_snaps]
     general.process_watermark(MAX_WATERMARK)
@@ -245,10 +248,10 @@ def test_a_spill_keeps_pending_windows_and_their_firing_order():
     at = len(run) // 2
     odd = StreamRecord({0: "k1", 1: 2.5}, run[at][1] + 2)  # key "k1", field 1 = 2.5: a dict with int keys
     odd_run = run[:at] + [(run[at][0] + [odd], run[at][1])] + run[at + 1:]
-    general = harness(WindowOperator(SlidingEventTimeWindows.of(15, 5), incremental_aggregate=builtin_aggregation("sum", 1),
-                                     key_selector=lambda v: v[0], specialized=False))
-    columnar = harness(WindowOperator(SlidingEventTimeWindows.of(15, 5), incremental_aggregate=builtin_aggregation("sum", 1),
-                                      key_selector=lambda v: v[0], specialized=True))
+    general = harness(create_window_operator(SlidingEventTimeWindows.of(15, 5), incremental_aggregate=builtin_aggregation("sum", 1),
+                                             key_selector=lambda v: v[0], specialized=False))
+    columnar = harness(create_window_operator(SlidingEventTimeWindows.of(15, 5), incremental_aggregate=builtin_aggregation("sum", 1),
+                                              key_selector=lambda v: v[0], specialized=True))
     feed(general, odd_run, batched=False)
     feed(columnar, odd_run[:at], batched=True)
     assert columnar.operator._columns is not None
@@ -284,7 +287,7 @@ def test_a_batch_that_would_make_a_huge_sparse_grid_takes_the_general_layout_wit
 
 def test_the_grid_guard_lets_dense_grids_grow(monkeypatch):
     """The guard is about sparseness, not size: a grid beyond the dense limit, every cell used, still grows."""
-    from engine.windowing import columnar as module
+    from engine.windowing.slicing import columnar as module
 
     monkeypatch.setattr(module, "_DENSE_CELLS", 1024)  # the real limit, 4M cells, is too big for a unit test
     factory, _kind = CONFIGS["tumbling int sum"]
@@ -298,6 +301,8 @@ def test_the_grid_guard_lets_dense_grids_grow(monkeypatch):
 
 class _ColumnsOutput(ListOutput):
     """An output that takes fired windows as columns, as a Spark task's router does."""
+
+    takes_columns = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -334,7 +339,7 @@ def test_an_output_that_takes_columns_gets_the_same_results_in_the_same_order(co
 
 def test_keys_that_come_and_go_are_compacted_away_without_changing_results():
     rnd = random.Random(9)
-    factory = lambda c: WindowOperator(  # noqa: E731
+    factory = lambda c: create_window_operator(  # noqa: E731
         TumblingEventTimeWindows.of(100), incremental_aggregate=builtin_aggregation("sum", 1),
         key_selector=lambda v: v[0], specialized=c)
     general, columnar = harness(factory(False)), harness(factory(True))
@@ -352,27 +357,41 @@ def test_keys_that_come_and_go_are_compacted_away_without_changing_results():
     assert len(columnar.operator._columns.keys) < 4000  # rows of past windows' keys were dropped
 
 
-def test_the_runtimes_ask_for_columnar_contents_and_other_windows_keep_the_general_layout():
+def test_the_runtimes_ask_for_columnar_contents_and_other_windows_keep_another_layout():
     from engine.windowing.assigners import EventTimeSessionWindows
+    from engine.windowing.slicing import WindowOperatorVariant, window_operator_variant
 
-    assert WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
-                          key_selector=_first, specialized=True)._columnar_spec == (10, 10, 0, 1)
-    for op in (
-        WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("min", 1),
-                       key_selector=_first, specialized=True),
-        WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
-                       allowed_lateness_ms=5, key_selector=_first, specialized=True),
-        WindowOperator(EventTimeSessionWindows.with_gap(10), incremental_aggregate=builtin_aggregation("sum", 1),
-                       key_selector=_first, specialized=True),
-        WindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
-                       window_function=lambda key, window, inputs: inputs, key_selector=_first, specialized=True),
-    ):
-        assert op._columnar_spec is None
+    sum_1 = builtin_aggregation("sum", 1)
+    columnar = create_window_operator(TumblingEventTimeWindows.of(10), incremental_aggregate=sum_1,
+                                      key_selector=_first, specialized=True)
+    assert type(columnar) is ColumnarSlicingWindowOperator
+    others = {
+        "min": dict(assigner=TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("min", 1)),
+        "lateness": dict(assigner=TumblingEventTimeWindows.of(10), incremental_aggregate=sum_1, allowed_lateness_ms=5),
+        "sessions": dict(assigner=EventTimeSessionWindows.with_gap(10), incremental_aggregate=sum_1),
+        "window function": dict(assigner=TumblingEventTimeWindows.of(10), incremental_aggregate=sum_1,
+                                window_function=lambda key, window, inputs: inputs),
+        "not asked for": dict(assigner=TumblingEventTimeWindows.of(10), incremental_aggregate=sum_1,
+                              specialized=False),
+    }
+    for name, config in others.items():
+        config = {"specialized": True, **config}
+        assert window_operator_variant(**config) is not WindowOperatorVariant.SLICING_COLUMNAR, name
+        op = create_window_operator(key_selector=_first, **config)
+        assert not isinstance(op, ColumnarSlicingWindowOperator), name
+
+
+def test_the_slicing_operator_refuses_a_configuration_it_cannot_run():
+    from engine.errors import JobDefinitionError
+
+    with pytest.raises(JobDefinitionError, match="create_window_operator"):
+        ColumnarSlicingWindowOperator(TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("min", 1),
+                                      key_selector=_first)
 
 
 def test_a_restore_with_more_open_windows_than_the_first_grid_keeps_every_window():
     """Adopting restored state widens the grid while placing entries (found by the failure-injection job)."""
-    factory = lambda c: WindowOperator(  # noqa: E731
+    factory = lambda c: create_window_operator(  # noqa: E731
         TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
         key_selector=lambda v: v[0], specialized=c)
     # 60 windows open (watermark held back), each key's windows hit again after the restore
@@ -396,7 +415,7 @@ def test_a_restore_with_more_open_windows_than_the_first_grid_keeps_every_window
 def test_snapshot_now_builds_the_same_snapshot_without_a_frozen_copy(config: str, monkeypatch):
     """snapshot_now (what a Spark task ends its epoch with) reads the arrays in place: the same tables as
     snapshot_state(...).materialize(), no copy taken, and processing goes on unchanged afterwards."""
-    from engine.windowing.columnar import ColumnarWindows
+    from engine.windowing.slicing.columnar import ColumnarWindows
 
     factory, kind = CONFIGS[config]
     run = random_run(3, kind)

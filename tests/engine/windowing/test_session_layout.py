@@ -1,4 +1,4 @@
-"""The session layout (engine/windowing/sessions.py) behaves exactly like the general merging path.
+"""The session layout (engine/windowing/slicing/sessions.py) behaves exactly like the general merging path.
 
 Random runs with out-of-order and late elements, small gaps (so sessions grow on both sides,
 bridge two or three others, and fire together at one timestamp) go through a WindowOperator with
@@ -17,7 +17,9 @@ import pytest
 from engine.api.functions import OutputTag
 from engine.elements import MAX_WATERMARK, StreamRecord
 from engine.windowing.aggregations import builtin_aggregation
+from engine.errors import JobDefinitionError
 from engine.windowing.assigners import EventTimeSessionWindows
+from engine.windowing.slicing import SessionWindowOperator, WindowOperatorVariant, create_window_operator, window_operator_variant
 from engine.windowing.window_operator import WindowOperator
 from tests.engine.windowing.test_columnar_windows import (
     check_rescaled_restore,
@@ -39,27 +41,27 @@ def _key(v: Any) -> Any:
 
 
 CONFIGS: dict[str, tuple[Callable[[bool], WindowOperator], str]] = {
-    "int sum, gap 5": (lambda s: WindowOperator(
+    "int sum, gap 5": (lambda s: create_window_operator(
         EventTimeSessionWindows.with_gap(5), incremental_aggregate=builtin_aggregation("sum", 1),
         key_selector=_key, specialized=s), "int"),
-    "float sum, gap 3, late tag": (lambda s: WindowOperator(
+    "float sum, gap 3, late tag": (lambda s: create_window_operator(
         EventTimeSessionWindows.with_gap(3), incremental_aggregate=builtin_aggregation("sum", 1),
         late_data_output_tag=LATE, key_selector=_key, specialized=s), "float"),
-    "order-showing reduce, gap 4": (lambda s: WindowOperator(
+    "order-showing reduce, gap 4": (lambda s: create_window_operator(
         EventTimeSessionWindows.with_gap(4), incremental_aggregate=concat, late_data_output_tag=LATE,
         key_selector=_key, specialized=s), "str"),
-    "aggregate function, gap 6": (lambda s: WindowOperator(
+    "aggregate function, gap 6": (lambda s: create_window_operator(
         EventTimeSessionWindows.with_gap(6), incremental_aggregate=MeanAndCount(), key_selector=_key,
         specialized=s), "float"),
     # a gap of 40 ms: timer buckets 5 ms wide, so the watermark's own bucket holds timers not yet due
-    "int sum, gap 40, late tag": (lambda s: WindowOperator(
+    "int sum, gap 40, late tag": (lambda s: create_window_operator(
         EventTimeSessionWindows.with_gap(40), incremental_aggregate=builtin_aggregation("sum", 1),
         late_data_output_tag=LATE, key_selector=_key, specialized=s), "int"),
     # lists among the tuples: the running sum hands over to the element list and back (sessions.py _add)
-    "float sum, tuples and lists, gap 4": (lambda s: WindowOperator(
+    "float sum, tuples and lists, gap 4": (lambda s: create_window_operator(
         EventTimeSessionWindows.with_gap(4), incremental_aggregate=builtin_aggregation("sum", 1),
         key_selector=_key, specialized=s), "mixed"),
-    "max_by, gap 2": (lambda s: WindowOperator(
+    "max_by, gap 2": (lambda s: create_window_operator(
         EventTimeSessionWindows.with_gap(2), incremental_aggregate=builtin_aggregation("max_by", 1),
         key_selector=_key, specialized=s), "int"),
 }
@@ -98,7 +100,8 @@ def test_sessions_emit_and_snapshot_exactly_what_the_general_merging_path_does(c
     special_snaps: list = []
     feed(general, run, batched=False, snapshots=general_snaps)
     feed(special, run, batched=True, snapshots=special_snaps)
-    assert special.operator._sessions is not None and general.operator._sessions is None
+    assert special.operator._sessions is not None  # the session layout held everything
+    assert type(general.operator) is WindowOperator
     assert observable(special) == observable(general)
     assert [comparable(s) for s in special_snaps] == [comparable(s) for s in general_snaps]
     general.process_watermark(MAX_WATERMARK)
@@ -109,7 +112,7 @@ def test_sessions_emit_and_snapshot_exactly_what_the_general_merging_path_does(c
 
 def test_the_random_runs_merge_bridge_tie_and_drop_late_elements(monkeypatch):
     """Guards the comparison above: merges that join two or more sessions, ties, late elements."""
-    from engine.windowing.sessions import SessionWindows
+    from engine.windowing.slicing.sessions import SessionWindows
 
     factory, kind = CONFIGS["float sum, gap 3, late tag"]
     joined = []
@@ -145,18 +148,28 @@ def test_rescaling_a_session_snapshot_splits_keys_by_key_group(seed: int):
     check_rescaled_restore(factory, random_run(seed, kind, dead=False), lambda v: v[0], "_sessions")
 
 
-def test_other_session_windows_keep_the_general_layout():
-    assert WindowOperator(EventTimeSessionWindows.with_gap(5), incremental_aggregate=builtin_aggregation("sum", 1),
-                          key_selector=_key, specialized=True)._session_gap == 5
+def test_other_session_windows_keep_the_general_operator():
+    sum_1 = builtin_aggregation("sum", 1)
+    assert window_operator_variant(EventTimeSessionWindows.with_gap(5), incremental_aggregate=sum_1,
+                                   specialized=True) is WindowOperatorVariant.SESSION
+    assert type(create_window_operator(EventTimeSessionWindows.with_gap(5), incremental_aggregate=sum_1,
+                                       key_selector=_key, specialized=True)) is SessionWindowOperator
     for op in (
-        WindowOperator(EventTimeSessionWindows.with_dynamic_gap(lambda v: 5),
-                       incremental_aggregate=builtin_aggregation("sum", 1), key_selector=_key, specialized=True),
-        WindowOperator(EventTimeSessionWindows.with_gap(5), incremental_aggregate=builtin_aggregation("sum", 1),
-                       allowed_lateness_ms=3, key_selector=_key, specialized=True),
-        WindowOperator(EventTimeSessionWindows.with_gap(5), window_function=lambda k, w, inputs: inputs,
-                       key_selector=_key, specialized=True),
+        create_window_operator(EventTimeSessionWindows.with_dynamic_gap(lambda v: 5), incremental_aggregate=sum_1,
+                               key_selector=_key, specialized=True),
+        create_window_operator(EventTimeSessionWindows.with_gap(5), incremental_aggregate=sum_1,
+                               allowed_lateness_ms=3, key_selector=_key, specialized=True),
+        create_window_operator(EventTimeSessionWindows.with_gap(5), window_function=lambda k, w, inputs: inputs,
+                               key_selector=_key, specialized=True),
+        create_window_operator(EventTimeSessionWindows.with_gap(5), incremental_aggregate=sum_1, key_selector=_key),
     ):
-        assert op._session_gap is None
+        assert type(op) is WindowOperator
+
+
+def test_the_session_operator_refuses_a_configuration_it_cannot_run():
+    with pytest.raises(JobDefinitionError, match="create_window_operator"):
+        SessionWindowOperator(EventTimeSessionWindows.with_gap(5), incremental_aggregate=builtin_aggregation("sum", 1),
+                              allowed_lateness_ms=3, key_selector=_key)
 
 
 def test_a_timer_in_the_watermarks_own_bucket_waits_for_its_time():

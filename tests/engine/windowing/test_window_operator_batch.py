@@ -1,4 +1,5 @@
-"""``process_batch`` gives exactly the output of processing the same records one by one.
+"""``process_batch`` gives exactly the output of processing the same records one by one, and the
+operator variant ``create_window_operator`` picks gives exactly what the general WindowOperator gives.
 
 Random keyed input with out-of-order and late timestamps is cut into random batches with a
 watermark (and a processing-time advance) after each; the same run is fed once through
@@ -27,6 +28,7 @@ from engine.windowing.assigners import (
 )
 from engine.windowing.evictors import CountEvictor
 from engine.windowing.triggers import CountTrigger
+from engine.windowing.slicing import create_window_operator
 from engine.windowing.window_operator import WindowOperator
 
 LATE = OutputTag("late")
@@ -53,51 +55,53 @@ def concat(a, b):
     return (a[0], f"{a[1]}|{b[1]}")
 
 
-CONFIGS: dict[str, Callable[[], WindowOperator]] = {
-    "tumbling int sum, lateness, late tag": lambda: WindowOperator(
+#: each builds the operator ``create_window_operator`` picks for it, or, given ``build=WindowOperator``, the
+#: general one with the same configuration
+CONFIGS: dict[str, Callable[..., WindowOperator]] = {
+    "tumbling int sum, lateness, late tag": lambda build=create_window_operator: build(
         TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
         allowed_lateness_ms=7, late_data_output_tag=LATE, key_selector=lambda v: v[0]),
-    "tumbling float sum, no lateness": lambda: WindowOperator(
+    "tumbling float sum, no lateness": lambda build=create_window_operator: build(
         TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
         key_selector=lambda v: v[0]),
-    "sliding float sum, lateness": lambda: WindowOperator(
+    "sliding float sum, lateness": lambda build=create_window_operator: build(
         SlidingEventTimeWindows.of(15, 5), incremental_aggregate=builtin_aggregation("sum", 1),
         allowed_lateness_ms=4, key_selector=lambda v: v[0]),
-    "sliding min": lambda: WindowOperator(
+    "sliding min": lambda build=create_window_operator: build(
         SlidingEventTimeWindows.of(10, 5), incremental_aggregate=builtin_aggregation("min", 1),
         key_selector=lambda v: v[0]),
-    "sliding size not a multiple of the slide, offset, lateness, late tag": lambda: WindowOperator(
+    "sliding size not a multiple of the slide, offset, lateness, late tag": lambda build=create_window_operator: build(
         SlidingEventTimeWindows.of(14, 4, 3), incremental_aggregate=builtin_aggregation("sum", 1),
         allowed_lateness_ms=5, late_data_output_tag=LATE, key_selector=lambda v: v[0]),
-    "sliding with gaps (size < slide), late tag": lambda: WindowOperator(
+    "sliding with gaps (size < slide), late tag": lambda build=create_window_operator: build(
         SlidingEventTimeWindows.of(3, 7), incremental_aggregate=builtin_aggregation("max", 1),
         allowed_lateness_ms=2, late_data_output_tag=LATE, key_selector=lambda v: v[0]),
-    "sliding order-sensitive reduce, lateness": lambda: WindowOperator(
+    "sliding order-sensitive reduce, lateness": lambda build=create_window_operator: build(
         SlidingEventTimeWindows.of(20, 5), incremental_aggregate=concat, allowed_lateness_ms=6,
         late_data_output_tag=LATE, key_selector=lambda v: v[0]),
-    "tumbling max_by": lambda: WindowOperator(
+    "tumbling max_by": lambda build=create_window_operator: build(
         TumblingEventTimeWindows.of(8, 3), incremental_aggregate=builtin_aggregation("max_by", 1),
         allowed_lateness_ms=3, key_selector=lambda v: v[0]),
-    "tumbling order-sensitive reduce": lambda: WindowOperator(
+    "tumbling order-sensitive reduce": lambda build=create_window_operator: build(
         TumblingEventTimeWindows.of(10), incremental_aggregate=concat, allowed_lateness_ms=5,
         late_data_output_tag=LATE, key_selector=lambda v: v[0]),
-    "tumbling aggregate function": lambda: WindowOperator(
+    "tumbling aggregate function": lambda build=create_window_operator: build(
         TumblingEventTimeWindows.of(12), incremental_aggregate=MeanAndCount(), allowed_lateness_ms=6,
         key_selector=lambda v: v[0]),
-    "processing-time tumbling sum": lambda: WindowOperator(
+    "processing-time tumbling sum": lambda build=create_window_operator: build(
         TumblingProcessingTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 1),
         key_selector=lambda v: v[0]),
-    "count window with evictor (sliding count window 4 every 2)": lambda: WindowOperator(
+    "count window with evictor (sliding count window 4 every 2)": lambda build=create_window_operator: build(
         GlobalWindows.create(), trigger=CountTrigger.of(2), evictor=CountEvictor.of(4),
         incremental_aggregate=builtin_aggregation("sum", 1), key_selector=lambda v: v[0]),
-    "count trigger, incremental order-sensitive reduce": lambda: WindowOperator(
+    "count trigger, incremental order-sensitive reduce": lambda build=create_window_operator: build(
         GlobalWindows.create(), trigger=CountTrigger.of(3), incremental_aggregate=concat,
         key_selector=lambda v: v[0]),
     # not on the fast path: process_batch must fall back to per-element processing
-    "sessions (merging)": lambda: WindowOperator(
+    "sessions (merging)": lambda build=create_window_operator: build(
         EventTimeSessionWindows.with_gap(4), incremental_aggregate=builtin_aggregation("sum", 1),
         key_selector=lambda v: v[0]),
-    "evictor": lambda: WindowOperator(
+    "evictor": lambda build=create_window_operator: build(
         TumblingEventTimeWindows.of(10), evictor=CountEvictor.of(2), incremental_aggregate=builtin_aggregation("sum", 1),
         key_selector=lambda v: v[0]),
 }
@@ -154,6 +158,8 @@ def test_process_batch_emits_exactly_what_per_element_processing_emits(config: s
     batched = drive(factory, run, batched=True)
     expected = observable(one_by_one)
     assert observable(batched) == expected
+    # and the variant the factory picked gives what the general operator gives
+    assert observable(drive(lambda: factory(WindowOperator), run, batched=False)) == expected
     # the comparison is meaningful: something was emitted, and the end of input flushes the same
     one_by_one.process_watermark(MAX_WATERMARK)
     batched.process_watermark(MAX_WATERMARK)
@@ -170,7 +176,7 @@ def test_the_random_runs_exercise_late_refires_and_the_side_output():
 
 
 def test_a_scalar_stream_summed_at_position_0_falls_back_to_add_and_still_matches():
-    factory = lambda: WindowOperator(  # noqa: E731
+    factory = lambda build=create_window_operator: build(  # noqa: E731
         TumblingEventTimeWindows.of(10), incremental_aggregate=builtin_aggregation("sum", 0),
         key_selector=lambda v: v % 3)
     run = [([StreamRecord(v, v) for v in range(0, 30)], 29, 0)]

@@ -13,6 +13,7 @@ from engine.runtime.spark.key_group_window import run_window_epoch
 from engine.state import codec
 from engine.windowing.aggregations import builtin_aggregation
 from engine.windowing.assigners import TumblingEventTimeWindows
+from engine.windowing.slicing import create_window_operator
 from engine.windowing.window_operator import WindowOperator
 
 SIZE_MS = 10_000
@@ -21,7 +22,7 @@ PARALLELISM = 2
 
 
 def _tumbling_sum() -> WindowOperator:
-    return WindowOperator(
+    return create_window_operator(
         TumblingEventTimeWindows.of(Time.seconds(10)),
         key_selector=lambda v: v["user_id"],
         incremental_aggregate=builtin_aggregation("sum", "qty"),

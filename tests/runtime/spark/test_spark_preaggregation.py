@@ -65,6 +65,36 @@ def test_only_builtin_sum_min_max_with_the_default_trigger_and_no_evictor_qualif
         assert preaggregation_for(_node(windowed)) is None
 
 
+def test_the_preaggregation_and_the_window_operator_ask_the_same_predicate():
+    """A window Spark SQL pre-aggregates is exactly one the heap-layout slicing operator runs: never one
+    whose elements the general operator needs, never one the columnar layout folds."""
+    from engine.graph.operator_factory import build_window_operator
+    from engine.windowing.slicing import SlicingWindowOperator
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    keyed = env.from_collection([("a", 1, 1)]).assign_timestamps_and_watermarks(
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e[2])).key_by(lambda e: e[0])
+    tumbling = TumblingEventTimeWindows.of(Time.seconds(10))
+    sliding = SlidingEventTimeWindows.of(Time.seconds(15), Time.seconds(10))
+    late = OutputTag("late")
+    windowed_streams = [
+        keyed.window(tumbling).sum(2), keyed.window(sliding).sum(2), keyed.window(tumbling).min(2),
+        keyed.window(sliding).max(2), keyed.window(tumbling).allowed_lateness(Time.seconds(1)).sum(2),
+        keyed.window(sliding).allowed_lateness(Time.seconds(1)).side_output_late_data(late).sum(2),
+        keyed.window(tumbling).min_by(2), keyed.window(tumbling).reduce(lambda a, b: a),
+        keyed.window(tumbling).trigger(CountTrigger.of(2)).sum(2), keyed.window(tumbling).evictor(CountEvictor.of(2)).sum(2),
+    ]
+    pre_aggregated = 0
+    for windowed in windowed_streams:
+        node = _node(windowed)
+        op = build_window_operator(node)
+        heap_slicing = type(op) is SlicingWindowOperator  # not its columnar subclass
+        if preaggregation_for(node) is not None:
+            pre_aggregated += 1
+            assert heap_slicing, node
+    assert pre_aggregated == 4  # min, max and the two sums with allowed lateness
+
+
 def _events(seed: int) -> list[list]:
     rng = random.Random(seed)
     splits = []
