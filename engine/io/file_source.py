@@ -37,7 +37,7 @@ from engine.io.source import (
     check_int_offset,
     check_max_records,
 )
-from engine.io.storage import check_folder_uri, is_visible_name, open_folder
+from engine.io.storage import check_folder_uri, is_visible_name, open_folder, options_for_another_process
 
 
 #: how often a continuous file source lists its folder when no interval is given
@@ -74,8 +74,11 @@ class FileSource(Source):
         return self._store
 
     def __getstate__(self) -> dict:
+        """Shipped to a Spark task: the store is re-opened there, with the S3 endpoint and region this process
+        resolved (an executor's environment may not name them; credentials come from its own chain)."""
         state = dict(self.__dict__)
-        state["_store"] = None  # re-opened lazily where the source is used
+        state["_store"] = None
+        state["storage_options"] = options_for_another_process(self.path, self.storage_options)
         return state
 
     def discover_splits(self) -> list[SourceSplit]:
