@@ -700,6 +700,7 @@ class SparkJob:
 
     def _advance_watermark(self, reports: list[dict], now_ms: int) -> int:
         valve = self.valve
+        leaving: list[int] = []
         for r in reports:
             split = self.splits[r["key"]]
             idle_by_time = self._idle_by_time(split, r["records"], now_ms)
@@ -713,9 +714,12 @@ class SparkJob:
                 if self.bounded:
                     valve.input_watermark(Watermark(MAX_WATERMARK), ch)
                 elif split["vertex"] in self.monitored:
-                    if r["watermark"] > MIN_WATERMARK:  # its progress counts before it leaves (as on local)
+                    # the split's stage counted its progress before letting it go (SourceTimestampsAndWatermarks,
+                    # monitored=True): the channel takes the watermark it left with, and leaves the valve with the
+                    # epoch's other finished splits once every report is in
+                    if r["watermark"] > MIN_WATERMARK:
                         valve.input_watermark(Watermark(r["watermark"]), ch)
-                    valve.release_channel(ch)
+                    leaving.append(ch)
                 continue
             if r["idle"] or idle_by_time:
                 if r["watermark"] > MIN_WATERMARK:
@@ -729,6 +733,7 @@ class SparkJob:
                     split["idle"] = False
                 if r["watermark"] > MIN_WATERMARK:
                     valve.input_watermark(Watermark(r["watermark"]), ch)
+        valve.release_channels(leaving)
         if self.bounded and (not self.splits or all(s["finished"] for s in self.splits.values())):
             return MAX_WATERMARK
         return max(self.watermark, self._valve_output.watermark)
