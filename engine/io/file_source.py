@@ -83,7 +83,7 @@ class FileSource(Source):
         resolved (an executor's environment may not name them; credentials come from its own chain)."""
         state = dict(self.__dict__)
         state["_store"] = None
-        state["storage_options"] = options_for_another_process(self.path, self.storage_options)
+        state["storage_options"] = options_for_another_process(self.path, self.storage_options, self._folder())
         return state
 
     def discover_splits(self) -> list[SourceSplit]:

@@ -249,6 +249,32 @@ def test_a_quiet_folder_goes_idle_and_the_busy_folders_windows_still_fire(tmp_pa
     assert output_sums(out) == window_sums(rows)
 
 
+def test_in_epoch_mode_a_source_subtask_without_files_lets_the_others_epochs_and_checkpoints_go_on(
+        tmp_path: Path, folders) -> None:
+    """The local runtime's epoch mode (the Spark runtime's cadence, ``epoch_records``) starts an epoch once every
+    source subtask reached the end of the last one.  A monitored subtask with no file to read ends its epoch
+    after each listing; it used to wait for a file of its own, and the whole job with it: no epoch, no
+    barrier, no checkpoint, and a stop that never completed."""
+    src, out, storage = folders("in"), tmp_path / "out", tmp_path / "chk"
+    src.create()
+    env = build(src, out, storage, 2, "local")
+    env.set_runtime_option("epoch_records", 100)
+    client = submit(env, "epochs")
+    try:
+        rows = land(src, 0)  # 300 rows: three epochs of one subtask while the other has nothing
+        wait_for(lambda: client.status().records_in == ROWS_PER_FILE, 60, "file 0 read", client)
+        done = client.status().num_completed_checkpoints
+        wait_for(lambda: client.status().num_completed_checkpoints > done + 2, 60, "checkpoints", client)
+        rows += land(src, 1)
+        wait_for(lambda: client.status().records_in == 2 * ROWS_PER_FILE, 60, "file 1 read", client)
+        client.stop_with_savepoint((tmp_path / "sp").as_uri(), drain=True).result(timeout=60)
+        client.wait(60)
+    finally:
+        if not client.done():
+            client.cancel()
+    assert output_sums(out) == window_sums(rows)
+
+
 @pytest.mark.parametrize("interval", [0, -5, "1s", 1.5])
 def test_a_bad_monitor_interval_is_refused_naming_the_parameter(tmp_path: Path, interval) -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
