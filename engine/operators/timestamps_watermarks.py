@@ -35,9 +35,10 @@ take these two rules from:
   read, and the next may be minutes away: released at once, its records would
   never move event time.  When the last splits leave together, the subtask's
   watermark is the highest of theirs, so it does not depend on the order they
-  finished in (one after another, each would have carried it there).  The local runtime's epoch mode and the Spark runtime
-  both emit at epoch ends only, so the release waits for the epoch's end there
-  too, and a finished split's watermark is the one its epoch reports.
+  finished in (one after another, each would have carried it there).  The
+  local runtime's epoch mode and the Spark runtime both emit at epoch ends
+  only, so the release waits for the epoch's end there too, and a finished
+  split's watermark is the one its epoch reports.
 * **a subtask with nothing to read follows the strategy's idleness.**  With no
   split left, and ``with_idleness(d)`` in the strategy, the subtask goes IDLE
   once ``d`` has passed without records, by the rule of

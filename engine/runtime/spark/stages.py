@@ -34,8 +34,8 @@ import pyarrow.compute as pc
 
 from engine.clock import ManualClock
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, StreamRecord, Watermark
-from engine.operators.base import Metrics, OperatorContext
 from engine.io.source import source_monitor_interval_ms
+from engine.operators.base import Metrics, OperatorContext
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.gc_pause import paused_iteration
 from engine.runtime.operator_factory import build_window_operator
