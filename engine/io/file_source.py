@@ -16,7 +16,7 @@ read, and how far, is the source position in every checkpoint (a finished file i
 end), so a restore reads exactly the files and rows the checkpoint had not, plus every file that
 landed since.  A file read to its end is released; its offset stays.  A continuous source over a
 folder that does not exist yet has no splits; a bounded one refuses it.  An ``s3://bucket/prefix`` is
-monitored the same way (one ListObjectsV2 listing per interval, objects directly under the prefix); the
+monitored the same way (a ListObjectsV2 listing of the prefix per interval; objects directly under it); the
 source sent to a Spark task carries the S3 endpoint and region its driver resolved (``__getstate__``).
 How a finished file's watermark counts, and when a subtask with nothing to read is idle, is the source
 stage's rule (engine/operators/timestamps_watermarks.py, ``monitored=True``).
