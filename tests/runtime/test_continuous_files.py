@@ -275,6 +275,27 @@ def test_in_epoch_mode_a_source_subtask_without_files_lets_the_others_epochs_and
     assert output_sums(out) == window_sums(rows)
 
 
+def test_a_drain_right_after_an_epoch_commits_the_epochs_results_and_the_drains(tmp_path: Path, spark) -> None:
+    """``stop --drain`` on Spark fires the remaining windows in a step of its own, whose exactly-once file parts
+    are staged in the sink's open transaction.  With no checkpoint between the last epoch and the drain, that
+    transaction also holds the last epoch's parts: the drain's parts must not take their names (they were
+    staged under the same epoch number, overwrote them, and the savepoint's commit failed)."""
+    src, out, storage = LocalFolder(tmp_path / "in"), tmp_path / "out", tmp_path / "chk"
+    src.create()
+    env = build(src, out, storage, 2, "spark")
+    env.enable_checkpointing(3_600_000)  # no periodic checkpoint: every part waits in one open transaction
+    client = submit(env, "drain")
+    try:
+        rows = land(src, 0) + land(src, 1)
+        wait_for(lambda: client.status().records_in == 2 * ROWS_PER_FILE, 180, "both files read", client)
+        client.stop_with_savepoint((tmp_path / "sp").as_uri(), drain=True).result(timeout=120)
+        client.wait(60)
+    finally:
+        if not client.done():
+            client.cancel()
+    assert output_sums(out) == window_sums(rows)
+
+
 @pytest.mark.parametrize("interval", [0, -5, "1s", 1.5])
 def test_a_bad_monitor_interval_is_refused_naming_the_parameter(tmp_path: Path, interval) -> None:
     env = StreamExecutionEnvironment.get_execution_environment()

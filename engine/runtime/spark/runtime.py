@@ -499,8 +499,13 @@ class SparkJob:
         self.checkpointing.request_arrived.clear()
 
     def drain_to_max_watermark(self) -> None:
-        """End event time without reading: every window vertex advances to MAX_WATERMARK (stop --drain)."""
+        """End event time without reading: every window vertex advances to MAX_WATERMARK (stop --drain).
+
+        The drain is an epoch of its own (without reads): what its window stages write to exactly-once file
+        sinks is staged under its own epoch number, beside, not over, the parts of the epoch before it when
+        no checkpoint came between (staged_sinks.py ``StagingTarget.part_key``)."""
         with self.lock:
+            self.epoch += 1
             stage_outputs: list[Any] = []
             now_ms = self.clock.now_ms()
             self._run_windows(self.windows, stage_outputs, self.watermark, MAX_WATERMARK, now_ms)
