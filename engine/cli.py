@@ -44,7 +44,8 @@ def main() -> None:
 @click.option("--parallelism", type=int, default=2, show_default=True)
 @click.option("--restore-parallelism", type=int, default=3, show_default=True)
 def demo(workdir: str | None, events_per_split: int, parallelism: int, restore_parallelism: int) -> None:
-    """Run the main job end to end on local Spark: checkpoints, savepoint, stop, validate, restore, verify; then
+    """Run the main job end to end on local Spark, reading a monitored folder a feeder lands files in: checkpoints,
+    savepoint, stop, validate, restore, drain, verify against an uninterrupted local run; then
     write an HTML report (charts of the run, the savepoint's validation, a link to its Data Docs) and print its
     path (also the ``report`` field of the final JSON line)."""
     import tempfile

@@ -15,11 +15,16 @@ locally, write to a hidden name and rename.  A reader decodes its file once.
 read, and how far, is the source position in every checkpoint (a finished file is recorded at its
 end), so a restore reads exactly the files and rows the checkpoint had not, plus every file that
 landed since.  A file read to its end is released; its offset stays.  A continuous source over a
-folder that does not exist yet has no splits; a bounded one refuses it.
+folder that does not exist yet has no splits; a bounded one refuses it.  An ``s3://bucket/prefix`` is
+monitored the same way (a ListObjectsV2 listing of the prefix per interval; objects directly under it); the
+source sent to a Spark task carries the S3 endpoint and region its driver resolved (``__getstate__``).
+How a finished file's watermark counts, and when a subtask with nothing to read is idle, is the source
+stage's rule (engine/operators/timestamps_watermarks.py, ``monitored=True``).
 
 Partial: the positions of finished files stay in every snapshot for the life of the job (Flink keeps
 the processed paths in its enumerator state the same way); a folder of very many small files makes
-snapshots grow with it.
+snapshots grow with it.  After a restore the local runtime reads every finished file once more to find
+its end (one GET per file on S3; the Spark runtime keeps a finished flag instead).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from engine.io.source import (
     check_int_offset,
     check_max_records,
 )
-from engine.io.storage import check_folder_uri, is_visible_name, open_folder
+from engine.io.storage import check_folder_uri, is_visible_name, open_folder, options_for_another_process
 
 
 #: how often a continuous file source lists its folder when no interval is given
@@ -74,8 +79,11 @@ class FileSource(Source):
         return self._store
 
     def __getstate__(self) -> dict:
+        """Shipped to a Spark task: the store is re-opened there, with the S3 endpoint and region this process
+        resolved (an executor's environment may not name them; credentials come from its own chain)."""
         state = dict(self.__dict__)
-        state["_store"] = None  # re-opened lazily where the source is used
+        state["_store"] = None
+        state["storage_options"] = options_for_another_process(self.path, self.storage_options, self._folder())
         return state
 
     def discover_splits(self) -> list[SourceSplit]:

@@ -32,6 +32,22 @@ def open_folder(uri: str, storage_options: dict[str, Any] | None = None) -> Obje
     return open_store(uri, **(storage_options or {}))
 
 
+def options_for_another_process(uri: str, storage_options: dict[str, Any] | None = None,
+                                store: ObjectStore | None = None) -> dict[str, Any]:
+    """``storage_options`` for opening ``uri`` in another process (a Spark task): for S3, with the endpoint and
+    region this process resolved, since an executor's environment was fixed when it started and may name
+    neither; credentials stay with each process's own boto3 chain and are never added.  ``store``: this
+    process's store for ``uri``, if it has one (resolving through it reuses its client)."""
+    from checkpoints.backends import S3Store
+
+    options = dict(storage_options or {})
+    if store is None:
+        store = open_folder(uri, options)
+    if isinstance(store, S3Store):
+        return {**options, **store.resolved_settings()}
+    return options
+
+
 def is_visible_name(name: str) -> bool:
     """Hidden and bookkeeping files (``_staging/``, ``_SUCCESS``, ``.crc``) are not data, as in Spark and Hadoop."""
     return not name.startswith(("_", "."))

@@ -24,6 +24,29 @@ the error) and is counted in :attr:`num_dead_letters`.
 :meth:`snapshot` records each split's generator progress, watermark and idle
 flag as JSON data, so a restored subtask does not emit lower watermarks than
 before the failure.
+
+``monitored=True`` is for a source whose splits come and go (a monitored folder,
+``read_files(..., monitor_interval=...)``), and is the one place both runtimes
+take these two rules from:
+
+* **a finished split counts before it leaves.**  :meth:`on_split_finished` only
+  marks the split; it is released at the next :meth:`on_periodic_emit`, after its
+  generator's periodic watermark has been combined.  A file often fits in one
+  read, and the next may be minutes away: released at once, its records would
+  never move event time.  When the last splits leave together, the subtask's
+  watermark is the highest of theirs, so it does not depend on the order they
+  finished in (one after another, each would have carried it there).  The
+  local runtime's epoch mode and the Spark runtime both emit at epoch ends
+  only, so the release waits for the epoch's end there too, and a finished
+  split's watermark is the one its epoch reports.
+* **a subtask with nothing to read follows the strategy's idleness.**  With no
+  split left, and ``with_idleness(d)`` in the strategy, the subtask goes IDLE
+  once ``d`` has passed without records, by the rule of
+  :class:`~engine.watermarks.generators.WatermarksWithIdleness` (the first
+  periodic check without records starts the period; seed 004): Flink's source
+  operator does the same through its main output's generator.  Without
+  idleness it keeps its last watermark and holds consumers back, as in Flink.
+  A new split makes it ACTIVE again.
 """
 
 from __future__ import annotations
@@ -117,8 +140,18 @@ class SourceTimestampsAndWatermarks:
         strategy: WatermarkStrategy,
         clock: Clock,
         on_dead_letter: Callable[[TimestampAssignmentFailure], None] | None = None,
+        *,
+        monitored: bool = False,
     ) -> None:
         self._strategy = strategy
+        #: see the module docstring: splits come and go (a monitored folder)
+        self._monitored = bool(monitored)
+        #: finished splits that leave at the next periodic emission (monitored only)
+        self._finishing: list[Hashable] = []
+        #: the inactivity period of a monitored subtask without splits: records seen, at the last check, and since
+        self._records_seen = 0
+        self._records_at_check = 0
+        self._empty_since_ms: int | None = None
         self._clock = clock
         self._on_dead_letter = on_dead_letter
         self._uses_source_timestamp = not strategy.has_timestamp_assigner()
@@ -140,15 +173,25 @@ class SourceTimestampsAndWatermarks:
         split = _Split(self, self._strategy.create_timestamp_assigner(self._clock), self._strategy.create_watermark_generator(self._clock))
         self._splits[split_id] = split
         self._combined.add(split_id, split.partial)
+        if self._status.is_idle() and self._monitored:
+            self._update_combined()  # a subtask idle for want of splits is active again: ACTIVE before any record
 
     def on_split_finished(self, split_id: Hashable) -> list[StreamElement]:
-        """A split is exhausted: it no longer holds the subtask's watermark back."""
+        """A split is exhausted: it no longer holds the subtask's watermark back (monitored: from the next
+        periodic emission on, which still counts its progress; see the module docstring)."""
         if split_id not in self._splits:
             raise IllegalStateError(f"unknown split {split_id!r}; assigned: {list(self._splits)!r}")
+        if self._monitored:
+            if split_id not in self._finishing:
+                self._finishing.append(split_id)
+            return self._take()
+        self._release(split_id)
+        return self._take()
+
+    def _release(self, split_id: Hashable) -> None:
         del self._splits[split_id]
         self._combined.remove(split_id)
         self._update_combined()
-        return self._take()
 
     @property
     def split_ids(self) -> list[Hashable]:
@@ -178,6 +221,7 @@ class SourceTimestampsAndWatermarks:
             # records never flow while idle: the split (and, if needed, the subtask) turns active first
             split.partial.idle = False
             self._update_combined()
+        self._records_seen += 1
         self._pending.append(StreamRecord(value, timestamp))
         split.generator.on_event(value, NO_TIMESTAMP if timestamp is None else timestamp, split.immediate)
         return self._take()
@@ -231,6 +275,7 @@ class SourceTimestampsAndWatermarks:
                 highest = timestamp
                 last_value = value
         if highest is not None:
+            self._records_seen += 1
             generator.on_event(last_value, highest, split.immediate)
         if self._pending:  # nothing is pending between calls; kept general should that change
             records.extend(self._take())
@@ -243,7 +288,40 @@ class SourceTimestampsAndWatermarks:
         for split in self._splits.values():
             split.generator.on_periodic_emit(split.deferred)
         self._update_combined()
+        if self._finishing:
+            finishing, self._finishing = self._finishing, []
+            leaving = max(self._splits[split_id].partial.watermark for split_id in finishing)
+            for split_id in finishing:
+                del self._splits[split_id]
+                self._combined.remove(split_id)
+            if self._splits:
+                self._update_combined()
+            elif leaving > self._combined.combined_watermark:
+                # the last splits left together: event time is where the furthest of them got, whatever order
+                # they finished in (as the valve flushes to the max when all channels go idle, seed 004)
+                self._combined.restore_combined(leaving, False)
+                self._pending.append(Watermark(leaving))
+        if self._monitored and not self._splits:
+            self._check_idle_without_splits()
+        else:
+            self._empty_since_ms = None
         return self._take()
+
+    def _check_idle_without_splits(self) -> None:
+        """A monitored subtask without splits: IDLE once the strategy's idle timeout passed without records."""
+        timeout = self._strategy.idle_timeout_ms
+        if timeout is None or self._status.is_idle():
+            return
+        if self._records_seen != self._records_at_check:
+            self._records_at_check = self._records_seen
+            self._empty_since_ms = None
+            return
+        now_ms = self._clock.now_ms()
+        if self._empty_since_ms is None:
+            self._empty_since_ms = now_ms
+        elif now_ms - self._empty_since_ms > timeout:
+            self._status = WatermarkStatus.IDLE
+            self._pending.append(WatermarkStatusElement(WatermarkStatus.IDLE))
 
     def end_of_input(self) -> list[StreamElement]:
         """Bounded input is exhausted: event time ends (MAX_WATERMARK, preceded by ACTIVE if idle)."""

@@ -9,7 +9,10 @@ one whenever a file has been read; this valve follows the local runtime's per-sp
 * a split found mid-run joins active at MIN_WATERMARK and counts in the minimum at once: it holds the output
   back until it has read (the output never regresses);
 * a finished split is released: it counts no longer, in the minimum nor as an active channel; when the last
-  active channel leaves and only idle ones remain, the output goes IDLE; when none remain, nothing changes.
+  active channel leaves and only idle ones remain, the output goes IDLE; when none remain, the output moves to
+  the highest watermark of the channels that left together (:meth:`release_channels`: the splits that finished
+  in one epoch leave together, so the result does not depend on the order their reports arrive in, as the
+  source stage's rule, engine/operators/timestamps_watermarks.py ``monitored=True``).
 
 Released channels are not part of the snapshot: the runtime releases the channels of finished splits again
 after a restore (a split's ``finished`` flag is in the snapshot).
@@ -52,6 +55,26 @@ class SplitWatermarkValve(StatusWatermarkValve):
             self._output.emit_watermark_status(self._last_output_status)
         else:
             self._find_and_output_new_min_watermark_across_aligned_channels()
+
+    def release_channels(self, channel_indexes: list[int]) -> None:
+        """Finished splits leave together (after their last watermarks were input); see the module docstring."""
+        leaving = [i for i in channel_indexes if i not in self._released]
+        if not leaving:
+            return
+        channels = [self._channel(i) for i in leaving]
+        self._released.update(leaving)
+        live = self._live()
+        if not live:
+            highest = max(c.watermark for c in channels)
+            if self._last_output_status.is_active() and highest > self._last_output_watermark:
+                self._last_output_watermark = highest
+                self._output.emit_watermark(Watermark(highest))
+        elif any(c.status.is_active() for c in channels):
+            if not any(c.status.is_active() for c in live):
+                self._last_output_status = WatermarkStatus.IDLE
+                self._output.emit_watermark_status(self._last_output_status)
+            else:
+                self._find_and_output_new_min_watermark_across_aligned_channels()
 
     def is_released(self, channel_index: int) -> bool:
         return channel_index in self._released

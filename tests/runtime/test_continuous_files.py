@@ -4,6 +4,11 @@ The client is the platform's main feed: files arrive in a folder while the job r
 savepoint, more files arrive, and the job is restored (here at another parallelism).  Every event must be
 counted exactly once in the committed output, and a file that landed while the job was down must be read
 after the restore.
+
+Every test runs on both runtimes and over both kinds of folder: a local one, and an ``s3://bucket/prefix`` on
+moto's server over HTTP, reached the way a deployment reaches its store: credentials and ``AWS_ENDPOINT_URL``
+in the driver's environment.  The Spark executors' Python workers started before the endpoint was known, so
+the S3 runs also show that a shipped source carries the endpoint its driver resolved.
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ import json
 import os
 import random
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 
+import boto3
 import pytest
 
 from engine import Duration, StreamExecutionEnvironment, Time, TumblingEventTimeWindows, WatermarkStrategy
@@ -26,15 +33,73 @@ ROWS_PER_FILE = 300
 FILE_SPAN_MS = 3000
 
 
-def land(folder: Path, index: int) -> list[dict]:
-    """Write file ``index`` (events of [index * 3 s, (index + 1) * 3 s)) the way files must land: a hidden
-    name first, then an atomic rename."""
+# credentials for moto, set when this module is imported: test collection comes before the suite's SparkSession
+# starts, so the executors' Python workers have them in their environment as a deployment's would
+for _name, _value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                      "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    os.environ.setdefault(_name, _value)
+
+
+class LocalFolder:
+    """A local folder; files land the way they must: a hidden name first, then an atomic rename."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.uri = str(path)
+
+    def create(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def put(self, name: str, data: bytes) -> None:
+        hidden = self.path / f".{name}"
+        hidden.write_bytes(data)
+        os.replace(hidden, self.path / name)
+
+
+class S3Folder:
+    """A prefix of a bucket on moto's server; an S3 put is atomic."""
+
+    def __init__(self, client, bucket: str, prefix: str) -> None:
+        self.client, self.bucket, self.prefix = client, bucket, prefix
+        self.uri = f"s3://{bucket}/{prefix}"
+
+    def create(self) -> None:
+        pass  # a prefix exists as soon as an object is put under it
+
+    def put(self, name: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=f"{self.prefix}/{name}", Body=data)
+
+
+@pytest.fixture(scope="module")
+def moto_server():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture(params=["local", "s3"])
+def folders(request, tmp_path: Path, monkeypatch):
+    """``folders(name)``: a fresh folder of the parametrized kind (not created yet)."""
+    if request.param == "local":
+        return lambda name: LocalFolder(tmp_path / name)
+    endpoint = request.getfixturevalue("moto_server")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)  # the driver learns the endpoint now, as a deployment's does
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    bucket = "sluice-in-" + uuid.uuid4().hex[:10]
+    client.create_bucket(Bucket=bucket)
+    return lambda name: S3Folder(client, bucket, name)
+
+
+def land(folder, index: int) -> list[dict]:
+    """Put file ``index`` (events of [index * 3 s, (index + 1) * 3 s)) into ``folder``."""
     rng = random.Random(index)
     rows = [{"key": f"k{rng.randrange(5)}", "ts": index * FILE_SPAN_MS + i * FILE_SPAN_MS // ROWS_PER_FILE,
              "v": rng.randrange(1, 10)} for i in range(ROWS_PER_FILE)]
-    hidden = folder / f".events-{index:03d}.jsonl"
-    hidden.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    os.replace(hidden, folder / f"events-{index:03d}.jsonl")
+    folder.put(f"events-{index:03d}.jsonl", "".join(json.dumps(r) + "\n" for r in rows).encode())
     return rows
 
 
@@ -69,14 +134,19 @@ def runtime(request) -> str:
     return request.param
 
 
-def build(src: Path, out: Path, storage: Path, parallelism: int, runtime: str = "local") -> StreamExecutionEnvironment:
+def build(src, out: Path, storage: Path, parallelism: int, runtime: str = "local", *others,
+          strategy: WatermarkStrategy | None = None) -> StreamExecutionEnvironment:
+    """The window job over the monitored folder ``src`` (and the ``others``, unioned with it)."""
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_runtime(runtime)
     env.set_parallelism(parallelism)
     env.enable_checkpointing(100)
     env.get_checkpoint_config().set_checkpoint_storage_dir(storage.as_uri())
-    (env.read_files(str(src), "jsonl", monitor_interval=Duration.of_millis(50))
-        .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner("ts"))
+    strategy = strategy or WatermarkStrategy.for_monotonous_timestamps()
+    streams = [env.read_files(f.uri, "jsonl", monitor_interval=Duration.of_millis(50))
+               .assign_timestamps_and_watermarks(strategy.with_timestamp_assigner("ts")) for f in (src, *others)]
+    events = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
+    (events
         .key_by("key")
         .window(TumblingEventTimeWindows.of(Time.seconds(1)))
         .sum("v")
@@ -93,9 +163,9 @@ def wait_for(condition, timeout_s: float, what: str, client) -> None:
 
 
 def test_files_landing_while_the_job_runs_and_while_it_is_down_are_each_read_exactly_once(tmp_path: Path,
-                                                                                         runtime: str) -> None:
-    src, out, storage = tmp_path / "in", tmp_path / "out", tmp_path / "chk"
-    src.mkdir()
+                                                                                         runtime: str, folders) -> None:
+    src, out, storage = folders("in"), tmp_path / "out", tmp_path / "chk"
+    src.create()
     rows = land(src, 0)
     client = submit(build(src, out, storage, 1, runtime), "feed")
     try:
@@ -126,18 +196,99 @@ def test_files_landing_while_the_job_runs_and_while_it_is_down_are_each_read_exa
     assert sum(window_sums(rows).values()) == sum(r["v"] for r in rows)
 
 
-def test_a_monitored_source_lists_the_folder_again_and_never_ends_by_itself(tmp_path: Path, runtime: str) -> None:
-    src, out, storage = tmp_path / "in", tmp_path / "out", tmp_path / "chk"  # the folder does not exist yet
+def test_a_monitored_source_lists_the_folder_again_and_never_ends_by_itself(tmp_path: Path, runtime: str,
+                                                                          folders) -> None:
+    src, out, storage = folders("in"), tmp_path / "out", tmp_path / "chk"  # the folder does not exist yet
     client = submit(build(src, out, storage, 2, runtime), "empty")
     try:
         time.sleep(2)
         assert not client.done() and client.status().records_in == 0
         # an empty folder is listed every 50 ms, not polled in a loop (Spark ran millions of empty epochs a minute)
         assert client.status().epoch < 200
-        src.mkdir()
+        src.create()
         rows = land(src, 0)
         wait_for(lambda: client.status().records_in == ROWS_PER_FILE, 180, "the first file read", client)
         client.stop_with_savepoint((tmp_path / "sp").as_uri(), drain=True).result(timeout=60)
+        client.wait(60)
+    finally:
+        if not client.done():
+            client.cancel()
+    assert output_sums(out) == window_sums(rows)
+
+
+def test_a_quiet_folder_goes_idle_and_the_busy_folders_windows_still_fire(tmp_path: Path, runtime: str,
+                                                                          folders) -> None:
+    """Two monitored folders, unioned; the quiet one received one file and then nothing::
+
+        quiet  |file 0|.................................   (read, released: no split left -> idle after 300 ms)
+        busy   |file 0|file 1|file 2|...
+               0 s    3 s    6 s    9 s   event time
+
+    Flink's idleness rule (``with_idleness``, seed 004): a source subtask with nothing to read goes idle once
+    the timeout has passed without records, so the quiet folder stops holding event time back and the busy
+    folder's windows fire while the job runs.  On the local runtime the quiet source's subtasks (one of them
+    never had a file) used to hold the watermark at their last value for good."""
+    busy, quiet, out, storage = folders("busy"), folders("quiet"), tmp_path / "out", tmp_path / "chk"
+    busy.create()
+    quiet.create()
+    rows = land(quiet, 0)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_idleness(Duration.of_millis(300))
+    client = submit(build(busy, out, storage, 2, runtime, quiet, strategy=strategy), "quiet")
+    try:
+        for index in range(3):
+            rows += land(busy, index)
+        # every window that ends by 5 s: file 2's events, and idleness, carry the watermark past them
+        expected = window_sums([r for r in rows if r["ts"] < 5000])
+        wait_for(lambda: set(expected) <= set(output_sums(out)), 90, "the busy folder's windows committed", client)
+        assert {w: v for w, v in output_sums(out).items() if w in expected} == expected
+        client.stop_with_savepoint((tmp_path / "sp").as_uri(), drain=True).result(timeout=60)
+        client.wait(60)
+    finally:
+        if not client.done():
+            client.cancel()
+    assert output_sums(out) == window_sums(rows)
+
+
+def test_in_epoch_mode_a_source_subtask_without_files_lets_the_others_epochs_and_checkpoints_go_on(
+        tmp_path: Path, folders) -> None:
+    """The local runtime's epoch mode (the Spark runtime's cadence, ``epoch_records``) starts an epoch once every
+    source subtask reached the end of the last one.  A monitored subtask with no file to read ends its epoch
+    after each listing; it used to wait for a file of its own, and the whole job with it: no epoch, no
+    barrier, no checkpoint, and a stop that never completed."""
+    src, out, storage = folders("in"), tmp_path / "out", tmp_path / "chk"
+    src.create()
+    env = build(src, out, storage, 2, "local")
+    env.set_runtime_option("epoch_records", 100)
+    client = submit(env, "epochs")
+    try:
+        rows = land(src, 0)  # 300 rows: three epochs of one subtask while the other has nothing
+        wait_for(lambda: client.status().records_in == ROWS_PER_FILE, 60, "file 0 read", client)
+        done = client.status().num_completed_checkpoints
+        wait_for(lambda: client.status().num_completed_checkpoints > done + 2, 60, "checkpoints", client)
+        rows += land(src, 1)
+        wait_for(lambda: client.status().records_in == 2 * ROWS_PER_FILE, 60, "file 1 read", client)
+        client.stop_with_savepoint((tmp_path / "sp").as_uri(), drain=True).result(timeout=60)
+        client.wait(60)
+    finally:
+        if not client.done():
+            client.cancel()
+    assert output_sums(out) == window_sums(rows)
+
+
+def test_a_drain_right_after_an_epoch_commits_the_epochs_results_and_the_drains(tmp_path: Path, spark) -> None:
+    """``stop --drain`` on Spark fires the remaining windows in a step of its own, whose exactly-once file parts
+    are staged in the sink's open transaction.  With no checkpoint between the last epoch and the drain, that
+    transaction also holds the last epoch's parts: the drain's parts must not take their names (they were
+    staged under the same epoch number, overwrote them, and the savepoint's commit failed)."""
+    src, out, storage = LocalFolder(tmp_path / "in"), tmp_path / "out", tmp_path / "chk"
+    src.create()
+    env = build(src, out, storage, 2, "spark")
+    env.enable_checkpointing(3_600_000)  # no periodic checkpoint: every part waits in one open transaction
+    client = submit(env, "drain")
+    try:
+        rows = land(src, 0) + land(src, 1)
+        wait_for(lambda: client.status().records_in == 2 * ROWS_PER_FILE, 180, "both files read", client)
+        client.stop_with_savepoint((tmp_path / "sp").as_uri(), drain=True).result(timeout=120)
         client.wait(60)
     finally:
         if not client.done():

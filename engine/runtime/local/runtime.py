@@ -414,7 +414,8 @@ class LocalJob:
             states = [SplitState(s, source.create_reader(s, starts[s.split_id])) for s in splits]
             stage = SourceTimestampsAndWatermarks(
                 v.source_watermark_strategy or WatermarkStrategy.no_watermarks(), self.clock,
-                lambda dl: self.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"))
+                lambda dl: self.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"),
+                monitored=monitored is not None)
             restored_stage = self._restored_stage(vkey, [s.split_id for s in splits])
             if restored_stage is not None:
                 stage.restore(restored_stage)

@@ -248,14 +248,21 @@ class SourceTask(Subtask):
             self.before_read(self)
         if self.suspended or self.parked:
             return 0
-        if self.discover is not None:
-            self._discover_splits()
+        listed = self.discover is not None and self._discover_splits()
         active = self.active_splits()
         if not active:
             if self.bounded:
                 self._end_of_input()
             else:
                 self.starved = True  # a monitored folder with nothing new: let the runtime back off
+                if self.epoch_records is None:
+                    # time passes without splits: the strategy's idleness may mark the subtask idle
+                    self._emit(self.stage.on_periodic_emit())
+                    self.flush()
+                elif listed:
+                    # nothing to read after a listing: the epoch ends here, so the other subtasks' epochs (and
+                    # barriers) go on; at most one empty epoch per listing, as a Spark job waits for the next
+                    self._end_epoch()
             return 0
         epoch_mode = self.epoch_records is not None
         if epoch_mode:
@@ -281,11 +288,9 @@ class SourceTask(Subtask):
         self.records_read += len(batch.values)
         if batch.finished:
             split.finished = True
-            if self.discover is not None and not epoch_mode:
-                # a monitored folder's file often fits in one read: let its progress count before it is
-                # released, or a feed of small files would never move event time (its next file may be minutes away)
-                elements.extend(stage.on_periodic_emit())
             if split_id in stage.split_ids:  # a restored split that had finished before the snapshot is not
+                # a monitored folder's split leaves at the next periodic emission, its progress counted
+                # (SourceTimestampsAndWatermarks(monitored=True)): below, or at the epoch's end in epoch mode
                 elements.extend(stage.on_split_finished(split_id))
             if self.discover is not None:
                 split.reader.close()  # a monitored folder grows without end: keep the offset, not the rows
@@ -299,12 +304,13 @@ class SourceTask(Subtask):
             self._end_epoch()
         return len(batch.values)
 
-    def _discover_splits(self) -> None:
-        """List the monitored folder again when its interval has passed; new splits start their watermark
-        generation at once (a new split holds the subtask's watermark back until it has read, as in Flink)."""
+    def _discover_splits(self) -> bool:
+        """List the monitored folder again when its interval has passed (True when it did); new splits start
+        their watermark generation at once (a new split holds the subtask's watermark back until it has read,
+        as in Flink)."""
         now = self.clock.now_ms()
         if self._next_discovery_ms is not None and now < self._next_discovery_ms:
-            return
+            return False
         self._next_discovery_ms = now + self.monitor_interval_ms
         assert self.discover is not None
         for split in self.discover():
@@ -313,6 +319,7 @@ class SourceTask(Subtask):
                 self.stage.add_split(split.split_id)
             if self.epoch_records is not None and not self.parked:
                 self._epoch_end[split.split_id] = int(split.offset()) + self.epoch_records
+        return True
 
     def _emit(self, elements: list[Any]) -> None:
         """Push stage output into the chain in order: consecutive records as one batch."""

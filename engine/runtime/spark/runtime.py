@@ -503,8 +503,13 @@ class SparkJob:
         self.checkpointing.request_arrived.clear()
 
     def drain_to_max_watermark(self) -> None:
-        """End event time without reading: every window vertex advances to MAX_WATERMARK (stop --drain)."""
+        """End event time without reading: every window vertex advances to MAX_WATERMARK (stop --drain).
+
+        The drain is an epoch of its own (without reads): what its window stages write to exactly-once file
+        sinks is staged under its own epoch number, beside, not over, the parts of the epoch before it when
+        no checkpoint came between (staged_sinks.py ``StagingTarget.part_key``)."""
         with self.lock:
+            self.epoch += 1
             stage_outputs: list[Any] = []
             now_ms = self.clock.now_ms()
             self._run_windows(self.windows, stage_outputs, self.watermark, MAX_WATERMARK, now_ms)
@@ -704,6 +709,7 @@ class SparkJob:
 
     def _advance_watermark(self, reports: list[dict], now_ms: int) -> int:
         valve = self.valve
+        leaving: list[int] = []
         for r in reports:
             split = self.splits[r["key"]]
             idle_by_time = self._idle_by_time(split, r["records"], now_ms)
@@ -717,9 +723,12 @@ class SparkJob:
                 if self.bounded:
                     valve.input_watermark(Watermark(MAX_WATERMARK), ch)
                 elif split["vertex"] in self.monitored:
-                    if r["watermark"] > MIN_WATERMARK:  # its progress counts before it leaves (as on local)
+                    # the split's stage counted its progress before letting it go (SourceTimestampsAndWatermarks,
+                    # monitored=True): the channel takes the watermark it left with, and leaves the valve with the
+                    # epoch's other finished splits once every report is in
+                    if r["watermark"] > MIN_WATERMARK:
                         valve.input_watermark(Watermark(r["watermark"]), ch)
-                    valve.release_channel(ch)
+                    leaving.append(ch)
                 continue
             if r["idle"] or idle_by_time:
                 if r["watermark"] > MIN_WATERMARK:
@@ -733,6 +742,7 @@ class SparkJob:
                     split["idle"] = False
                 if r["watermark"] > MIN_WATERMARK:
                     valve.input_watermark(Watermark(r["watermark"]), ch)
+        valve.release_channels(leaving)
         if self.bounded and (not self.splits or all(s["finished"] for s in self.splits.values())):
             return MAX_WATERMARK
         return max(self.watermark, self._valve_output.watermark)

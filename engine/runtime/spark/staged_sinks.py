@@ -73,15 +73,10 @@ def staging_target(writer: Any, epoch: int) -> StagingTarget:
 
 
 def executor_storage_options(path: str, options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` for opening ``path`` in a task: for S3, with the endpoint and region the driver resolved
-    (an executor's environment was fixed when it started); credentials stay with each executor's chain."""
-    from checkpoints.backends import S3Store
-    from engine.io.storage import open_folder
+    """``options`` for opening ``path`` in a task (engine/io/storage.py ``options_for_another_process``)."""
+    from engine.io.storage import options_for_another_process
 
-    store = open_folder(path, options)
-    if isinstance(store, S3Store):
-        return {**options, **store.resolved_settings()}
-    return dict(options)
+    return options_for_another_process(path, options)
 
 
 def adopt_parts(writer: Any, parts: list[dict[str, Any]]) -> None:

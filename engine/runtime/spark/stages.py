@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from engine.clock import ManualClock
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, StreamRecord, Watermark
 from engine.graph.operator_factory import build_window_operator
+from engine.io.source import source_monitor_interval_ms
 from engine.operators.base import Metrics, OperatorContext
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.gc_pause import paused_iteration
@@ -107,8 +108,10 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
     context = OperatorContext(f"source-{head_node_id}", 0, 1, max_parallelism, clock=clock, metrics=metrics)
     router = Router(routes, rows, context, piece["key"], max_parallelism, watermark_before, staging)
     context.dead_letter = router.dead_letter
+    monitored = source_monitor_interval_ms(source) is not None
     stage = SourceTimestampsAndWatermarks(
-        strategy, clock, lambda dl: router.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"))
+        strategy, clock, lambda dl: router.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"),
+        monitored=monitored)
     if piece["watermarks"] is not None:
         stage.restore(piece["watermarks"])
     else:
@@ -143,6 +146,10 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
     finally:
         reader.close()
         router.close()
+    if finished and monitored:
+        # the split leaves with the epoch's periodic emission below, its progress counted (the stage's rule for
+        # splits that come and go): the report's watermark is the one it leaves with
+        stage.on_split_finished(split.split_id)
     stage.on_periodic_emit()
     report = {
         "key": piece["key"],

@@ -75,3 +75,22 @@ def test_the_file_sink_commits_exactly_once_on_s3_and_recommits_as_a_no_op(s3):
     assert committed_files(path) == ["part-0000000012-00000-00000.jsonl"]
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="out/")["Contents"])
     assert keys == ["out/part-0000000012-00000-00000.jsonl"]  # staging is gone
+
+
+def test_a_file_source_shipped_to_an_executor_carries_the_endpoint_its_driver_resolved(monkeypatch):
+    """Spark's Python workers keep the environment they started with: a monitored ``s3://`` folder read by a task
+    must reach the store the driver reached, whatever the executor's environment says (issue 17's rule for
+    checkpoint stores and sink parts, here for sources)."""
+    import pickle  # only to emulate Spark shipping the source to an executor; nothing is persisted
+
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "eu-west-3", "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}.items():
+        monkeypatch.setenv(name, value)
+    source = FileSource(f"s3://{BUCKET}/landing", "jsonl", continuous=True)
+    shipped_bytes = pickle.dumps(source)
+    monkeypatch.delenv("AWS_ENDPOINT_URL")  # the executor's environment names no endpoint
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    shipped = pickle.loads(shipped_bytes)
+    store = shipped._folder()
+    assert (store.endpoint_url, store.region) == ("http://127.0.0.1:9", "eu-west-3")
+    assert source.storage_options == {}  # the driver's own source is unchanged

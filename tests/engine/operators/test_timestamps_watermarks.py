@@ -66,6 +66,67 @@ def test_a_finished_split_stops_holding_the_watermark_back():
     assert stage.split_ids == ["b"]
 
 
+def test_a_monitored_split_counts_its_progress_before_it_leaves_at_the_next_periodic_emission():
+    #   one file, read in one go:  ts 10 | periodic: 9 | ts 20 .. 500, finished | periodic
+    #   bounded source:  the file leaves at once, nothing is left to combine: the subtask stays at 9
+    #   monitored:       the file leaves after the periodic emission counted it: 499
+    for monitored, after in ((False, 9), (True, 499)):
+        stage = SourceTimestampsAndWatermarks(bounded(), ManualClock(), monitored=monitored)
+        stage.on_record("f", {"ts": 10})
+        assert stage.on_periodic_emit() == [Watermark(9)]
+        stage.on_records("f", [{"ts": 20}, {"ts": 500}])
+        assert stage.on_split_finished("f") == []
+        assert stage.split_ids == (["f"] if monitored else [])
+        assert stage.on_periodic_emit() == ([Watermark(499)] if monitored else [])
+        assert stage.split_ids == [] and stage.current_watermark == after
+        assert stage.status is WatermarkStatus.ACTIVE
+    # beside an open split, the finished one still counts in the minimum of that emission, then leaves
+    stage = SourceTimestampsAndWatermarks(bounded(), ManualClock(), monitored=True)
+    stage.on_record("f", {"ts": 100})
+    stage.on_record("g", {"ts": 300})
+    stage.on_split_finished("f")
+    assert stage.on_periodic_emit() == [Watermark(99), Watermark(299)]
+    assert stage.split_ids == ["g"]
+
+
+def test_monitored_splits_finishing_in_one_emission_leave_the_subtask_at_the_highest_of_their_watermarks():
+    #   epoch mode: three files read whole in one epoch, ts up to 3000, 9000, 6000 -> min 2999, then they leave:
+    #   one after another each would have carried the watermark on, so together they leave it at 8999
+    stage = SourceTimestampsAndWatermarks(bounded(), ManualClock(), monitored=True)
+    for split_id, ts in (("f0", 3000), ("f1", 9000), ("f2", 6000)):
+        stage.on_records(split_id, [{"ts": 10}, {"ts": ts}])
+        stage.on_split_finished(split_id)
+    assert stage.on_periodic_emit() == [Watermark(2999), Watermark(8999)]
+    assert stage.split_ids == [] and stage.current_watermark == 8999
+
+
+def test_a_monitored_subtask_without_splits_goes_idle_by_the_strategys_idleness_and_a_new_split_wakes_it():
+    #   t:     0          100         200        260
+    #   f:  ts=10, done   (no split: inactivity starts)   idle (> 100 ms)   new split g -> ACTIVE, then g's time
+    clock = ManualClock(0)
+    stage = SourceTimestampsAndWatermarks(bounded(0, idle_ms=100), clock, monitored=True)
+    stage.on_record("f", {"ts": 10})
+    stage.on_split_finished("f")
+    assert stage.on_periodic_emit() == [Watermark(9)]
+    clock.set(100)
+    assert stage.on_periodic_emit() == []
+    clock.set(200)
+    assert stage.on_periodic_emit() == []  # exactly the timeout: not yet
+    clock.set(201)
+    assert stage.on_periodic_emit() == [IDLE]
+    assert stage.on_periodic_emit() == []
+    stage.add_split("g")
+    assert stage.on_record("g", {"ts": 40}) == [ACTIVE, rec(40)]
+    assert stage.on_periodic_emit() == [Watermark(39)]
+    # without idleness in the strategy a subtask without splits keeps its watermark and stays active (Flink)
+    held = SourceTimestampsAndWatermarks(bounded(0), clock, monitored=True)
+    held.on_record("f", {"ts": 10})
+    held.on_split_finished("f")
+    held.on_periodic_emit()
+    clock.set(10_000)
+    assert held.on_periodic_emit() == [] and held.status is WatermarkStatus.ACTIVE
+
+
 def test_end_of_input_emits_max_watermark_once_and_then_refuses_records():
     stage = SourceTimestampsAndWatermarks(bounded(), ManualClock())
     stage.on_record("a", {"ts": 10})

@@ -69,3 +69,23 @@ def test_restore_forgets_released_channels_the_runtime_releases_them_again() -> 
     restored.restore(valve.snapshot())
     assert not restored.is_released(0) and not restored.is_released(1)
     assert restored.get_input_channel_status(0).watermark == MIN_WATERMARK
+
+
+def test_splits_that_finish_in_one_epoch_leave_together_at_the_highest_of_their_watermarks_in_any_order() -> None:
+    #   epoch n reads three whole files: 2989, 8989, 5989 (reports arrive in any order)
+    #   one by one, the output would be the watermark of whichever report came last; together it is 8989
+    for order in ([0, 1, 2], [2, 1, 0], [1, 0, 2]):
+        out = Recorder()
+        valve = SplitWatermarkValve(3, out)
+        for i in order:
+            valve.input_watermark(Watermark((2989, 8989, 5989)[i]), i)
+        assert out.events == [2989], order
+        valve.release_channels(order)
+        assert out.events == [2989, 8989], order
+    # beside a split still open, the open one's watermark rules once the others left
+    out = Recorder()
+    valve = SplitWatermarkValve(2, out)
+    valve.input_watermark(Watermark(100), 0)
+    valve.input_watermark(Watermark(400), 1)
+    valve.release_channels([1])
+    assert out.events == [100] and valve.last_output_watermark == 100
