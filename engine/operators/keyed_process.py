@@ -43,6 +43,7 @@ from engine.operators.base import (
     Output,
     materialize_all,
 )
+from engine.runtime.keyed_edges import key_failure
 from engine.state.descriptors import StateDescriptor, ValueStateDescriptor
 from engine.state.key_groups import KeyGroupRange
 from engine.state.keyed_state import HeapKeyedStateBackend
@@ -223,7 +224,7 @@ class KeyedProcessOperator(OneInputStreamOperator):
             key = self.key_selector(value)
         except Exception as exc:  # noqa: BLE001 - a failing key selector is a data problem: dead letter
             self.context.metrics.inc("num_dead_letter_records")
-            self.context.dead_letter(value, exc, "key_selector")
+            key_failure(self.key_selector, value, exc, self.context.dead_letter)
             return
         self.keyed_state_backend.set_current_key(key)
         ctx = self._ctx

@@ -1,7 +1,9 @@
 """A keyed edge keys every record, as Flink's keyBy does, whatever the parallelism and whatever consumes it.
 
 A record whose key selector raises is bad data, not a bug in the job: it becomes a dead letter (stage
-``key_selector``, the exception as the reason) and the job goes on.  Both runtimes route through here:
+``key_selector``, the exception as the reason) and the job goes on.  A record of a connected stream travels as
+``(input, value)`` (engine/operators/co_functions.py); its selectors say so (``dead_letter_of``), and the dead
+letter is the user's record with its input in the stage: ``key_selector:input1`` or ``key_selector:input2``.  Both runtimes route through here:
 the local runtime's RecordWriter (engine/runtime/local/writers.py) and the Spark runtime's Router
 (engine/runtime/spark/chains.py).
 """
@@ -16,12 +18,23 @@ NO_KEY = object()
 DeadLetter = Callable[[Any, BaseException, str], None]
 
 
+def key_failure(selector: Callable[[Any], Any], value: Any, error: BaseException, dead_letter: DeadLetter) -> None:
+    """Send ``value``, whose key ``selector`` could not give, to ``dead_letter``: the stage is ``key_selector``, or
+    what the selector's ``dead_letter_of(value)`` says (the untagged record and the input of a connected stream)."""
+    explain = getattr(selector, "dead_letter_of", None)
+    if explain is None:
+        dead_letter(value, error, "key_selector")
+    else:
+        record, stage = explain(value)
+        dead_letter(record, error, stage)
+
+
 def key_or_dead_letter(selector: Callable[[Any], Any], value: Any, dead_letter: DeadLetter) -> Any:
     """``selector(value)``, or :data:`NO_KEY` after sending ``value`` to ``dead_letter`` when it raises."""
     try:
         return selector(value)
     except Exception as exc:  # noqa: BLE001 - a key the selector cannot give is a dead letter
-        dead_letter(value, exc, "key_selector")
+        key_failure(selector, value, exc, dead_letter)
         return NO_KEY
 
 

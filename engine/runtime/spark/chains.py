@@ -32,7 +32,7 @@ from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns
 from engine.errors import JobDefinitionError
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output
 from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
-from engine.runtime.keyed_edges import keyable
+from engine.runtime.keyed_edges import key_failure, keyable
 from engine.runtime.plan import PhysicalPlan, Vertex
 from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation, preaggregation_for
 from engine.runtime.spark.rows import (
@@ -288,7 +288,7 @@ class Router:
             try:
                 k = selector(value)
             except Exception as exc:  # noqa: BLE001 - a key the selector cannot give is a dead letter (local runtime too)
-                self.dead_letter(value, exc, "key_selector")
+                key_failure(selector, value, exc, self.dead_letter)
                 continue
             # a key state cannot hold fails the job, as on the local runtime (StateSerializationError says why)
             if type(k) is str:
