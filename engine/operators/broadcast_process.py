@@ -36,7 +36,7 @@ from engine.operators.base import (
     OperatorSnapshot,
     materialize_all,
 )
-from engine.operators.co_functions import FIRST, SECOND
+from engine.operators.co_functions import FIRST, SECOND, TaggedKeySelector, UntaggedKeySelector
 from engine.operators.keyed_process import KeyedProcessOperator, _Context, _RuntimeContext
 from engine.state import codec
 from engine.state.descriptors import MapStateDescriptor
@@ -261,7 +261,9 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator):
 
     def __init__(self, function: KeyedBroadcastProcessFunction, key_selector: Any,
                  descriptors: Iterable[MapStateDescriptor]) -> None:
-        super().__init__(function, key_selector)
+        # the node keys tagged records (TaggedKeySelector); the operator untags first, then keys as its parent does
+        first = key_selector.key_selector1 if isinstance(key_selector, TaggedKeySelector) else key_selector
+        super().__init__(function, UntaggedKeySelector(first, FIRST) if callable(first) else first)
         self.descriptors = tuple(descriptors)
 
     def open(self, context: Any, output: Any) -> None:
@@ -274,18 +276,8 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator):
         input, value = _untag(record.value)
         if input == SECOND:
             self._process_broadcast(value, record.timestamp)
-            return
-        try:
-            key = self.key_selector(record.value)
-        except Exception as exc:  # noqa: BLE001 - a failing key selector is a data problem: dead letter
-            self.context.metrics.inc("num_dead_letter_records")
-            self.context.dead_letter(value, exc, "key_selector")
-            return
-        self.keyed_state_backend.set_current_key(key)
-        ctx = self._ctx
-        ctx.current_timestamp = record.timestamp
-        ctx.current_domain = None
-        self._emit(self.function.process_element(value, ctx), record.timestamp)
+        else:  # the keyed process operator's element path, with the user's record
+            super().process_element(StreamRecord(value, record.timestamp))
 
     def _process_broadcast(self, value: Any, timestamp: int | None) -> None:
         ctx = self._broadcast_ctx
