@@ -143,12 +143,15 @@ class BroadcastStateStore:
 def split_broadcast_tables(
     snapshots: list[MaterializedOperatorSnapshot],
 ) -> tuple[dict[str, pa.Table], list[MaterializedOperatorSnapshot]]:
-    """One former subtask's broadcast tables (every subtask held the same copy) and the snapshots without them."""
+    """One former subtask's broadcast tables (every subtask held the same copy) and the snapshots without them.
+
+    A snapshot is known to hold broadcast state by its ``broadcast/`` tables, not its metadata: the Spark
+    runtime's ``_metadata`` records no per-subtask ``broadcast_states`` (engine/runtime/spark/checkpointing.py)."""
     chosen: dict[str, pa.Table] | None = None
     rest = []
     for snap in snapshots:
         mine = {n: t for n, t in snap.tables.items() if n.startswith(BROADCAST_TABLE_PREFIX)}
-        if chosen is None and "broadcast_states" in snap.metadata:
+        if chosen is None and mine:
             chosen = mine
         rest.append(MaterializedOperatorSnapshot(
             snap.metadata, {n: t for n, t in snap.tables.items() if not n.startswith(BROADCAST_TABLE_PREFIX)}))
@@ -372,6 +375,9 @@ class BroadcastProcessOperator(OneInputStreamOperator):
     def process_watermark(self, watermark: Watermark) -> None:
         self.watermark = max(self.watermark, watermark.timestamp)
         self.output.emit_watermark(watermark)
+
+    def current_watermark(self) -> int:
+        return self.watermark
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         return _WithBroadcastState(super().snapshot_state(checkpoint_id), self.broadcast_states.to_arrow_tables())
