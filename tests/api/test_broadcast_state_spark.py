@@ -164,3 +164,41 @@ def test_a_spark_savepoint_keeps_the_broadcast_state_at_another_parallelism_on_b
     for runtime, parallelism in (("spark", 3), ("local", 1)):
         _, resumed = build(runtime, parallelism, savepoint)
         assert sorted(map(repr, before_stop + resumed.execute_and_collect())) == golden, runtime
+
+
+def test_a_local_savepoint_keeps_the_broadcast_state_on_spark_at_another_parallelism(spark, tmp_path: Path) -> None:
+    """The other direction: LimitCheck stopped with a savepoint on the local runtime once some rules were stored,
+    resumed at 3 subtasks on Spark."""
+    import time
+
+    from checkpoints import load_snapshot
+    from engine.runtime.local.runtime import LocalRuntime
+
+    def build(runtime: str, parallelism: int, savepoint: str | None = None):
+        env = _env(runtime, parallelism, epoch_records=50)
+        env.set_runtime_option("bundle_size", 8)
+        if savepoint is not None:
+            env.set_runtime_option("from_savepoint", savepoint)
+        rules = env.from_source(CollectionSource(restore_jobs.RULES, num_splits=1)).uid("rules") \
+            .assign_timestamps_and_watermarks(restore_jobs._strategy()).broadcast(jobs.RULES_DESCRIPTOR)
+        items = env.from_source(CollectionSource(restore_jobs.ITEMS, num_splits=2)).uid("items") \
+            .assign_timestamps_and_watermarks(restore_jobs._strategy())
+        return env, items.key_by(lambda i: i[0]).connect(rules).process(jobs.LimitCheck()).uid("limits")
+
+    _, uninterrupted = build("local", 2)
+    golden = sorted(map(repr, uninterrupted.execute_and_collect()))
+    env, stream = build("local", 2)
+    env.enable_checkpointing(10)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(f"file://{tmp_path}/chk")
+    client = LocalRuntime(env).submit("limits", [], [stream._node])
+    while client.status().records_in < 300 and not client.done():
+        time.sleep(0.0005)
+    savepoint = client.stop_with_savepoint(f"file://{tmp_path}/savepoints").result(timeout=60)
+    before_stop = list(client.wait(60).collected[stream._node.id])
+    assert client.status().state == "stopped" and len(before_stop) < len(golden)
+    stored = {name: t.num_rows for name, t in load_snapshot(savepoint).state_tables("limits").items()
+              if "broadcast" in name}
+    assert stored and all(stored.values()), stored  # rules were in broadcast state when the savepoint was taken
+
+    _, resumed = build("spark", 3, savepoint)
+    assert sorted(map(repr, before_stop + resumed.execute_and_collect())) == golden
