@@ -43,6 +43,7 @@ import pyarrow as pa  # noqa: E402
 from checkpoints.drained import drained_reason  # noqa: E402
 from checkpoints.restore import Snapshot, load_snapshot, read_snapshot_metadata  # noqa: E402
 from checkpoints.validation import frames as F  # noqa: E402
+from checkpoints.validation.operator_config import is_broadcast_state_table  # noqa: E402
 from checkpoints.validation.previous import previous_source_positions  # noqa: E402
 from checkpoints.validation.suite_builder import (  # noqa: E402
     FILES,
@@ -260,7 +261,8 @@ def validate_snapshot(
 
 
 def file_tasks(snap: Snapshot, plan: SuitePlan) -> list[F.FileTask]:
-    """One :class:`FileTask` per state file of every operator that has suites."""
+    """One :class:`FileTask` per keyed state or timers file of every operator that has suites (a broadcast state
+    file is verified with the unread ones: ``verify_unread_files``)."""
     tasks: list[F.FileTask] = []
     for op in snap.metadata.operators:
         facts = plan.facts.get(op.uid)
@@ -268,6 +270,8 @@ def file_tasks(snap: Snapshot, plan: SuitePlan) -> list[F.FileTask]:
             continue
         for sub in op.subtasks:
             for handle in sub.files:
+                if is_broadcast_state_table(handle.table):
+                    continue
                 tasks.append(F.FileTask.of(len(tasks), facts, sub.subtask, sub.key_group_range, handle))
     return tasks
 
