@@ -41,9 +41,9 @@ from engine.operators.base import (
     OperatorContext,
     OperatorSnapshot,
     Output,
+    key_failure,
     materialize_all,
 )
-from engine.runtime.keyed_edges import key_failure
 from engine.state.descriptors import StateDescriptor, ValueStateDescriptor
 from engine.state.key_groups import KeyGroupRange
 from engine.state.keyed_state import HeapKeyedStateBackend

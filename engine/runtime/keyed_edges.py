@@ -3,30 +3,21 @@
 A record whose key selector raises is bad data, not a bug in the job: it becomes a dead letter (stage
 ``key_selector``, the exception as the reason) and the job goes on.  A record of a connected stream travels as
 ``(input, value)`` (engine/operators/co_functions.py); its selectors say so (``dead_letter_of``), and the dead
-letter is the user's record with its input in the stage: ``key_selector:input1`` or ``key_selector:input2``.  Both runtimes route through here:
-the local runtime's RecordWriter (engine/runtime/local/writers.py) and the Spark runtime's Router
-(engine/runtime/spark/chains.py).
+letter is the user's record with its input in the stage: ``key_selector:input1`` or ``key_selector:input2``
+(engine/operators/base.py ``key_failure``).  Both runtimes route through here: the local runtime's
+RecordWriter (engine/runtime/local/writers.py) and the Spark runtime's Router (engine/runtime/spark/chains.py).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from engine.operators.base import key_failure
+
 #: what :func:`key_or_dead_letter` returns for a record that has no key
 NO_KEY = object()
 
 DeadLetter = Callable[[Any, BaseException, str], None]
-
-
-def key_failure(selector: Callable[[Any], Any], value: Any, error: BaseException, dead_letter: DeadLetter) -> None:
-    """Send ``value``, whose key ``selector`` could not give, to ``dead_letter``: the stage is ``key_selector``, or
-    what the selector's ``dead_letter_of(value)`` says (the untagged record and the input of a connected stream)."""
-    explain = getattr(selector, "dead_letter_of", None)
-    if explain is None:
-        dead_letter(value, error, "key_selector")
-    else:
-        record, stage = explain(value)
-        dead_letter(record, error, stage)
 
 
 def key_or_dead_letter(selector: Callable[[Any], Any], value: Any, dead_letter: DeadLetter) -> Any:

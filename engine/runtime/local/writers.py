@@ -14,8 +14,8 @@ from typing import Any, Callable
 from engine.api.functions import OutputTag
 from engine.api.graph import Partitioning
 from engine.elements import StreamElement, StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
-from engine.operators.base import Output
-from engine.runtime.keyed_edges import NO_KEY, key_failure, key_or_dead_letter, keyable
+from engine.operators.base import Output, key_failure
+from engine.runtime.keyed_edges import NO_KEY, key_or_dead_letter, keyable
 from engine.runtime.local.channels import Channel
 from engine.state.codec import encode_key
 from engine.state.key_groups import key_group_for_encoded_key, operator_index_for_key_group

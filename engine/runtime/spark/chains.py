@@ -31,9 +31,9 @@ from engine.api.graph import (
 )
 from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns
 from engine.errors import IllegalStateError, JobDefinitionError
-from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output
+from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output, key_failure
 from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
-from engine.runtime.keyed_edges import key_failure, keyable
+from engine.runtime.keyed_edges import keyable
 from engine.runtime.plan import PhysicalPlan, Vertex
 from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation, preaggregation_for
 from engine.runtime.spark.rows import (
