@@ -202,3 +202,32 @@ def test_a_local_savepoint_keeps_the_broadcast_state_on_spark_at_another_paralle
 
     _, resumed = build("spark", 3, savepoint)
     assert sorted(map(repr, before_stop + resumed.execute_and_collect())) == golden
+
+
+@pytest.mark.parametrize("runtime", ["local", "spark"])
+def test_a_broadcast_record_counts_once_per_receiving_subtask(spark, runtime: str) -> None:
+    """As in Flink, each of the 2 subtasks receives every one of the 8 rules: the rules' vertex sends 16 records
+    and the broadcast process vertex receives those plus the 12 items."""
+    env = _env(runtime, 2)
+    rules = env.from_source(CollectionSource(RULES, num_splits=1)).broadcast(LIMITS)
+    items = env.from_source(CollectionSource(ITEMS, num_splits=1))
+    stream = items.key_by(lambda i: i[0]).connect(rules).process(Enrich())
+    if runtime == "spark":
+        from engine.runtime.spark.runtime import SparkRuntime
+
+        job = SparkRuntime(env).start("counts", [], [stream._node])
+        while job.run_epoch():
+            pass
+        operators = job.status().operators
+    else:
+        from engine.runtime.local.runtime import LocalRuntime
+
+        client = LocalRuntime(env).submit("counts", [], [stream._node])
+        client.wait(60)
+        operators = client.status().operators
+    by_name = {op["name"].split(" -> ")[:2][-1] if op["name"].startswith("Source") else op["name"].split(" -> ")[0]:
+               op for op in operators.values()}
+    assert (by_name["Tag(input 2)"]["records_in"], by_name["Tag(input 2)"]["records_out"]) == (8, 16)
+    assert by_name["KeyedBroadcastProcess"]["records_in"] == 28
+    subtasks = [s["records_in"] for s in by_name["KeyedBroadcastProcess"]["subtasks"]]
+    assert len(subtasks) == 2 and sum(subtasks) == 28 and min(subtasks) >= 8  # each got the 8 rules, and items

@@ -62,7 +62,8 @@ class Consumer:
     #: a keyed (HASH) edge into a consumer that does not key records itself: the selector each record must
     #: pass, as Flink's keyBy keys every record; one that raises makes the record a dead letter
     key_selector: Any = None
-    #: a plain BROADCAST edge: each record is handed over once per subtask of the consuming vertex
+    #: a BROADCAST edge: each record is handed over (or, into a broadcast process vertex, counted) once per subtask
+    #: of the consuming vertex
     copies: int = 1
 
 
@@ -132,7 +133,8 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
             c = consumer(target, edge.target_vertex)
             if edge.partitioning is Partitioning.BROADCAST:
                 if isinstance(target, BroadcastProcessTransformation):
-                    c = Consumer(BROADCAST, target.id)
+                    # the job master copies each row to the vertex's subtasks: counted once per subtask, as Flink
+                    c = Consumer(BROADCAST, target.id, copies=edge.target_vertex.parallelism)
                 elif c.kind == WINDOW:
                     raise IllegalStateError(f"Bug: a BROADCAST edge into keyed vertex {target.name!r}")
                 else:
@@ -243,7 +245,7 @@ class Router:
         received = self.received
         for c in self.routes.of(node_id, tag_id):
             got = records if c.key_selector is None else keyable(records, c.key_selector, self.dead_letter)
-            if c.copies > 1:
+            if c.copies > 1 and c.kind != BROADCAST:
                 got = [r for r in got for _ in range(c.copies)]
             if c.kind == OP:
                 batch = list(got)
@@ -255,7 +257,7 @@ class Router:
             elif c.kind == WINDOW:
                 n = self._to_window(c.node_id, got)
             elif c.kind == BROADCAST:
-                n = self._to_broadcast(c.node_id, got)
+                n = self._to_broadcast(c.node_id, got) * c.copies
             elif c.kind == STAGED:
                 values = [r.value for r in got]
                 n = len(values)
