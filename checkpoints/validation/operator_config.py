@@ -56,12 +56,17 @@ RUNTIME_FIELDS = (
     "operators[].config.state_rows = {state name: keyed_state_backend.num_entries(state)} summed over subtasks",
     "operators[].config.state_kinds = {state name: state kind}",
     "watermarks.operators[uid][str(subtask)] = the subtask's MaterializedOperatorSnapshot.metadata['current_watermark']",
-    "state file handle table names: 'timers' and 'keyed.<state name>' (the snapshot's 'keyed/<name>' with '/' -> '.')",
+    "state file handle table names: 'timers' and 'keyed.<state name>' (the snapshot's 'keyed/<name>' with '/' -> '.'); "
+    "'broadcast.<name>' is a broadcast process operator's broadcast state: operator state, its files verified "
+    "(size, checksum, rows) but given no keyed-state suite",
     "source_positions: numeric offsets per split (non-numeric offsets cannot be compared and are reported unknown)",
 )
 
 TIMERS_TABLE = "timers"
 KEYED_PREFIXES = ("keyed.", "keyed/")
+#: a broadcast process operator's broadcast state (engine/operators/broadcast_process.py): operator state, one
+#: copy per subtask, without key groups or namespaces; the keyed-state rules do not apply to it
+BROADCAST_PREFIXES = ("broadcast.", "broadcast/")
 MERGING_WINDOW_SET_STATE = "merging-window-set"
 COUNT_TRIGGER_STATE = "count"
 
@@ -83,6 +88,10 @@ _TRIGGER_KINDS = {
     "ContinuousProcessingTimeTrigger": "continuous_processing_time",
     "DeltaTrigger": "delta",
 }
+
+
+def is_broadcast_state_table(table: str) -> bool:
+    return table.startswith(BROADCAST_PREFIXES)
 
 
 def state_name_of_table(table: str) -> str | None:

@@ -45,6 +45,7 @@ from checkpoints.restore import Snapshot, load_snapshot, read_snapshot_metadata 
 from checkpoints.validation import frames as F  # noqa: E402
 from checkpoints.validation.asset_frames import asset_of, file_row, files_frame, used_columns  # noqa: E402
 from checkpoints.validation.compatibility import check_compatibility  # noqa: E402
+from checkpoints.validation.operator_config import is_broadcast_state_table  # noqa: E402
 from checkpoints.validation.previous import previous_source_positions  # noqa: E402
 from checkpoints.validation.records import record_outcome, write_results_json  # noqa: E402
 from checkpoints.validation.spark_frames import spark_frames  # noqa: E402
@@ -252,7 +253,8 @@ def validate_snapshot(
 
 
 def file_tasks(snap: Snapshot, plan: SuitePlan) -> list[F.FileTask]:
-    """One :class:`FileTask` per state file of every operator that has suites."""
+    """One :class:`FileTask` per keyed state or timers file of every operator that has suites (a broadcast state
+    file is verified with the unread ones: ``verify_unread_files``)."""
     tasks: list[F.FileTask] = []
     for op in snap.metadata.operators:
         facts = plan.facts.get(op.uid)
@@ -260,6 +262,8 @@ def file_tasks(snap: Snapshot, plan: SuitePlan) -> list[F.FileTask]:
             continue
         for sub in op.subtasks:
             for handle in sub.files:
+                if is_broadcast_state_table(handle.table):
+                    continue
                 tasks.append(F.FileTask.of(len(tasks), facts, sub.subtask, sub.key_group_range, handle))
     return tasks
 

@@ -32,6 +32,7 @@ from checkpoints.validation.operator_config import (  # noqa: E402
     UNKNOWN,
     WindowOperatorFacts,
     operator_facts,
+    is_broadcast_state_table,
     state_name_of_table,
 )
 
@@ -101,12 +102,13 @@ def build_suites(metadata: CheckpointMetadata, *, previous_offsets: dict[str, An
         plan.facts[op.uid] = facts
         for missing in facts.unknowns():
             plan.unknown.append(f"operator {op.uid!r}: {missing} not in _metadata")
-        tables = {h.table for _, h in op.files()}
+        tables = {h.table for _, h in op.files() if not is_broadcast_state_table(h.table)}
         state_names = sorted({state_name_of_table(t) for t in tables if state_name_of_table(t) is not None}
                              | set(facts.state_rows or {}))
         for state_name in state_names:
             _state_suite(plan, facts, state_name, _recorded_rows(op, facts, state_name))
-        _timer_suite(plan, facts, sum(h.rows for _, h in op.files() if state_name_of_table(h.table) is None))
+        _timer_suite(plan, facts, sum(h.rows for _, h in op.files() if h.table in tables
+                                      and state_name_of_table(h.table) is None))
         if facts.merging is True or MERGING_WINDOW_SET_STATE in state_names:
             _session_suite(plan, facts)
         if FILES_ASSET not in plan.assets:

@@ -3,14 +3,13 @@
 Both inputs are tagged and unioned into one stream (engine/operators/co_functions.py explains why that gives
 Flink's results, watermark included), so a connected job is made of parts both runtimes already run: maps,
 a union, key_by edges and the keyed process operator.  Broadcast state adds a BROADCAST edge and its own
-operator (engine/operators/broadcast_process.py), which the local runtime runs and the Spark runtime refuses
-when the job starts (a JobDefinitionError naming it).
+operator (engine/operators/broadcast_process.py), which both runtimes run (on Spark every subtask applies an
+epoch's broadcast records before its other records: engine/runtime/spark/stages.py).
 
 Supported: ``connect(other)`` with ``map(CoMapFunction)`` / ``flat_map(CoFlatMapFunction)``, keyed or not;
 ``process(KeyedCoProcessFunction)`` on two keyed inputs (``connect`` then ``key_by(k1, k2)``, or two
 KeyedStreams connected); ``broadcast(MapStateDescriptor, ...)`` then ``keyed.connect(broadcast_stream)
-.process(KeyedBroadcastProcessFunction)`` or ``stream.connect(broadcast_stream).process(BroadcastProcessFunction)``
-(local runtime only).  Not supported: the non-keyed ``process(CoProcessFunction)``, and ``apply_to_keyed_state``
+.process(KeyedBroadcastProcessFunction)`` or ``stream.connect(broadcast_stream).process(BroadcastProcessFunction)``.  Not supported: the non-keyed ``process(CoProcessFunction)``, and ``apply_to_keyed_state``
 in ``process_broadcast_element``.
 """
 

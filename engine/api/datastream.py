@@ -150,7 +150,7 @@ class DataStream:
     def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
         """With MapStateDescriptors: a BroadcastStream carrying those broadcast states, to ``connect`` to.
         Without: this stream with every record sent to every subtask of the next operator (broadcast
-        partitioning).  Both run on the local runtime only; the Spark runtime refuses them when the job starts."""
+        partitioning).  Both runtimes run both."""
         if not broadcast_state_descriptors:
             return DataStream(self._env, PartitionTransformation(name="Broadcast", inputs=[self._node],
                                                                  partitioning=Partitioning.BROADCAST))

@@ -134,6 +134,19 @@ class Metrics:
 DeadLetter = Callable[[Any, BaseException, str], None]
 
 
+def key_failure(selector: Callable[[Any], Any], value: Any, error: BaseException, dead_letter: DeadLetter) -> None:
+    """Send ``value``, whose key ``selector`` could not give, to ``dead_letter``: the stage is ``key_selector``, or
+    what the selector's ``dead_letter_of(value)`` says (the untagged record and the input of a connected stream,
+    engine/operators/co_functions.py).  Both runtimes' keyed edges (engine/runtime/keyed_edges.py) and the keyed
+    process operator send keyless records through here."""
+    explain = getattr(selector, "dead_letter_of", None)
+    if explain is None:
+        dead_letter(value, error, "key_selector")
+    else:
+        record, stage = explain(value)
+        dead_letter(record, error, stage)
+
+
 def _raise_dead_letter(value: Any, error: BaseException, stage: str) -> None:
     """Default dead-letter policy when a runtime provides none: fail loudly, naming the stage."""
     raise error

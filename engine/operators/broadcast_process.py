@@ -36,7 +36,7 @@ from engine.operators.base import (
     OperatorSnapshot,
     materialize_all,
 )
-from engine.operators.co_functions import FIRST, SECOND
+from engine.operators.co_functions import FIRST, SECOND, TaggedKeySelector, UntaggedKeySelector
 from engine.operators.keyed_process import KeyedProcessOperator, _Context, _RuntimeContext
 from engine.state import codec
 from engine.state.descriptors import MapStateDescriptor
@@ -143,12 +143,15 @@ class BroadcastStateStore:
 def split_broadcast_tables(
     snapshots: list[MaterializedOperatorSnapshot],
 ) -> tuple[dict[str, pa.Table], list[MaterializedOperatorSnapshot]]:
-    """One former subtask's broadcast tables (every subtask held the same copy) and the snapshots without them."""
+    """One former subtask's broadcast tables (every subtask held the same copy) and the snapshots without them.
+
+    A snapshot is known to hold broadcast state by its ``broadcast/`` tables, not its metadata: the Spark
+    runtime's ``_metadata`` records no per-subtask ``broadcast_states`` (engine/runtime/spark/checkpointing.py)."""
     chosen: dict[str, pa.Table] | None = None
     rest = []
     for snap in snapshots:
         mine = {n: t for n, t in snap.tables.items() if n.startswith(BROADCAST_TABLE_PREFIX)}
-        if chosen is None and "broadcast_states" in snap.metadata:
+        if chosen is None and mine:
             chosen = mine
         rest.append(MaterializedOperatorSnapshot(
             snap.metadata, {n: t for n, t in snap.tables.items() if not n.startswith(BROADCAST_TABLE_PREFIX)}))
@@ -261,7 +264,9 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator):
 
     def __init__(self, function: KeyedBroadcastProcessFunction, key_selector: Any,
                  descriptors: Iterable[MapStateDescriptor]) -> None:
-        super().__init__(function, key_selector)
+        # the node keys tagged records (TaggedKeySelector); the operator untags first, then keys as its parent does
+        first = key_selector.key_selector1 if isinstance(key_selector, TaggedKeySelector) else key_selector
+        super().__init__(function, UntaggedKeySelector(first, FIRST) if callable(first) else first)
         self.descriptors = tuple(descriptors)
 
     def open(self, context: Any, output: Any) -> None:
@@ -274,18 +279,8 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator):
         input, value = _untag(record.value)
         if input == SECOND:
             self._process_broadcast(value, record.timestamp)
-            return
-        try:
-            key = self.key_selector(record.value)
-        except Exception as exc:  # noqa: BLE001 - a failing key selector is a data problem: dead letter
-            self.context.metrics.inc("num_dead_letter_records")
-            self.context.dead_letter(value, exc, "key_selector")
-            return
-        self.keyed_state_backend.set_current_key(key)
-        ctx = self._ctx
-        ctx.current_timestamp = record.timestamp
-        ctx.current_domain = None
-        self._emit(self.function.process_element(value, ctx), record.timestamp)
+        else:  # the keyed process operator's element path, with the user's record
+            super().process_element(StreamRecord(value, record.timestamp))
 
     def _process_broadcast(self, value: Any, timestamp: int | None) -> None:
         ctx = self._broadcast_ctx
@@ -380,6 +375,9 @@ class BroadcastProcessOperator(OneInputStreamOperator):
     def process_watermark(self, watermark: Watermark) -> None:
         self.watermark = max(self.watermark, watermark.timestamp)
         self.output.emit_watermark(watermark)
+
+    def current_watermark(self) -> int:
+        return self.watermark
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         return _WithBroadcastState(super().snapshot_state(checkpoint_id), self.broadcast_states.to_arrow_tables())

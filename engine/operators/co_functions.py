@@ -57,6 +57,14 @@ def _untag(tagged: Any) -> tuple[int, Any]:
     return tagged
 
 
+def dead_letter_of(tagged: Any) -> tuple[Any, str]:
+    """A tagged record whose key selector raised, as its dead letter shows it: the user's record, and the stage
+    ``key_selector:input1`` / ``key_selector:input2`` (engine/runtime/keyed_edges.py ``key_failure``)."""
+    if type(tagged) is tuple and len(tagged) == 2 and tagged[0] in (FIRST, SECOND):
+        return tagged[1], f"key_selector:input{tagged[0]}"
+    return tagged, "key_selector"
+
+
 class InputKeySelector:
     """One input's key selector applied to its tagged records (the hash edge of that input)."""
 
@@ -67,6 +75,9 @@ class InputKeySelector:
 
     def __call__(self, tagged: tuple[int, Any]) -> Any:
         return self.key_selector(tagged[1])
+
+    def dead_letter_of(self, tagged: tuple[int, Any]) -> tuple[Any, str]:
+        return dead_letter_of(tagged)
 
 
 class TaggedKeySelector:
@@ -85,6 +96,26 @@ class TaggedKeySelector:
         if self.key_selector2 is None:
             raise IllegalStateError("Bug: the broadcast input has no key; it must not be keyed")
         return self.key_selector2(value)
+
+    def dead_letter_of(self, tagged: tuple[int, Any]) -> tuple[Any, str]:
+        return dead_letter_of(tagged)
+
+
+class UntaggedKeySelector:
+    """One input's key selector on its records once untagged (the keyed broadcast operator keys them so); a
+    record it cannot key is a dead letter naming that input."""
+
+    __slots__ = ("key_selector", "input")
+
+    def __init__(self, key_selector: Callable[[Any], Any], input: int) -> None:
+        self.key_selector = key_selector
+        self.input = input
+
+    def __call__(self, value: Any) -> Any:
+        return self.key_selector(value)
+
+    def dead_letter_of(self, value: Any) -> tuple[Any, str]:
+        return value, f"key_selector:input{self.input}"
 
 
 class CoMap:

@@ -39,6 +39,7 @@ from engine.operators.base import (
     OperatorContext,
     OperatorSnapshot,
     Output,
+    key_failure,
     materialize_all,
 )
 from engine.operators.keyed_restore import KEYED_TABLE_PREFIX, TIMERS_TABLE, restore_keyed_snapshots
@@ -219,7 +220,7 @@ class KeyedProcessOperator(OneInputStreamOperator):
             key = self.key_selector(value)
         except Exception as exc:  # noqa: BLE001 - a failing key selector is a data problem: dead letter
             self.context.metrics.inc("num_dead_letter_records")
-            self.context.dead_letter(value, exc, "key_selector")
+            key_failure(self.key_selector, value, exc, self.context.dead_letter)
             return
         self.keyed_state_backend.set_current_key(key)
         ctx = self._ctx

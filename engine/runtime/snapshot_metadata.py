@@ -56,9 +56,13 @@ def state_table_name(stored: str) -> str:
     """The state table a stored file holds, for files without a recorded name: ``keyed.<state>`` -> ``keyed/<state>``.
 
     The inverse of :func:`stored_table_name` for the tables a keyed operator writes (``keyed/<state>``,
-    ``timers``); the local runtime also records each name (``__tables__``), Spark does not.
+    ``timers``) and a broadcast process operator's ``broadcast/<state>``; the local runtime also records each
+    name (``__tables__``), Spark does not.
     """
-    return "keyed/" + stored[len("keyed."):] if stored.startswith("keyed.") else stored
+    for prefix in ("keyed", "broadcast"):
+        if stored.startswith(prefix + "."):
+            return f"{prefix}/{stored[len(prefix) + 1:]}"
+    return stored
 
 
 def window_configs(nodes: Iterable[Any]) -> dict[str, dict[str, Any]]:

@@ -14,28 +14,26 @@ Both jobs give one answer whatever the interleaving of their inputs and the wate
 
 from __future__ import annotations
 
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from engine import (
-    CheckpointingMode,
-    ExternalizedCheckpointRetention,
     KeyedCoProcessFunction,
-    ManualClock,
     MapStateDescriptor,
     StreamExecutionEnvironment,
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from engine.api.restart import RestartStrategies
-from engine.errors import JobFailedError
 from engine.io.collection_source import CollectionSource
-from engine.io.file_sink import FileSink, read_committed
-from engine.runtime.local.faults import Fault, FaultKind, FaultPlan
-from engine.runtime.local.runtime import LocalRuntime
+from engine.io.file_sink import FileSink
+from engine.runtime.local.faults import FaultPlan
+from restore_comparison import (
+    assert_restoring_the_latest_checkpoint_commits_the_uninterrupted_results,
+    assert_stop_with_savepoint_then_restore_commits_the_uninterrupted_results,
+    configured_env,
+    uninterrupted_results,
+)
 from test_broadcast_state import RULES_DESCRIPTOR, LimitCheck
 
 COLOURS = ["red", "blue", "green", "grey"]
@@ -77,19 +75,7 @@ def _strategy():
 
 def build(out: str, kind: str, parallelism: int = 2, storage: str | None = None,
           fault_plan: FaultPlan | None = None) -> StreamExecutionEnvironment:
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(parallelism)
-    env.set_clock(ManualClock())
-    env.set_runtime_option("bundle_size", 16)
-    env.set_runtime_option("clock_step_ms", 10)
-    env.enable_checkpointing(50, CheckpointingMode.EXACTLY_ONCE)
-    env.set_runtime_option("restart_strategy", RestartStrategies.fixed_delay_restart(0, 0))
-    if storage is not None:
-        config = env.get_checkpoint_config()
-        config.set_checkpoint_storage_dir(storage)
-        config.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
-    if fault_plan is not None:
-        env.set_runtime_option("fault_plan", fault_plan)
+    env = configured_env(parallelism, storage, fault_plan)
     if kind == "limits":
         items = env.from_source(CollectionSource(ITEMS, num_splits=3)).uid("items") \
             .assign_timestamps_and_watermarks(_strategy())
@@ -109,12 +95,7 @@ def build(out: str, kind: str, parallelism: int = 2, storage: str | None = None,
 
 @pytest.fixture(scope="module")
 def golden() -> dict[str, list]:
-    out = {}
-    for kind in ("limits", "totals"):
-        folder = tempfile.mkdtemp()
-        build(folder, kind).execute(f"golden {kind}")
-        out[kind] = sorted(read_committed(folder))
-    return out
+    return uninterrupted_results(build, ("limits", "totals"))
 
 
 def test_the_uninterrupted_results_are_the_hand_computed_ones(golden: dict[str, list]) -> None:
@@ -140,33 +121,12 @@ def test_the_uninterrupted_results_are_the_hand_computed_ones(golden: dict[str, 
 @pytest.mark.parametrize("new_parallelism", [1, 2, 3])
 def test_restoring_a_retained_checkpoint_commits_what_an_uninterrupted_run_commits(
         golden: dict[str, list], tmp_path: Path, kind: str, new_parallelism: int) -> None:
-    out, storage = str(tmp_path / "out"), f"file://{tmp_path}/chk"
-    with pytest.raises(JobFailedError):
-        build(out, kind, storage=storage, fault_plan=FaultPlan([Fault(FaultKind.RECORDS, 900)])).execute("fails")
-    (job_dir,) = [p for p in (tmp_path / "chk").iterdir() if p.is_dir()]
-    (latest,) = [p for p in job_dir.iterdir() if p.name.startswith("chk-") and (p / "_metadata").exists()]
-    assert 0 < len(read_committed(out)) < len(golden[kind])  # failed midway
-
-    resumed = build(out, kind, parallelism=new_parallelism)
-    resumed.set_runtime_option("from_savepoint", f"file://{latest}")
-    resumed.execute("resumed")
-    assert sorted(read_committed(out)) == golden[kind]
+    assert_restoring_the_latest_checkpoint_commits_the_uninterrupted_results(
+        build, golden[kind], tmp_path, kind, fail_at_record=900, new_parallelism=new_parallelism)
 
 
 @pytest.mark.parametrize("kind", ["limits", "totals"])
 def test_stop_with_savepoint_then_restore_at_three_subtasks_commits_what_an_uninterrupted_run_commits(
         golden: dict[str, list], tmp_path: Path, kind: str) -> None:
-    out = str(tmp_path / "out")
-    env = build(out, kind)
-    client = LocalRuntime(env).submit("to be stopped", list(env._sinks))
-    while client.status().records_in < 700 and not client.done():
-        time.sleep(0.0002)
-    uri = client.stop_with_savepoint(f"file://{tmp_path}/savepoints").result(timeout=30)
-    client.wait(30)
-    assert client.status().state == "stopped"
-    assert 0 < len(read_committed(out)) < len(golden[kind])
-
-    resumed = build(out, kind, parallelism=3)
-    resumed.set_runtime_option("from_savepoint", uri)
-    resumed.execute("resumed")
-    assert sorted(read_committed(out)) == golden[kind]
+    assert_stop_with_savepoint_then_restore_commits_the_uninterrupted_results(
+        build, golden[kind], tmp_path, kind, stop_after_records=700)

@@ -169,3 +169,59 @@ def test_process_on_connected_streams_needs_a_keyed_co_process_function_and_keys
         env.from_collection([1]).connect([2])
     with pytest.raises(JobDefinitionError, match="`key_selector2`"):
         connected.key_by(lambda x: x, 3.5)
+
+
+class Pair(KeyedCoProcessFunction):
+    def process_element1(self, value, ctx):
+        yield "first", value
+
+    def process_element2(self, value, ctx):
+        yield "second", value
+
+
+def _by_id(record):
+    return record["id"]
+
+
+def keyless_records_job(env: StreamExecutionEnvironment, how: str):
+    """Records without an ``id`` on both inputs of a keyed connect (``how``: two KeyedStreams, ``key_by`` after
+    connect) and on the keyed side of a broadcast connect."""
+    from engine import KeyedBroadcastProcessFunction, MapStateDescriptor
+
+    first = env.from_collection([{"id": 1}, {"no_id": 2}])
+    second = env.from_collection([{"id": 1}, {"no_id": 3}])
+    if how == "broadcast":
+        class Pass(KeyedBroadcastProcessFunction):
+            def process_element(self, value, ctx):
+                yield "first", value
+
+            def process_broadcast_element(self, value, ctx):
+                return None
+
+        return first.key_by(_by_id).connect(second.broadcast(MapStateDescriptor("seen"))).process(Pass())
+    if how == "two keyed":
+        return first.key_by(_by_id).connect(second.key_by(_by_id)).process(Pair())
+    return first.connect(second).key_by(_by_id, _by_id).process(Pair())
+
+
+KEYLESS_DEAD_LETTERS = {
+    "two keyed": [({"no_id": 2}, "key_selector:input1"), ({"no_id": 3}, "key_selector:input2")],
+    "key_by after connect": [({"no_id": 2}, "key_selector:input1"), ({"no_id": 3}, "key_selector:input2")],
+    "broadcast": [({"no_id": 2}, "key_selector:input1")],
+}
+
+
+def dead_letters_of(env: StreamExecutionEnvironment) -> list:
+    letters = env.get_last_result().dead_letters
+    assert all(d["error"] == "KeyError: 'id'" for d in letters), letters
+    return sorted(((d["value"], d["stage"]) for d in letters), key=repr)
+
+
+@pytest.mark.parametrize("how", ["two keyed", "key_by after connect", "broadcast"])
+def test_a_record_whose_key_selector_raises_is_a_dead_letter_naming_its_input(how: str) -> None:
+    """The user's record, not the internal ``(input, value)`` pair, with the input it came on in the stage."""
+    env = _env(2)
+    result = keyless_records_job(env, how).execute_and_collect()
+    assert sorted(result) == ([("first", {"id": 1})] if how == "broadcast"
+                              else [("first", {"id": 1}), ("second", {"id": 1})])
+    assert dead_letters_of(env) == KEYLESS_DEAD_LETTERS[how]

@@ -1,4 +1,4 @@
-"""``connect`` on Spark gives the local runtime's results; broadcast state is refused there, by name (issue 19).
+"""``connect`` and a plain ``broadcast()`` edge on Spark give the local runtime's results (issue 19).
 
 A connected job is tagged maps, a union and the keyed process operator (engine/operators/co_functions.py), parts
 the Spark runtime already runs; the local runtime's ``epoch_records`` option gives it Spark's watermark cadence,
@@ -12,9 +12,6 @@ import sys
 import pytest
 
 from engine import (
-    JobDefinitionError,
-    KeyedBroadcastProcessFunction,
-    MapStateDescriptor,
     StreamExecutionEnvironment,
     WatermarkStrategy,
 )
@@ -87,24 +84,18 @@ def test_spark_payments_are_the_hand_derived_ones(spark) -> None:
     assert never_paid.items() <= unpaid.items() <= (never_paid | paid_late).items()
 
 
-class _Rules(KeyedBroadcastProcessFunction):
-    def process_element(self, value, ctx):
-        yield value
+def _plain_broadcast(runtime: str, parallelism: int) -> list:
+    """DataStream.broadcast() without descriptors: every record reaches each of the map's 3 subtasks, and a co-map
+    after a broadcast input sees each of its records once per subtask too."""
+    env = _env(runtime, parallelism)
+    mapped = env.from_collection([1, 2]).broadcast().map(lambda x: x * 10).set_parallelism(3)
+    return mapped.connect(env.from_collection(["w"]).broadcast()).map(connect_jobs.Tagger()).execute_and_collect()
 
-    def process_broadcast_element(self, value, ctx):
-        return None
 
-
-def test_spark_refuses_broadcast_state_when_the_job_starts_naming_it(spark) -> None:
-    env = _env("spark", 2)
-    rules = env.from_collection([("r", 1)]).broadcast(MapStateDescriptor("rules"))
-    stream = env.from_collection([("a", 1)]).key_by(lambda e: e[0]).connect(rules).process(_Rules())
-    with pytest.raises(JobDefinitionError, match=r"cannot run broadcast state \('KeyedBroadcastProcess'"):
-        stream.execute_and_collect()
-    env = _env("spark", 2)
-    plain = env.from_collection([1, 2]).broadcast().map(lambda x: x)
-    with pytest.raises(JobDefinitionError, match="`partitioning` cannot run on Spark yet"):
-        plain.execute_and_collect()
+def test_a_plain_broadcast_edge_gives_every_subtask_every_record_on_spark_as_locally(spark) -> None:
+    local = _plain_broadcast("local", 2)
+    assert sorted(local) == ["number 10"] * 3 + ["number 20"] * 3 + ["word w"] * 2
+    assert sorted(_plain_broadcast("spark", 2)) == sorted(local)
 
 
 def test_a_spark_savepoint_of_a_keyed_co_process_restores_at_another_parallelism_on_both_runtimes(

@@ -9,28 +9,26 @@ at or before T has arrived (timestamps ascend per split), while later ones are i
 
 from __future__ import annotations
 
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from engine import (
-    CheckpointingMode,
-    ExternalizedCheckpointRetention,
     KeyedProcessFunction,
-    ManualClock,
     MapStateDescriptor,
     StreamExecutionEnvironment,
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from engine.api.restart import RestartStrategies
-from engine.errors import JobFailedError
 from engine.io.collection_source import CollectionSource
-from engine.io.file_sink import FileSink, read_committed
-from engine.runtime.local.faults import Fault, FaultKind, FaultPlan
-from engine.runtime.local.runtime import LocalRuntime
+from engine.io.file_sink import FileSink
+from engine.runtime.local.faults import FaultPlan
+from restore_comparison import (
+    assert_restoring_the_latest_checkpoint_commits_the_uninterrupted_results,
+    assert_stop_with_savepoint_then_restore_commits_the_uninterrupted_results,
+    configured_env,
+    uninterrupted_results,
+)
 
 QUIET_MS = 1500
 # blocks of 20 records (2 s) per key in turn, so each key falls quiet for 6 s after each of its blocks
@@ -61,19 +59,7 @@ class QuietAlerts(KeyedProcessFunction):
 
 def build(out: str, kind: str, parallelism: int = 2, storage: str | None = None,
           fault_plan: FaultPlan | None = None) -> StreamExecutionEnvironment:
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(parallelism)
-    env.set_clock(ManualClock())  # checkpoint intervals counted in scheduling rounds: every run is the same
-    env.set_runtime_option("bundle_size", 16)
-    env.set_runtime_option("clock_step_ms", 10)
-    env.enable_checkpointing(50, CheckpointingMode.EXACTLY_ONCE)
-    env.set_runtime_option("restart_strategy", RestartStrategies.fixed_delay_restart(0, 0))
-    if storage is not None:
-        config = env.get_checkpoint_config()
-        config.set_checkpoint_storage_dir(storage)
-        config.set_externalized_checkpoint_retention(ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
-    if fault_plan is not None:
-        env.set_runtime_option("fault_plan", fault_plan)
+    env = configured_env(parallelism, storage, fault_plan)
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e[2])
     # alerts: three splits, so the watermark reaching the keyed operator is the minimum of three channels;
     # rolling aggregates depend on the order of each key's records, which only one split fixes
@@ -91,12 +77,7 @@ def build(out: str, kind: str, parallelism: int = 2, storage: str | None = None,
 
 @pytest.fixture(scope="module")
 def golden() -> dict[str, list]:
-    out = {}
-    for kind in ("alerts", "rolling"):
-        folder = tempfile.mkdtemp()
-        build(folder, kind).execute(f"golden {kind}")
-        out[kind] = sorted(read_committed(folder))
-    return out
+    return uninterrupted_results(build, ("alerts", "rolling"))
 
 
 def test_the_uninterrupted_alerts_are_the_hand_computed_ones(golden: dict[str, list]) -> None:
@@ -113,33 +94,12 @@ def test_the_uninterrupted_alerts_are_the_hand_computed_ones(golden: dict[str, l
 @pytest.mark.parametrize("new_parallelism", [2, 3])
 def test_restoring_a_retained_checkpoint_commits_what_an_uninterrupted_run_commits(
         golden: dict[str, list], tmp_path: Path, kind: str, new_parallelism: int) -> None:
-    out, storage = str(tmp_path / "out"), f"file://{tmp_path}/chk"
-    with pytest.raises(JobFailedError):
-        build(out, kind, storage=storage, fault_plan=FaultPlan([Fault(FaultKind.RECORDS, 700)])).execute("fails")
-    (job_dir,) = [p for p in (tmp_path / "chk").iterdir() if p.is_dir()]
-    (latest,) = [p for p in job_dir.iterdir() if p.name.startswith("chk-") and (p / "_metadata").exists()]
-    assert 0 < len(read_committed(out)) < len(golden[kind])  # failed midway
-
-    resumed = build(out, kind, parallelism=new_parallelism)
-    resumed.set_runtime_option("from_savepoint", f"file://{latest}")
-    resumed.execute("resumed")
-    assert sorted(read_committed(out)) == golden[kind]
+    assert_restoring_the_latest_checkpoint_commits_the_uninterrupted_results(
+        build, golden[kind], tmp_path, kind, fail_at_record=700, new_parallelism=new_parallelism)
 
 
 @pytest.mark.parametrize("kind", ["alerts", "rolling"])
 def test_stop_with_savepoint_then_restore_commits_what_an_uninterrupted_run_commits(
         golden: dict[str, list], tmp_path: Path, kind: str) -> None:
-    out = str(tmp_path / "out")
-    env = build(out, kind)
-    client = LocalRuntime(env).submit("to be stopped", list(env._sinks))
-    while client.status().records_in < 500 and not client.done():
-        time.sleep(0.0002)
-    uri = client.stop_with_savepoint(f"file://{tmp_path}/savepoints").result(timeout=30)
-    client.wait(30)
-    assert client.status().state == "stopped"
-    assert 0 < len(read_committed(out)) < len(golden[kind])
-
-    resumed = build(out, kind, parallelism=3)
-    resumed.set_runtime_option("from_savepoint", uri)
-    resumed.execute("resumed")
-    assert sorted(read_committed(out)) == golden[kind]
+    assert_stop_with_savepoint_then_restore_commits_the_uninterrupted_results(
+        build, golden[kind], tmp_path, kind, stop_after_records=500)

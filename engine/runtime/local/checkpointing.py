@@ -14,6 +14,7 @@ small ThreadPoolExecutor; its outcome comes back through the thread-safe
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from concurrent.futures import Executor
@@ -116,7 +117,7 @@ def make_async_writer(task_id: str, executor: Executor, mailbox: Mailbox, write:
                     faults.fire(FaultKind.UPLOAD_ERROR, checkpoint_id)
                 result = write(task_id, snapshot)
             except BaseException as exc:  # noqa: BLE001 - reported to the task as a decline
-                mailbox.post(lambda: on_error(exc))
+                mailbox.post(functools.partial(on_error, exc))  # a lambda would lose ``exc`` with the except block
                 return
 
             def acknowledge() -> None:

@@ -58,7 +58,6 @@ from engine.graph.transformations import (
     SinkTransformation,
     TimestampsAndWatermarksTransformation,
     Transformation,
-    safe_name,
 )
 from engine.io.sink import PrintSink
 from engine.io.source import assigned_splits, source_monitor_interval_ms

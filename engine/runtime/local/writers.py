@@ -14,7 +14,7 @@ from typing import Any, Callable
 from engine.api.functions import OutputTag
 from engine.elements import StreamElement, StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
 from engine.graph.transformations import Partitioning
-from engine.operators.base import Output
+from engine.operators.base import Output, key_failure
 from engine.runtime.keyed_edges import NO_KEY, key_or_dead_letter, keyable
 from engine.runtime.local.channels import Channel
 from engine.state.codec import encode_key
@@ -82,7 +82,7 @@ class RecordWriter:
             try:
                 key = key_selector(record.value)  # type: ignore[misc]
             except Exception as exc:  # a key selector failing on a record is bad data, not a bug in the job
-                self.dead_letter(record.value, exc, "key_selector")
+                key_failure(key_selector, record.value, exc, self.dead_letter)
                 continue
             try:
                 target = cache[key]

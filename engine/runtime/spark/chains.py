@@ -4,9 +4,10 @@ The physical plan (engine/graph/plan.py) is shared with the local runtime.  On S
 runs one source split's slice or one key group, and everything downstream of it that needs no
 shuffle runs right there: chained map/filter/flat_map nodes, and also stateless vertices
 reached over a FORWARD or REBALANCE edge (a map after a union, say) — a stateless operator
-gives the same records wherever it runs.  A HASH edge into a window vertex becomes rows with
-the record's encoded key, shuffled by key group in Spark SQL; sinks and collect targets
-become rows for the driver.
+gives the same records wherever it runs — and over a BROADCAST edge, once per consumer subtask.
+A HASH edge into a window vertex becomes rows with the record's encoded key, shuffled by key
+group in Spark SQL; a BROADCAST edge into a broadcast process vertex becomes broadcast rows the
+job master copies to every subtask; sinks and collect targets become rows for the driver.
 
 :func:`build_routes` (driver) turns the plan into plain data; :class:`Router` (task) follows it,
 building operators with the same classes the local runtime uses (engine/operators/simple.py).
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns
-from engine.errors import JobDefinitionError
+from engine.errors import IllegalStateError, JobDefinitionError
 from engine.graph.plan import PhysicalPlan, Vertex
 from engine.graph.transformations import (
     BroadcastProcessTransformation,
@@ -31,11 +32,12 @@ from engine.graph.transformations import (
     Transformation,
     WindowTransformation,
 )
-from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output
+from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output, key_failure
 from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
 from engine.runtime.keyed_edges import keyable
 from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation, preaggregation_for
 from engine.runtime.spark.rows import (
+    DEST_BROADCAST,
     DEST_DEAD_LETTER,
     DEST_DRIVER,
     DEST_OPERATOR_COUNTS,
@@ -50,6 +52,7 @@ PASS = "pass"  # a timestamps/watermarks node folded into its source (per-split 
 WINDOW = "window"  # a HASH edge into a keyed vertex: a window, or KeyedStream.process / a rolling aggregate
 DRIVER = "driver"  # a sink or collect target
 STAGED = "staged"  # an exactly-once file sink whose parts the task writes (staged_sinks.py)
+BROADCAST = "broadcast"  # a BROADCAST edge into a broadcast process vertex: every subtask gets each record
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,9 @@ class Consumer:
     #: a keyed (HASH) edge into a consumer that does not key records itself: the selector each record must
     #: pass, as Flink's keyBy keys every record; one that raises makes the record a dead letter
     key_selector: Any = None
+    #: a BROADCAST edge: each record is handed over (or, into a broadcast process vertex, counted) once per subtask
+    #: of the consuming vertex
+    copies: int = 1
 
 
 @dataclass
@@ -103,15 +109,11 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
             if pre is not None:
                 routes.preaggregations[node.id] = pre
             return Consumer(WINDOW, node.id)
-        if isinstance(node, BroadcastProcessTransformation):
-            raise JobDefinitionError(
-                "runtime", "spark", f"cannot run broadcast state ({node.name!r}: connect(stream.broadcast("
-                "descriptor)).process(...)) yet: an epoch has no per-subtask operator state to carry broadcast "
-                "state in", "Run this job on the local runtime; connect with CoMap/CoFlatMap/KeyedCoProcess "
-                "functions runs on Spark")
-        if isinstance(node, KeyedProcessTransformation):
+        if isinstance(node, (KeyedProcessTransformation, BroadcastProcessTransformation)):
             # a keyed vertex like a window: records keyed by its selector, shuffled by key group, one operator
-            # per subtask per epoch with its state carried as state rows (stages.py window_stage)
+            # per subtask per epoch with its state carried as state rows (stages.py window_stage); a broadcast
+            # process vertex too, its broadcast side arriving on a BROADCAST edge (below), its non-keyed form
+            # placed by the records' channel (Router._to_window)
             return Consumer(WINDOW, node.id)
         raise JobDefinitionError(
             "runtime", "spark", f"cannot run {type(node).__name__} {node.name!r} yet",
@@ -128,16 +130,33 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
     for v in plan.vertices:
         for edge in v.outputs:
             target = edge.target_vertex.head
-            c = consumer(target, edge.target_vertex)  # refuses a broadcast state operator, naming it
+            c = consumer(target, edge.target_vertex)
             if edge.partitioning is Partitioning.BROADCAST:
-                raise JobDefinitionError(
-                    "partitioning", "BROADCAST",
-                    f"cannot run on Spark yet (edge {edge.name!r}: DataStream.broadcast())",
-                    "Run this job on the local runtime")
+                if isinstance(target, BroadcastProcessTransformation):
+                    # the job master copies each row to the vertex's subtasks: counted once per subtask, as Flink
+                    c = Consumer(BROADCAST, target.id, copies=edge.target_vertex.parallelism)
+                elif c.kind == WINDOW:
+                    raise IllegalStateError(f"Bug: a BROADCAST edge into keyed vertex {target.name!r}")
+                else:
+                    # a plain DataStream.broadcast(): every subtask of a stateless vertex (or sink) gets every
+                    # record, so the chain in this task runs once per consumer subtask
+                    c = Consumer(c.kind, c.node_id, copies=edge.target_vertex.parallelism)
             if edge.partitioning is Partitioning.HASH and edge.key_selector is not None and c.kind != WINDOW:
                 c = Consumer(c.kind, c.node_id, edge.key_selector)  # a window keys its records (Router._to_window)
             routes.consumers.setdefault((edge.source_node.id, _tag_id(edge.tag)), []).append(c)
     return routes
+
+
+class _ChannelKey:
+    """The key of every record of one channel: the channel's name."""
+
+    __slots__ = ("channel",)
+
+    def __init__(self, channel: str) -> None:
+        self.channel = channel
+
+    def __call__(self, value: Any) -> str:
+        return self.channel
 
 
 class _NodeOutput(Output):
@@ -228,6 +247,8 @@ class Router:
         received = self.received
         for c in self.routes.of(node_id, tag_id):
             got = records if c.key_selector is None else keyable(records, c.key_selector, self.dead_letter)
+            if c.copies > 1 and c.kind != BROADCAST:
+                got = [r for r in got for _ in range(c.copies)]
             if c.kind == OP:
                 batch = list(got)
                 n = len(batch)
@@ -237,6 +258,8 @@ class Router:
                 self.emit(c.node_id, None, got)
             elif c.kind == WINDOW:
                 n = self._to_window(c.node_id, got)
+            elif c.kind == BROADCAST:
+                n = self._to_broadcast(c.node_id, got) * c.copies
             elif c.kind == STAGED:
                 values = [r.value for r in got]
                 n = len(values)
@@ -262,6 +285,24 @@ class Router:
         else:
             self.emit(node_id, None, batch.records())
 
+    def _to_broadcast(self, node_id: int, records: Any) -> int:
+        """One broadcast row per record (DEST_BROADCAST, ``_tag`` = the vertex): the job master copies it to
+        every subtask of the vertex (runtime.py ``_window_frame``), which applies it before the epoch's keyed
+        records (stages.py); the channel and sequence keep each channel's order."""
+        encode = encode_record
+        stamps: list[Any] = []
+        texts: list[str] = []
+        for r in records:
+            stamps.append(r.timestamp)
+            texts.append(encode(r.value))
+        n = len(texts)
+        if n:
+            first = self.sequence + 1
+            self.sequence += n
+            self.rows.extend(n, DEST_BROADCAST, split=self.channel, offset=range(first, first + n), ts=stamps,
+                             value=texts, tag=str(node_id))
+        return n
+
     def _to_window(self, node_id: int, records: Any) -> int:
         """One record row per record: the key (the selector called per record, as its contract says),
         and for a pre-aggregated window the aggregated field as ``_num`` (preaggregation.py).
@@ -272,6 +313,11 @@ class Router:
         sees each key many times.
         """
         selector = self.routes.nodes[node_id].key_selector
+        if selector is None:
+            # the non-keyed side of a non-keyed broadcast process vertex: every record of a channel goes to one
+            # subtask, in order (Flink's forward edge keeps a channel's order; which subtask is not observable
+            # but through get_index_of_this_subtask)
+            selector = _ChannelKey(self.channel)
         pre = self.routes.preaggregations.get(node_id)
         encode, encode_key = encode_record, codec.encode_key
         key_cache = self._str_keys
@@ -290,7 +336,7 @@ class Router:
             try:
                 k = selector(value)
             except Exception as exc:  # noqa: BLE001 - a key the selector cannot give is a dead letter (local runtime too)
-                self.dead_letter(value, exc, "key_selector")
+                key_failure(selector, value, exc, self.dead_letter)
                 continue
             # a key state cannot hold fails the job, as on the local runtime (StateSerializationError says why)
             if type(k) is str:

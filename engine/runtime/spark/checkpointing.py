@@ -38,12 +38,11 @@ from __future__ import annotations
 
 import collections
 import json
-import re
 import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -688,6 +687,16 @@ class SparkCheckpointing:
 # ---- task-side functions ---------------------------------------------------------------------------------
 
 
+def _one_copy(table: pa.Table) -> pa.Table:
+    """A broadcast state table read from every former subtask overlapping a new one: each held the same map, so
+    the rows are that map once per copy; keep each key's first row."""
+    keys = table.column("key").to_pylist()
+    first: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    return table if len(first) == len(keys) else table.take(sorted(first.values()))
+
+
 def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism: int):
     """``mapInArrow`` over a window vertex's state rows (partition i = subtask i): one file per table."""
 
@@ -728,13 +737,15 @@ def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism
 
 def read_state_rows(uri: str, options: dict, uid: str, node_id: int, parallelism: int, max_parallelism: int,
                     watermark: int, checkpoint_id: int):
-    """``mapInArrow`` over ``range(parallelism)``: task i reads its key groups' state rows from storage."""
+    """``mapInArrow`` over ``range(parallelism)``: task i reads its key groups' state rows from storage, one row per
+    key group, and one more with a copy of the broadcast state when the operator has some."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
 
         from checkpoints import load_snapshot
         from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION, MaterializedOperatorSnapshot
+        from engine.operators.broadcast_process import BROADCAST_TABLE_PREFIX
         from engine.state.key_groups import key_group_range_for_operator
 
         for batch in batches:
@@ -743,20 +754,28 @@ def read_state_rows(uri: str, options: dict, uid: str, node_id: int, parallelism
                 # the driver verified every file; this task's own files are verified again as they are read
                 snapshot = load_snapshot(uri, verify_checksums=False, **options)
                 tables = {_state_table(n): t for n, t in snapshot.state_tables(uid, rng).items()}
+                broadcast = {n: _one_copy(tables.pop(n)) for n in list(tables) if n.startswith(BROADCAST_TABLE_PREFIX)}
                 groups: set[int] = set()
                 for t in tables.values():
                     groups.update(t.column("key_group").to_pylist())
                 rows = RowBuffer()
-                for kg in sorted(groups):
-                    per_kg = {n: t.filter(pc.equal(t.column("key_group"), kg)) for n, t in tables.items()}
+
+                def add(kg_range: list[int], state: dict[str, pa.Table], **extra: Any) -> None:
                     metadata = {
                         "format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid,
                         "operator_class": "WindowOperator", "checkpoint_id": checkpoint_id,
-                        "max_parallelism": max_parallelism, "key_group_range": [kg, kg],
-                        "current_watermark": watermark,
+                        "max_parallelism": max_parallelism, "key_group_range": kg_range,
+                        "current_watermark": watermark, **extra,
                     }
-                    header, blob = snapshot_to_row_parts(MaterializedOperatorSnapshot(metadata, per_kg))
-                    rows.add(DEST_STATE, kg=kg, split="", offset=-1, value=header, blob=blob, tag=str(node_id))
+                    header, blob = snapshot_to_row_parts(MaterializedOperatorSnapshot(metadata, state))
+                    rows.add(DEST_STATE, kg=kg_range[0], split="", offset=-1, value=header, blob=blob,
+                             tag=str(node_id))
+
+                if broadcast:  # every new subtask gets one copy of the broadcast state (Flink's rule on rescale)
+                    add([rng.start_key_group, rng.end_key_group], broadcast,
+                        broadcast_states=sorted(n[len(BROADCAST_TABLE_PREFIX):] for n in broadcast))
+                for kg in sorted(groups):
+                    add([kg, kg], {n: t.filter(pc.equal(t.column("key_group"), kg)) for n, t in tables.items()})
                 out = rows.take()
                 if out is not None:
                     yield out

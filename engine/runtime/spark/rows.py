@@ -7,6 +7,8 @@ speaks the same schema.  ``_dest`` says where a row goes:
 * ``>= 0``  a record for the window vertex with that id (``_key`` set, ``_kg`` computed in SQL);
 * :data:`DEST_STATE` keyed state of one key group of a window vertex (``_tag`` = vertex id,
   ``_value`` = the operator snapshot's metadata JSON, ``_blob`` = its Arrow tables);
+* :data:`DEST_BROADCAST` a broadcast-side record of a broadcast process vertex (``_tag`` = vertex id): the job
+  master copies it to every subtask of the vertex (``_kg`` = the subtask's first key group);
 * :data:`DEST_DRIVER` a record for a sink or collect target on the driver (``_tag`` = node id);
 * :data:`DEST_DEAD_LETTER` a dead letter (``_value`` = JSON ``{value, error, stage}``);
 * :data:`DEST_SPLIT` the end-of-slice report of one source split (``_value`` = JSON);
@@ -46,6 +48,7 @@ DEST_SPLIT = -4
 DEST_METRICS = -5
 DEST_STAGED = -6
 DEST_OPERATOR_COUNTS = -7
+DEST_BROADCAST = -8
 
 ROW_SCHEMA = pa.schema([
     pa.field("_dest", pa.int32()),
@@ -91,14 +94,15 @@ class RowBuffer:
         c["_num"].append(num)
 
     def extend(self, n: int, dest: int, *, split: str | None = None, offset: Any = None, ts: Any = None,
-               key: Any = None, value: Any = None, num: Any = None) -> None:
-        """``n`` rows at once for one destination: ``split`` is shared, the others are sequences of ``n``."""
+               key: Any = None, value: Any = None, num: Any = None, tag: str | None = None) -> None:
+        """``n`` rows at once for one destination: ``split`` and ``tag`` are shared, the others are sequences of
+        ``n``."""
         c = self._cols
         c["_dest"].extend([dest] * n)
         c["_kg"].extend([None] * n)
         c["_split"].extend([split] * n)
         c["_blob"].extend([None] * n)
-        c["_tag"].extend([None] * n)
+        c["_tag"].extend([tag] * n)
         for name, column in (("_offset", offset), ("_ts", ts), ("_key", key), ("_value", value), ("_num", num)):
             if column is None:
                 c[name].extend([None] * n)

@@ -26,7 +26,12 @@ Epoch n, driven by :meth:`SparkJob.step`:
    ``KeyedStream.process`` or rolling-aggregate vertex is a keyed vertex too and runs the same way,
    with the KeyedProcessOperator (engine/operators/keyed_process.py) in place of the WindowOperator.
    ``connect`` needs nothing more: its inputs arrive tagged and unioned (engine/operators/co_functions.py),
-   so a co-map is a map and a KeyedCoProcessFunction a keyed process vertex.
+   so a co-map is a map and a KeyedCoProcessFunction a keyed process vertex.  A broadcast process vertex
+   (``connect(stream.broadcast(descriptor)).process(...)``) is a keyed vertex whose broadcast-side rows are
+   copied to every subtask (``_window_frame``); each subtask applies them before its keyed records of the
+   epoch (stages.py), and carries its copy of the broadcast state in its state row.  Its non-keyed form
+   places the other side's records by channel.  A plain ``broadcast()`` edge into a stateless vertex runs
+   the chain once per consumer subtask in the producing task (chains.py).
 4. **Driver rows.**  Collect records, dead letters and counters come back to the driver.  An
    exactly-once file sink is written by the tasks themselves: each stages one part per epoch in
    the sink's open transaction and only the part's key reaches the driver, which commits when the
@@ -49,8 +54,8 @@ that carries no data, and split idleness is judged at each epoch start (``_idle_
 
 Partial: processing-time results are not compared with the local runtime (its processing time
 advances per element, not per epoch); ``assign_timestamps_and_watermarks``
-away from a source, ``add_async`` and broadcast state (``connect(stream.broadcast(descriptor))``, also a
-plain ``broadcast()`` edge) are refused on Spark when the job starts (engine/runtime/spark/chains.py); every
+away from a source and ``add_async`` are refused on Spark when the job starts
+(engine/runtime/spark/chains.py); every
 value crossing a Spark stage must be codec-encodable (engine/state/codec.py: no pickle), which user records and
 window results normally are.
 """
@@ -68,6 +73,7 @@ from typing import Any
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
 from engine.runtime.histories import BoundedHistory, history_limits
 from engine.graph.transformations import (
+    BroadcastProcessTransformation,
     KeyedProcessTransformation,
     SinkTransformation,
     Transformation,
@@ -83,6 +89,7 @@ from engine.runtime.spark.chains import build_routes
 from engine.runtime.spark.operator_counts import OperatorCounts
 from engine.runtime.spark.preaggregation import preaggregate
 from engine.runtime.spark.rows import (
+    DEST_BROADCAST,
     DEST_DEAD_LETTER,
     DEST_DRIVER,
     DEST_METRICS,
@@ -537,7 +544,6 @@ class SparkJob:
 
     def step(self) -> None:
         """Run one epoch (see the module docstring)."""
-        from pyspark.sql import functions as F
 
         if self.finished:
             raise IllegalStateError(f"job {self.job_name!r} has finished; no epoch {self.epoch + 1} to run")
@@ -648,22 +654,38 @@ class SparkJob:
 
         from engine.runtime.spark.epochs import partition_preimages, subtask_expr
 
+        from engine.state.key_groups import key_group_range_for_operator
+
         parallelism = group[0].parallelism
         ids = [v.head.id for v in group]
-        parts = [df.where(F.col("_dest").isin(*ids)) for df in stage_outputs]
+        broadcast_ids = [str(v.head.id) for v in group if isinstance(v.head, BroadcastProcessTransformation)]
+        mine = F.col("_dest").isin(*ids)
+        if broadcast_ids:
+            mine = mine | ((F.col("_dest") == DEST_BROADCAST) & F.col("_tag").isin(*broadcast_ids))
+        parts = [df.where(mine) for df in stage_outputs]
         mp = self.max_parallelism
         kg = f"CASE WHEN _dest = {DEST_STATE} THEN _kg ELSE CAST(pmod(xxhash64(_key), {mp}) AS INT) END"
         lookup = "array(" + ", ".join(str(x) for x in partition_preimages(self.spark, parallelism)) + ")"
         columns = [c for c in ROW_DDL_COLUMNS if c != "_kg"]
+        node = f"CASE WHEN _dest IN ({DEST_STATE}, {DEST_BROADCAST}) THEN CAST(_tag AS INT) ELSE _dest END AS _node"
 
         def place(df: Any) -> Any:
             # Each part is shuffled by _pk, the partition preimage of its key group's subtask, in one
             # projection (each DataFrame step costs a round of JVM analysis on the driver).  A union of
             # parts partitioned alike stays so: Spark adds no exchange for the union, nor for folding
             # pre-aggregated records, which it does where they land (one shuffle per epoch, not two).
+            if broadcast_ids:
+                # a broadcast row is copied to every subtask, as the first key group of each (one more projection,
+                # only in a stage with a broadcast process vertex)
+                firsts = ", ".join(str(key_group_range_for_operator(mp, parallelism, i).start_key_group)
+                                   for i in range(parallelism))
+                df = df.selectExpr(*columns, f"explode(CASE WHEN _dest = {DEST_BROADCAST} THEN array({firsts}) "
+                                             f"ELSE array({kg}) END) AS _kg")
+                return df.selectExpr(
+                    *columns, "_kg", node, f"element_at({lookup}, {subtask_expr(parallelism, mp, '_kg')} + 1) AS _pk",
+                ).repartition(parallelism, "_pk")
             return df.selectExpr(
-                *columns, f"{kg} AS _kg",
-                f"CASE WHEN _dest = {DEST_STATE} THEN CAST(_tag AS INT) ELSE _dest END AS _node",
+                *columns, f"{kg} AS _kg", node,
                 f"element_at({lookup}, {subtask_expr(parallelism, mp, f'({kg})')} + 1) AS _pk",
             ).repartition(parallelism, "_pk")
 
@@ -812,7 +834,7 @@ class SparkJob:
 
 
 #: vertices that run per key group with state carried between epochs (stages.py window_stage)
-_KEYED_VERTICES = (WindowTransformation, KeyedProcessTransformation)
+_KEYED_VERTICES = (WindowTransformation, KeyedProcessTransformation, BroadcastProcessTransformation)
 
 
 def _upstream_windows(v: Any) -> set[int]:

@@ -20,7 +20,11 @@ sequence) order with ``process_batch`` — so every record of epoch n is judged 
 each key sees its records in arrival order — then given W(n), which fires due timers.  Its new
 snapshot leaves as one state row; what it emits is routed like any task output.  A
 ``KeyedStream.process`` / rolling-aggregate vertex runs in this stage the same way, with the
-KeyedProcessOperator (engine/operators/keyed_process.py): keyed state and timers as state rows.
+KeyedProcessOperator (engine/operators/keyed_process.py): keyed state and timers as state rows.  So does a
+broadcast process vertex (engine/operators/broadcast_process.py): its broadcast-side rows reach every
+subtask (``DEST_BROADCAST``, copied by the job master), and each subtask processes them after W(n-1) and
+**before** its keyed records of the epoch, in (channel, sequence) order; its state row also holds its copy
+of the broadcast state.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.gc_pause import paused_iteration
 from engine.runtime.spark.chains import Router, Routes, _NodeOutput
 from engine.runtime.spark.rows import (
+    DEST_BROADCAST,
     DEST_METRICS,
     DEST_SPLIT,
     DEST_STATE,
@@ -51,7 +56,6 @@ from engine.runtime.spark.rows import (
     snapshot_from_row_parts,
     snapshot_to_row_parts,
 )
-from engine.state import codec
 from engine.state.key_groups import KeyGroupRange
 
 _FLUSH_ROWS = 8192
@@ -246,8 +250,14 @@ def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
 def _keyed_operator(node: Any) -> Any:
     """The operator of a keyed vertex: the window operator, or the keyed process operator of
     ``KeyedStream.process`` and the rolling aggregates (the same class the local runtime runs)."""
-    from engine.graph.transformations import KeyedProcessTransformation
+    from engine.graph.transformations import BroadcastProcessTransformation, KeyedProcessTransformation
 
+    if isinstance(node, BroadcastProcessTransformation):
+        from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBroadcastProcessOperator
+
+        if node.key_selector is None:
+            return BroadcastProcessOperator(node.function, node.descriptors)
+        return KeyedBroadcastProcessOperator(node.function, node.key_selector, node.descriptors)
     if isinstance(node, KeyedProcessTransformation):
         from engine.operators.keyed_process import KeyedProcessOperator
 
@@ -275,6 +285,13 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
     if operator.current_watermark() < watermark_before:
         operator.process_watermark(Watermark(watermark_before))
     operator.advance_processing_time(now_ms)
+    # a broadcast process vertex: the epoch's broadcast records first, in (channel, sequence) order, then its keyed
+    # ones (the order both runtimes' differential tests rely on: tests/api/test_broadcast_state_spark.py)
+    broadcast = table.take(np.nonzero(dests == DEST_BROADCAST)[0])
+    broadcast_records = list(map(StreamRecord, decode_values(broadcast.column("_value").to_pylist()),
+                                 broadcast.column("_ts").to_pylist())) if broadcast.num_rows else []
+    if broadcast_records:
+        operator.process_batch(broadcast_records)
     mine = table.take(np.nonzero(dests == node_id)[0])
     decoded = decode_values(mine.column("_value").to_pylist())
     pre = routes.preaggregations.get(node_id)
@@ -282,7 +299,7 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
         decoded = pre.apply_all(decoded, mine.column("_num").to_pylist())
     records = list(map(StreamRecord, decoded, mine.column("_ts").to_pylist()))
     if pre is None:  # pre-aggregated rows are folded records: their count is not the records sent here
-        router.subtask_records_in = (node_id, len(records))
+        router.subtask_records_in = (node_id, len(broadcast_records) + len(records))
     if records:
         operator.process_batch(records)
     if watermark_after > operator.current_watermark():
