@@ -9,22 +9,17 @@ small ThreadPoolExecutor; its outcome comes back through the thread-safe
 - :class:`LocalTaskGateway`   the coordinator's view of the tasks (seed 001 "trigger" and "notify").
 - :class:`JsonStateOperator`  watermark state that is not an operator (a source's per-split
                               watermarks, a task's StatusWatermarkValve) snapshotted like one.
-- :func:`make_async_writer`   the SubtaskCheckpointCoordinator's async part on the pool.
 """
 
 from __future__ import annotations
 
-import functools
 import queue
 import threading
-from concurrent.futures import Executor
 from typing import Any, Callable
 
 from engine.checkpointing.coordinator import CheckpointTaskGateway
-from engine.checkpointing.task_state import TaskSnapshot, TaskStateSnapshot
 from engine.elements import CheckpointOptions
 from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION, MaterializedOperatorSnapshot, OperatorSnapshot
-from engine.runtime.local.faults import FaultKind, FaultPlan
 
 
 class Mailbox:
@@ -103,37 +98,6 @@ class JsonStateOperator:
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         pass
-
-
-def make_async_writer(task_id: str, executor: Executor, mailbox: Mailbox, write: Callable[[str, TaskSnapshot], TaskStateSnapshot],
-                      faults: FaultPlan | None, on_fatal: Callable[[BaseException], None]) -> Callable[..., None]:
-    """The SubtaskCheckpointCoordinator's ``async_writer``: upload on the pool, settle on the scheduler thread."""
-
-    def async_writer(checkpoint_id: int, snapshot: TaskSnapshot, on_done: Callable[[TaskStateSnapshot], None],
-                     on_error: Callable[[BaseException], None]) -> None:
-        def upload() -> None:
-            try:
-                if faults is not None:
-                    faults.fire(FaultKind.UPLOAD_ERROR, checkpoint_id)
-                result = write(task_id, snapshot)
-            except BaseException as exc:  # noqa: BLE001 - reported to the task as a decline
-                mailbox.post(functools.partial(on_error, exc))  # a lambda would lose ``exc`` with the except block
-                return
-
-            def acknowledge() -> None:
-                if faults is not None:
-                    try:
-                        faults.fire(FaultKind.BEFORE_ACK, checkpoint_id)
-                    except BaseException as exc:  # noqa: BLE001 - the attempt dies here
-                        on_fatal(exc)
-                        return
-                on_done(result)
-
-            mailbox.post(acknowledge)
-
-        executor.submit(upload)
-
-    return async_writer
 
 
 class LocalTaskGateway(CheckpointTaskGateway):
