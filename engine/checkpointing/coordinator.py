@@ -84,6 +84,11 @@ class CheckpointTaskGateway(ABC):
     def notify_checkpoint_aborted(self, task_id: str, checkpoint_id: int, timestamp_ms: int) -> None:
         """Checkpoint aborted: the task drops what it prepared for it."""
 
+    def checkpoint_starting(self, checkpoint_id: int, target_location: str | None) -> None:  # noqa: B027
+        """Checkpoint ``checkpoint_id`` is about to be triggered; ``target_location`` is a savepoint's folder (None
+        for a checkpoint).  Called before any barrier is injected: a source snapshots, and may start its upload,
+        inside :meth:`trigger_checkpoint`, so where its state goes must be known by then."""
+
     # -- checkpoints after tasks finished (Flink's FLIP-147, on by default since Flink 1.15) ----------------------
     def is_task_finished(self, task_id: str) -> bool:
         """The task consumed all its input and ended while others still run (a source subtask with no split,
@@ -283,6 +288,7 @@ class CheckpointCoordinator:
         pending.set_cancellation_handle(self._scheduler.schedule(
             self._config.get_checkpoint_timeout(), lambda: self._abort_expired(checkpoint_id)))
         gateway = self._gateway
+        gateway.checkpoint_starting(checkpoint_id, request.target_location)
         for task_id in gateway.tasks_to_trigger():
             if pending.is_disposed():
                 break  # declined (or completed) while triggering: the remaining sources need no barrier

@@ -117,6 +117,10 @@ class LocalTaskGateway(CheckpointTaskGateway):
         task = self._job.task_by_id.get(task_id)
         return self.enabled and task is not None and not task.finished and not task.suspended
 
+    def checkpoint_starting(self, checkpoint_id: int, target_location: str | None) -> None:
+        if target_location is not None:  # before the sources snapshot: their uploads go to the savepoint's folder
+            self._job.run_.adapter.register_savepoint(checkpoint_id, target_location)
+
     def is_task_finished(self, task_id: str) -> bool:
         task = self._job.task_by_id.get(task_id)
         return self.enabled and task is not None and task.finished

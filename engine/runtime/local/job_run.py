@@ -245,8 +245,7 @@ class JobRun:
                    else coordinator.trigger_savepoint(target_dir))
         new_ids = [cid for cid, p in coordinator.get_pending_checkpoints().items()
                    if cid not in before and p.target_location == target_dir]
-        for cid in new_ids:
-            self.adapter.register_savepoint(cid, target_dir)
+        for cid in new_ids:  # the gateway registered its target before any barrier (checkpoint_starting)
             self._savepoint_futures[cid] = future
             if stop:
                 self._stop_after.add(cid)

@@ -37,6 +37,9 @@ class FakeGateway(CheckpointTaskGateway):
             raise ConnectionError("task unreachable")
         self.calls.append(("trigger", task_id, checkpoint_id, timestamp_ms, options))
 
+    def checkpoint_starting(self, checkpoint_id, target_location):
+        self.calls.append(("starting", checkpoint_id, target_location))
+
     def notify_checkpoint_complete(self, task_id, checkpoint_id, timestamp_ms):
         self.calls.append(("complete", task_id, checkpoint_id))
 

@@ -46,6 +46,18 @@ def test_a_triggered_checkpoint_asks_every_source_task_to_inject_the_barrier_wit
     assert pending.not_yet_acknowledged_tasks() == frozenset(ALL_TASKS)
 
 
+def test_the_gateway_learns_a_savepoints_target_before_any_barrier_is_injected():
+    """A source snapshots, and its upload starts, inside ``trigger_checkpoint``: a runtime that learnt the
+    savepoint's target only after the trigger returned wrote task state to the checkpoint location (or kept it
+    in memory when the job has no checkpoint storage), and the savepoint could not be finalized."""
+    h = Harness()
+    h.coordinator.trigger_savepoint("file:///savepoints")
+    h.coordinator.trigger_checkpoint(force=True)
+    kinds = [c[:3] if c[0] == "starting" else c[:3] for c in h.gateway.calls]
+    assert kinds == [("starting", 1, "file:///savepoints"), ("trigger", "src-0", 1), ("trigger", "src-1", 1),
+                     ("starting", 2, None), ("trigger", "src-0", 2), ("trigger", "src-1", 2)]
+
+
 def test_a_shut_down_coordinator_refuses_to_trigger():
     h = Harness()
     h.coordinator.shutdown(JobStatus.CANCELED)
