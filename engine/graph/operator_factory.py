@@ -16,7 +16,6 @@ from engine.graph.transformations import (
 from engine.operators.async_io import AsyncWaitOperator
 from engine.operators.base import OneInputStreamOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
-from engine.windowing.window_operator import WindowOperator
 
 
 class TimestampsAndWatermarksOperator(OneInputStreamOperator):
@@ -87,9 +86,9 @@ def build_window_operator(node: WindowTransformation) -> OneInputStreamOperator:
 
 
 def window_variant_of(node: WindowTransformation) -> Any:
-    """The :class:`~engine.windowing.slicing.variant.WindowOperatorVariant` :func:`build_window_operator`
+    """The :class:`~engine.windowing.variant.WindowOperatorVariant` :func:`build_window_operator`
     builds for ``node``, without building it: what a runtime's fast path asks so it agrees with the operator."""
-    from engine.windowing.slicing.variant import window_operator_variant
+    from engine.windowing.variant import window_operator_variant
 
     return window_operator_variant(**_window_configuration(node))
 

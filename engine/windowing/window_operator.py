@@ -33,7 +33,7 @@ problems: the record goes to ``context.dead_letter`` and is counted in ``num_dea
 
 Variants: this is the general operator, for any assigner, trigger, evictor and function, element by
 element (count windows fold a batch with CountTrigger inlined).  Common shapes run in variants beside
-it, chosen by one predicate (engine/windowing/slicing/variant.py): the slicing operator (non-merging
+it, chosen by one predicate (engine/windowing/variant.py): the slicing operator (non-merging
 windows with the built-in time trigger and an incremental aggregate, heap or columnar layout) and the
 session operator (event-time sessions with a fixed gap).  They subclass this one, keep its element
 path for the elements they cannot fold (late but allowed ones, a layout that gave up), and write and
@@ -43,7 +43,7 @@ read this operator's snapshot format, so a snapshot restores across variants.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from engine.api.functions import OutputTag
 from engine.elements import MAX_WATERMARK, StreamRecord, Watermark
@@ -66,6 +66,7 @@ from engine.windowing.evictors import Evictor, TimestampedValue
 from engine.windowing.internal_window_function import IncrementalAggregation, InternalWindowFunction
 from engine.windowing.merging_window_set import MERGING_WINDOW_SET_STATE, MergingWindowSet
 from engine.windowing.triggers import CountTrigger, Trigger, TriggerResult
+from engine.windowing.variant import WindowOperatorVariant, window_operator_variant
 from engine.windowing.window_contexts import AssignerEvictorContext, WindowProcessContext, WindowTriggerContext
 from engine.windowing.windows import GLOBAL_WINDOW
 
@@ -93,6 +94,11 @@ class WindowOperator(OneInputStreamOperator):
     ``window_function``: a ProcessWindowFunction, WindowFunction or callable ``(key, window, inputs)``
     applied to each firing's inputs, or None to emit the aggregate's result as is.
     """
+
+    #: the variants (engine/windowing/variant.py) a subclass runs, checked at construction; None: any
+    RUNS: ClassVar[frozenset[WindowOperatorVariant] | None] = None
+    #: the parameter named, and why, when a subclass is built for a configuration outside ``RUNS``
+    REFUSAL: ClassVar[tuple[str, str]] = ("assigner", "")
 
     def __init__(
         self,
@@ -147,6 +153,16 @@ class WindowOperator(OneInputStreamOperator):
         #: GlobalWindows with exactly CountTrigger (count windows, sliding ones with CountEvictor): see
         #: _batch_count_trigger
         self._count_batch = type(assigner) is GlobalWindows and type(trigger) is CountTrigger
+        if self.RUNS is not None:
+            variant = window_operator_variant(assigner, trigger, evictor, window_function, allowed_lateness_ms,
+                                              incremental_aggregate, specialized=True)
+            if variant not in self.RUNS:
+                parameter, why = self.REFUSAL
+                raise JobDefinitionError(
+                    parameter, {"assigner": assigner, "incremental_aggregate": incremental_aggregate}[parameter],
+                    f"{why} (this configuration is a {variant.value} window)",
+                    "Build window operators with engine.windowing.slicing.create_window_operator, which picks the "
+                    "operator for the configuration")
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def open(self, context: OperatorContext, output: Output) -> None:

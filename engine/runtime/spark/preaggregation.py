@@ -11,7 +11,7 @@ little, since a task holds few records of one (key, pane) (1.5 on average in ben
 tumbling job, 1M events over 10k keys).
 
 **Which windows.**  A window vertex qualifies (:func:`preaggregation_for`) when the predicate that
-picks the window operator (engine/windowing/slicing/variant.py) gives it the heap-layout slicing
+picks the window operator (engine/windowing/variant.py) gives it the heap-layout slicing
 operator, whose result can only depend on the fold of its elements, and in that set: a non-merging
 event-time assigner Spark SQL can compute
 (``TumblingEventTimeWindows``, ``SlidingEventTimeWindows``), the default ``EventTimeTrigger``
@@ -126,12 +126,12 @@ class PreAggregation:
 def preaggregation_for(node: Any) -> PreAggregation | None:
     """The pre-aggregation of a WindowTransformation, or None when its elements must reach Python.
 
-    Asks the predicate that picks the window operator (engine/windowing/slicing/variant.py): only windows
+    Asks the predicate that picks the window operator (engine/windowing/variant.py): only windows
     the heap-layout slicing operator runs qualify, so the pre-aggregation and the operator cannot disagree
     about which windows fold their elements in any order-preserving way.
     """
     from engine.graph.operator_factory import window_variant_of
-    from engine.windowing.slicing.variant import WindowOperatorVariant, window_geometry
+    from engine.windowing.variant import WindowOperatorVariant, window_geometry
 
     spec = getattr(node, "function", None)
     if spec is None or spec.kind != "aggregate":

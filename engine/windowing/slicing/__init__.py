@@ -1,7 +1,7 @@
 """Window operator variants beside the general one, and the factory that picks them (issue 15).
 
 :func:`create_window_operator` is how runtimes and tests build a window operator: it asks the one
-predicate (:func:`~engine.windowing.slicing.variant.window_operator_variant`) which variant runs the
+predicate (:func:`~engine.windowing.variant.window_operator_variant`) which variant runs the
 configuration and builds it.  The variants (slicing_operator.py and its columnar layout in
 columnar_operator.py, session_operator.py) give the general operator's results and share its snapshot
 format (engine/windowing/window_operator.py).
@@ -17,7 +17,7 @@ from engine.windowing.evictors import Evictor
 from engine.windowing.slicing.columnar_operator import ColumnarSlicingWindowOperator
 from engine.windowing.slicing.session_operator import SessionWindowOperator
 from engine.windowing.slicing.slicing_operator import SlicingWindowOperator
-from engine.windowing.slicing.variant import WindowOperatorVariant, window_geometry, window_operator_variant
+from engine.windowing.variant import WindowOperatorVariant, window_geometry, window_operator_variant
 from engine.windowing.triggers import Trigger
 from engine.windowing.window_operator import WindowOperator
 

@@ -1,6 +1,6 @@
 """The slicing operator's columnar layout: window contents and end-of-window timers in arrays.
 
-For SLICING_COLUMNAR configurations (engine/windowing/slicing/variant.py: event-time tumbling/sliding
+For SLICING_COLUMNAR configurations (engine/windowing/variant.py: event-time tumbling/sliding
 windows, exactly EventTimeTrigger and the built-in ``sum``, no evictor, window function or allowed
 lateness) the contents live in :class:`~engine.windowing.slicing.columnar.ColumnarWindows` and a batch
 is folded with a few numpy operations.  A batch the arrays cannot hold exactly (a value they cannot
@@ -13,19 +13,14 @@ test_columnar_windows.py compares them run for run).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Callable
+from typing import Any
 
-from engine.api.functions import OutputTag
 from engine.elements import StreamRecord, Watermark
-from engine.errors import JobDefinitionError
 from engine.operators.base import MaterializedOperatorSnapshot
 from engine.state.key_groups import KeyGroupRange
-from engine.windowing.assigners import WindowAssigner
-from engine.windowing.evictors import Evictor
 from engine.windowing.slicing.columnar import ColumnarWindows, GridTooSparse
 from engine.windowing.slicing.slicing_operator import SlicingWindowOperator
-from engine.windowing.slicing.variant import WindowOperatorVariant, window_operator_variant
-from engine.windowing.triggers import Trigger
+from engine.windowing.variant import WindowOperatorVariant
 from engine.windowing.window_operator import DEAD, WINDOW_CONTENTS_STATE, WindowOperatorSnapshot
 
 
@@ -44,28 +39,10 @@ class _ColumnarSnapshot(WindowOperatorSnapshot):
 class ColumnarSlicingWindowOperator(SlicingWindowOperator):
     """The slicing operator with its windows in arrays, for SLICING_COLUMNAR configurations (module docstring)."""
 
-    def __init__(
-        self,
-        assigner: WindowAssigner,
-        trigger: Trigger | None = None,
-        evictor: Evictor | None = None,
-        window_function: Any = None,
-        allowed_lateness_ms: int = 0,
-        late_data_output_tag: OutputTag | None = None,
-        key_selector: Callable[[Any], Any] | None = None,
-        incremental_aggregate: Any = None,
-    ) -> None:
-        super().__init__(assigner, trigger, evictor, window_function, allowed_lateness_ms, late_data_output_tag,
-                         key_selector, incremental_aggregate)
-        variant = window_operator_variant(assigner, trigger, evictor, window_function, allowed_lateness_ms,
-                                          incremental_aggregate, specialized=True)
-        if variant is not WindowOperatorVariant.SLICING_COLUMNAR:
-            raise JobDefinitionError(
-                "incremental_aggregate", incremental_aggregate,
-                "must be the built-in sum on event-time tumbling/sliding windows with exactly EventTimeTrigger and "
-                "no evictor, window function or allowed lateness for the columnar layout",
-                "Build window operators with engine.windowing.slicing.create_window_operator, which picks the "
-                "operator for the configuration")
+    RUNS = frozenset({WindowOperatorVariant.SLICING_COLUMNAR})
+    REFUSAL = ("incremental_aggregate", "must be the built-in sum on event-time tumbling/sliding windows with exactly "
+                                        "EventTimeTrigger and no evictor, window function or allowed lateness for "
+                                        "the columnar layout")
 
     def _build_runtime(self, key_group_range: KeyGroupRange) -> None:
         super()._build_runtime(key_group_range)

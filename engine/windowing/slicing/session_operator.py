@@ -13,49 +13,29 @@ processing-time timers) stays in the general layout, and the operator then runs 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Callable
+from typing import Any
 
-from engine.api.functions import OutputTag
 from engine.elements import StreamRecord, Watermark
-from engine.errors import JobDefinitionError
 from engine.state.key_groups import KeyGroupRange
 from engine.windowing.aggregations import SumAggregate
-from engine.windowing.assigners import WindowAssigner
-from engine.windowing.evictors import Evictor
 from engine.windowing.merging_window_set import MERGING_WINDOW_SET_STATE
 from engine.windowing.slicing.batch_fold import batch_folder
 from engine.windowing.slicing.sessions import SessionWindows
-from engine.windowing.slicing.variant import WindowOperatorVariant, window_operator_variant
-from engine.windowing.triggers import Trigger
+from engine.windowing.variant import WindowOperatorVariant
 from engine.windowing.window_operator import WINDOW_CONTENTS_STATE, WindowOperator, WindowOperatorSnapshot
 
 
 class SessionWindowOperator(WindowOperator):
     """The window operator for :data:`WindowOperatorVariant.SESSION` (module docstring)."""
 
-    def __init__(
-        self,
-        assigner: WindowAssigner,
-        trigger: Trigger | None = None,
-        evictor: Evictor | None = None,
-        window_function: Any = None,
-        allowed_lateness_ms: int = 0,
-        late_data_output_tag: OutputTag | None = None,
-        key_selector: Callable[[Any], Any] | None = None,
-        incremental_aggregate: Any = None,
-    ) -> None:
-        super().__init__(assigner, trigger, evictor, window_function, allowed_lateness_ms, late_data_output_tag,
-                         key_selector, incremental_aggregate)
-        variant = window_operator_variant(assigner, trigger, evictor, window_function, allowed_lateness_ms,
-                                          incremental_aggregate, specialized=True)
-        if variant is not WindowOperatorVariant.SESSION:
-            raise JobDefinitionError(
-                "assigner", assigner,
-                "must be EventTimeSessionWindows with a fixed gap, with exactly EventTimeTrigger, an incremental "
-                "aggregate and no evictor, window function or allowed lateness for the session operator",
-                "Build window operators with engine.windowing.slicing.create_window_operator, which picks the "
-                "operator for the configuration")
-        self._gap: int = assigner.gap_ms  # type: ignore[attr-defined]
+    RUNS = frozenset({WindowOperatorVariant.SESSION})
+    REFUSAL = ("assigner", "must be EventTimeSessionWindows with a fixed gap, with exactly EventTimeTrigger, an "
+                           "incremental aggregate and no evictor, window function or allowed lateness for the session "
+                           "operator")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._gap: int = self.assigner.gap_ms  # type: ignore[attr-defined]
         self._fold = batch_folder(self.incremental)  # type: ignore[arg-type]
 
     def _build_runtime(self, key_group_range: KeyGroupRange) -> None:

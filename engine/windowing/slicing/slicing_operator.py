@@ -1,7 +1,7 @@
 """The slicing operator: non-merging windows, the built-in time trigger and an incremental aggregate.
 
 Flink's Table runtime runs such windows on a slicing window operator; this is ours.  It runs exactly the
-:data:`~engine.windowing.slicing.variant.WindowOperatorVariant.SLICING` and ``SLICING_COLUMNAR``
+:data:`~engine.windowing.variant.WindowOperatorVariant.SLICING` and ``SLICING_COLUMNAR``
 configurations (variant.py): an incremental aggregate, no evictor, a non-merging assigner and exactly
 the built-in trigger of its time domain (EventTimeTrigger / ProcessingTimeTrigger).  Those triggers only
 register one timer per window and fire on it, so:
@@ -32,15 +32,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from engine.api.functions import OutputTag, ProcessWindowFunction
+from engine.api.functions import ProcessWindowFunction
 from engine.elements import MAX_WATERMARK, StreamRecord, Watermark
-from engine.errors import JobDefinitionError
 from engine.state.key_groups import KeyGroupRange
-from engine.windowing.assigners import WindowAssigner
-from engine.windowing.evictors import Evictor
 from engine.windowing.slicing.batch_fold import batch_folder
-from engine.windowing.slicing.variant import window_geometry, window_operator_variant
-from engine.windowing.triggers import Trigger
+from engine.windowing.variant import WindowOperatorVariant, window_geometry
 from engine.windowing.window_operator import DEAD, WindowOperator
 from engine.windowing.windows import TimeWindow
 
@@ -52,31 +48,16 @@ class SlicingWindowOperator(WindowOperator):
     """The window operator for SLICING configurations, heap layout (module docstring); the columnar layout
     is :class:`~engine.windowing.slicing.columnar_operator.ColumnarSlicingWindowOperator`."""
 
-    def __init__(
-        self,
-        assigner: WindowAssigner,
-        trigger: Trigger | None = None,
-        evictor: Evictor | None = None,
-        window_function: Any = None,
-        allowed_lateness_ms: int = 0,
-        late_data_output_tag: OutputTag | None = None,
-        key_selector: Callable[[Any], Any] | None = None,
-        incremental_aggregate: Any = None,
-    ) -> None:
-        super().__init__(assigner, trigger, evictor, window_function, allowed_lateness_ms, late_data_output_tag,
-                         key_selector, incremental_aggregate)
-        variant = window_operator_variant(assigner, trigger, evictor, window_function, allowed_lateness_ms,
-                                          incremental_aggregate)
-        if not variant.is_slicing:
-            raise JobDefinitionError(
-                "assigner", assigner,
-                f"with this trigger, evictor, function and lateness is a {variant.value} window, not a slicing one",
-                "Build window operators with engine.windowing.slicing.create_window_operator, which picks the "
-                "operator for the configuration")
-        self._geometry = window_geometry(assigner)
+    RUNS = frozenset({WindowOperatorVariant.SLICING, WindowOperatorVariant.SLICING_COLUMNAR})
+    REFUSAL = ("assigner", "must be a non-merging window with exactly its domain's time trigger, an incremental "
+                           "aggregate and no evictor for the slicing operator")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._geometry = window_geometry(self.assigner)
         self._fold = batch_folder(self.incremental)  # type: ignore[arg-type]
         #: firings may go downstream as one buffer: no ProcessWindowFunction, so no side outputs while firing
-        self._fire_in_buffers = not isinstance(window_function, ProcessWindowFunction)
+        self._fire_in_buffers = not isinstance(self.function.window_function, ProcessWindowFunction)
 
     def _build_runtime(self, key_group_range: KeyGroupRange) -> None:
         super()._build_runtime(key_group_range)

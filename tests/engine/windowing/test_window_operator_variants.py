@@ -1,7 +1,7 @@
 """The contract every window operator variant keeps: a snapshot of any variant restores into any other
 variant that can run the same window, and the run continues as the general operator's uninterrupted run.
 
-Variants (engine/windowing/slicing/variant.py): the general WindowOperator, the slicing operator's heap
+Variants (engine/windowing/variant.py): the general WindowOperator, the slicing operator's heap
 and columnar layouts, the session operator.  Half a random run (late elements, dead letters, ties) goes
 through one, its snapshot is restored into another for the rest; outputs, late side output and the
 snapshot taken at the end must equal the general operator's.
