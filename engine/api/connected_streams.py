@@ -9,8 +9,9 @@ epoch's broadcast records before its other records: engine/runtime/spark/stages.
 Supported: ``connect(other)`` with ``map(CoMapFunction)`` / ``flat_map(CoFlatMapFunction)``, keyed or not;
 ``process(KeyedCoProcessFunction)`` on two keyed inputs (``connect`` then ``key_by(k1, k2)``, or two
 KeyedStreams connected); ``broadcast(MapStateDescriptor, ...)`` then ``keyed.connect(broadcast_stream)
-.process(KeyedBroadcastProcessFunction)`` or ``stream.connect(broadcast_stream).process(BroadcastProcessFunction)``.  Not supported: the non-keyed ``process(CoProcessFunction)``, and ``apply_to_keyed_state``
-in ``process_broadcast_element``.
+.process(KeyedBroadcastProcessFunction)`` or ``stream.connect(broadcast_stream).process(BroadcastProcessFunction)``.
+Not supported: the non-keyed ``process(CoProcessFunction)``, and Java Flink's ``applyToKeyedState`` in
+``process_broadcast_element`` (PyFlink 2.3 does not offer it either).
 """
 
 from __future__ import annotations
