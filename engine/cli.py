@@ -115,7 +115,7 @@ def _run_options(fn: Any) -> Any:
         click.option("--storage", default=None, callback=_location,
                      help="checkpoint storage: s3://bucket/prefix or file:///path"),
         click.option("--savepoint-dir", default=None, callback=_location,
-                     help="default savepoint root (s3:// or file://)"),
+                     help="default savepoint root (s3:// or file://; default: the --storage root)"),
         click.option("--retained", type=click.IntRange(min=1), default=3, show_default=True,
                      help="completed checkpoints to retain"),
         click.option("--checkpoint-interval", "interval_ms", type=int, default=5_000, show_default=True,
@@ -388,14 +388,15 @@ def status(job_id: str, url: str | None, storage: str | None, token: str | None,
     click.echo(json.dumps(shown, indent=2) if as_json else _human_status(shown))
 
 
-def _when(ms: Any, now_ms: int) -> str:
-    """``2026-11-26 13:10:04 UTC (12 s ago)``, or ``-``."""
+def _when(ms: Any, now_ms: int | None) -> str:
+    """``2026-11-26 13:10:04 UTC (12 s ago)``, or ``-``; ``now_ms`` None: the time alone (an event time, whose
+    distance from the wall clock says nothing)."""
     if not isinstance(ms, int) or isinstance(ms, bool) or ms <= 0:
         return "-"
     from datetime import datetime, timezone
 
     stamp = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return f"{stamp} ({_age(now_ms - ms)} ago)" if ms <= now_ms else stamp
+    return f"{stamp} ({_age(now_ms - ms)} ago)" if now_ms is not None and ms <= now_ms else stamp
 
 
 def _age(ms: int) -> str:
@@ -427,7 +428,7 @@ def _human_status(s: dict[str, Any], now_ms: int | None = None) -> str:
         lines.append(f"  records in {s.get('records_in', '-')}, out {s.get('records_out', '-')}, "
                      f"{s.get('records_per_second') or 0:.1f} records/s in")
     lag = s.get("lag_ms")
-    lines.append(f"  watermark {_when(s.get('watermark_ms'), 2 ** 62)}"
+    lines.append(f"  watermark {_when(s.get('watermark_ms'), None)}"
                  + (f" (event-time lag {_age(lag)})" if isinstance(lag, int) else ""))
     counts = ""
     if s.get("num_completed_checkpoints") is not None:
@@ -437,7 +438,7 @@ def _human_status(s: dict[str, Any], now_ms: int | None = None) -> str:
     splits = s.get("splits") or {}
     for split, state in sorted(splits.items()):
         lines.append(f"  split {split}: " + ("idle" if state.get("idle") else "active")
-                     + f", watermark {_when(state.get('watermark_ms'), 2 ** 62)}")
+                     + f", watermark {_when(state.get('watermark_ms'), None)}")
     metrics = s.get("metrics") or {}
     if metrics:
         lines.append(f"  late records dropped {metrics.get('num_late_records_dropped', 0)}, "

@@ -212,8 +212,9 @@ class JobMaster:
         try:
             env = self._environment(job_id)
             operators = describe_operators(env._sinks, env.get_parallelism(), env.get_max_parallelism())
+            # without --savepoint-dir, savepoints go where control requests may put them: the checkpoint storage
             self.client = env.execute_async(self.config.job_name, from_savepoint=self.config.from_savepoint,
-                                            savepoint_dir=self.config.savepoint_dir)
+                                            savepoint_dir=self.config.savepoint_dir or self.config.storage_uri)
         except BaseException:
             self._end_lease()
             raise

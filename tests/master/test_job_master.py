@@ -167,6 +167,23 @@ def test_stop_with_savepoint_drains_and_the_savepoint_restores_at_another_parall
         rclient.close()
 
 
+def test_a_job_started_without_a_savepoint_dir_takes_its_savepoints_under_its_checkpoint_storage(tmp_path: Path) -> None:
+    """A new user's ``sluice run --storage CKPT`` without ``--savepoint-dir`` could not be stopped with a savepoint:
+    the job had no default directory, and a ``--savepoint-dir`` given to ``stop`` was refused as outside the
+    master's savepoint root, which was CKPT already.  The root is now also the default directory."""
+    with _started(_config(tmp_path, savepoint_dir=None)) as master:
+        client = ControlClient(master.url, "purchases")
+        try:
+            _wait_for(lambda: (client.status().get("last_completed_checkpoint") or 0) >= 1, timeout_s=120,
+                      what="a checkpoint")
+            op = client.wait("stop", client.stop())
+        finally:
+            client.close()
+        assert op["status"]["id"] == "COMPLETED", op
+        master.wait()
+    assert op["operation"]["location"].startswith((tmp_path / "chk").as_uri() + "/purchases/savepoint-")
+
+
 def test_cancelling_a_running_job_ends_it_canceled(running) -> None:
     master, _ = running
     master.client.cancel()
