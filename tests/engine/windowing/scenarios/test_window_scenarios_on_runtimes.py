@@ -30,7 +30,8 @@ in a row become an epoch of fillers and a marker.
 
 **What is compared.**  A runtime cannot show when in the run a record was emitted, nor its timers or state.
 Compared: the concatenation of all ``expect`` steps with the main output, and of all ``expect_late`` steps
-with the late side output, as multisets of ``(key, value, timestamp)``; where ``order_matters`` is true, also
+with the late side output (collected only with ``late_tag``; without it late records are dropped and nothing
+may be expected there), as multisets of ``(key, value, timestamp)``; where ``order_matters`` is true, also
 each key's records in order.  Not compared: which ``expect`` step a record belongs to, ``expect_timers``,
 ``expect_state_entries``.  A bounded job ends with MAX_WATERMARK, which the transcripts here do not write:
 their event-time windows are all fired and cleaned up by their last step, so nothing more may come out.
