@@ -25,7 +25,8 @@ import pytest
 
 _TESTS = Path(__file__).parent
 #: folders whose test modules define functions Spark's Python workers unpickle by reference
-_SPARK_IMPORT_PATHS = (_TESTS / "runtime" / "spark", _TESTS / "checkpoints" / "validation", _TESTS.parent)
+_SPARK_IMPORT_PATHS = (_TESTS / "runtime" / "spark", _TESTS / "checkpoints" / "validation",
+                       _TESTS / "engine" / "windowing" / "scenarios", _TESTS.parent)
 
 _GRACE_S = 10.0
 

@@ -13,76 +13,30 @@ Every transcript runs as written element by element, as written in batches (``pr
 restored into a fresh operator midway.  When ``order_matters: false`` each input bundle is also fed
 reversed and shuffled (three seeds) and re-bundled at random, and outputs are compared as multisets.
 A transcript with ``must_fail: true`` is deliberately wrong: the runner must reject it.
+
+The same transcripts also run as jobs on the local and Spark runtimes (test_window_scenarios_on_runtimes.py);
+reading them is shared in transcripts.py.
 """
 
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 import yaml
 
-from engine.api.functions import OutputTag
-from engine.elements import MAX_WATERMARK, StreamRecord
+from engine.elements import StreamRecord
 from engine.testing.operator_harness import KeyedOneInputStreamOperatorTestHarness
-from engine.windowing import assigners, evictors, triggers
 from engine.windowing.aggregations import builtin_aggregation
 from engine.operators.keyed_restore import KEYED_TABLE_PREFIX, TIMERS_TABLE
 from engine.windowing.slicing import create_window_operator, window_operator_variant
 from engine.windowing.window_operator import WindowOperator
-
-HERE = Path(__file__).parent
-SCENARIOS = sorted(HERE.glob("*.yaml"))
-LATE = OutputTag("late")
-
-
-class TranscriptMismatch(AssertionError):
-    """The operator's behaviour differs from the transcript."""
-
-
-def _assigner(spec: dict[str, Any]) -> assigners.WindowAssigner:
-    kind = spec["type"]
-    if kind == "global":
-        return assigners.GlobalWindows.create()
-    if kind == "tumbling_event_time":
-        return assigners.TumblingEventTimeWindows.of(spec["size_ms"], spec.get("offset_ms", 0))
-    if kind == "sliding_event_time":
-        return assigners.SlidingEventTimeWindows.of(spec["size_ms"], spec["slide_ms"], spec.get("offset_ms", 0))
-    if kind == "session_event_time":
-        return assigners.EventTimeSessionWindows.with_gap(spec["gap_ms"])
-    if kind == "tumbling_processing_time":
-        return assigners.TumblingProcessingTimeWindows.of(spec["size_ms"])
-    if kind == "sliding_processing_time":
-        return assigners.SlidingProcessingTimeWindows.of(spec["size_ms"], spec["slide_ms"])
-    if kind == "session_processing_time":
-        return assigners.ProcessingTimeSessionWindows.with_gap(spec["gap_ms"])
-    raise ValueError(f"unknown assigner type {kind!r} in scenario")
-
-
-def _trigger(spec: dict[str, Any] | None) -> triggers.Trigger | None:
-    if spec is None:
-        return None
-    kind = spec["type"]
-    if kind == "count":
-        return triggers.CountTrigger.of(spec["max_count"])
-    if kind == "purging_count":
-        return triggers.PurgingTrigger.of(triggers.CountTrigger.of(spec["max_count"]))
-    if kind == "continuous_event_time":
-        return triggers.ContinuousEventTimeTrigger.of(spec["interval_ms"])
-    raise ValueError(f"unknown trigger type {kind!r} in scenario")
-
-
-def _evictor(spec: dict[str, Any] | None) -> evictors.Evictor | None:
-    if spec is None:
-        return None
-    if spec["type"] == "count":
-        return evictors.CountEvictor.of(spec["max_count"], spec.get("do_evict_after", False))
-    if spec["type"] == "time":
-        return evictors.TimeEvictor.of(spec["size_ms"], spec.get("do_evict_after", False))
-    raise ValueError(f"unknown evictor type {spec['type']!r} in scenario")
-
+from transcripts import LATE, SCENARIOS, TranscriptMismatch
+from transcripts import make_assigner as _assigner
+from transcripts import make_evictor as _evictor
+from transcripts import make_trigger as _trigger
+from transcripts import timestamp as _ts
 
 #: how a transcript's operator is built: the general WindowOperator, or the variant the runtimes get
 #: (engine/windowing/slicing/: the one predicate picks slicing, columnar or session operators)
@@ -112,10 +66,6 @@ def _counts(h: KeyedOneInputStreamOperatorTestHarness) -> tuple[dict[str, int], 
     kinds = snapshot.tables[TIMERS_TABLE].column("kind").to_pylist()
     entries = sum(t.num_rows for name, t in snapshot.tables.items() if name.startswith(KEYED_TABLE_PREFIX))
     return {"event_time": kinds.count("event_time"), "processing_time": kinds.count("processing_time")}, entries
-
-
-def _ts(value: Any) -> int:
-    return MAX_WATERMARK if value == "max" else int(value)
 
 
 def _records(rows: list[list[Any]]) -> list[StreamRecord]:
