@@ -1,5 +1,5 @@
 """Click commands for the lead's ``sluice`` CLI to mount: ``checkpoints list|clean <job>`` and ``inspect <snapshot>``
-(``checkpoints history``, which asks a running master too, is engine/cli.py's).  The savepoint root is
+(``checkpoints history``, which asks a running master too, is engine/cli_control.py's).  The savepoint root is
 ``--savepoint-dir``, as in ``sluice run``; the older ``--savepoints`` still works, hidden, with a deprecation note.
 
 Mount with ``cli.add_command(checkpoints_cli, "checkpoints")`` and

@@ -42,7 +42,7 @@ from engine.operators.timestamps_watermarks import FORMAT_VERSION as STAGE_FORMA
 from engine.state import codec
 from engine.watermarks.valve import VALVE_FORMAT_VERSION
 
-#: suffixes of the local runtime's per-task JSON states (engine/runtime/local/runtime.py)
+#: suffixes of the local runtime's per-task JSON states (engine/runtime/local/subtask_builder.py)
 SOURCE_STAGE_SUFFIX = ".watermarks"
 VALVE_SUFFIX = ".valve"
 

@@ -13,7 +13,9 @@ source tasks inject barriers at their current split offsets, stream tasks feed
 their input through the barrier handler the configuration selects, snapshots are
 uploaded on a small thread pool and acknowledged through the :class:`Mailbox`.
 A failed attempt is restarted by :class:`~engine.runtime.local.job_run.JobRun`
-from the latest completed checkpoint.
+from the latest completed checkpoint.  An attempt's subtasks are built and restored
+by :class:`~engine.runtime.local.subtask_builder.SubtaskBuilder`; this module runs
+them (the scheduling loop) and carries their checkpoint plumbing.
 
 Supported: sources with per-split watermarks, chains of map/filter/flat_map,
 key_by repartitioning by key group, union, window operators (keyed and
@@ -30,7 +32,6 @@ job's final checkpoint then commits the sinks.
 
 from __future__ import annotations
 
-import copy
 import functools
 import gc
 import threading
@@ -38,7 +39,6 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from engine.checkpointing.barrier_handlers import create_checkpoint_barrier_handler
 from engine.checkpointing.channel_state import InMemoryChannelStateWriter
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.checkpointing.coordinator import CheckpointCoordinator
@@ -48,57 +48,21 @@ from engine.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpoin
 from engine.checkpointing.task_state import TaskSnapshot
 from engine.elements import MIN_WATERMARK, CheckpointType
 from engine.errors import IllegalStateError, JobDefinitionError
-from engine.graph.operator_factory import build_operator
-from engine.graph.plan import PhysicalPlan, Vertex
-from engine.graph.transformations import (
-    BroadcastProcessTransformation,
-    KeyedProcessTransformation,
-    MapTransformation,
-    Partitioning,
-    SinkTransformation,
-    TimestampsAndWatermarksTransformation,
-    Transformation,
-)
-from engine.io.sink import PrintSink
-from engine.io.source import assigned_splits, source_monitor_interval_ms
-from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
-from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBroadcastProcessOperator
-from engine.operators.keyed_process import KeyedProcessOperator
-from engine.operators.simple import CollectOperator, FilterOperator, FlatMapOperator, MapOperator, SinkOperator
-from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
-from engine.runtime.checkpoint_storage_adapter import RestorePoint, task_id_of
-from engine.runtime.local.channels import Channel, InputGate
-from engine.runtime.local.checkpointing import JsonStateOperator, LocalTaskGateway, Mailbox
+from engine.graph.plan import PhysicalPlan
+from engine.graph.transformations import Transformation
+from engine.operators.base import Metrics
+from engine.operators.simple import CollectOperator, SinkOperator
+from engine.runtime.checkpoint_storage_adapter import RestorePoint
+from engine.runtime.local.checkpointing import LocalTaskGateway, Mailbox
 from engine.runtime.local.faults import FaultKind
 from engine.runtime.local.job_client import LocalJobClient
 from engine.runtime.local.job_run import JobRun, JobStopped
-from engine.runtime.local.tasks import SourceTask, SplitState, StreamTask, Subtask
-from engine.runtime.local.writers import FanOutOutput, RecordWriter
+from engine.runtime.local.subtask_builder import CollectSinkNode, SubtaskBuilder
+from engine.runtime.local.tasks import SourceTask, StreamTask, Subtask
 from engine.runtime.operator_metrics import operator_entry, smallest_watermark, vertex_key
-from engine.runtime.snapshot_metadata import saved_split_key, source_split_key
-from engine.state import codec
-from engine.state.key_groups import KeyGroupRange, key_group_range_for_operator
-from engine.watermarks.strategy import WatermarkStrategy
 
 DEFAULT_BUNDLE_SIZE = 1024
 DEFAULT_CHANNEL_CAPACITY = 64
-
-
-class _PassThrough(OneInputStreamOperator):
-    """A timestamps/watermarks node whose work was folded into the source (per-split generation)."""
-
-    def process_element(self, record: Any) -> None:
-        self.output.collect(record)
-
-    def process_batch(self, records: Any) -> None:
-        collect = self.output.collect
-        for r in records:
-            collect(r)
-
-
-class _CollectSinkNode(SinkTransformation):
-    pass
-
 
 #: an idle unbounded job polls its sources with a sleep doubling from MIN to MAX; new data, a due
 #: processing-time timer or checkpoint waits at most MAX for the loop to notice it
@@ -167,7 +131,7 @@ class LocalRuntime:
             target: list[Any] = []
             collected[node.id] = target
             # non-parallel, as Flink's collect sink: a non-parallel stream (window_all) arrives in its order
-            roots.append(_CollectSinkNode(name="Collect", inputs=[node], sink=target, parallelism=1))
+            roots.append(CollectSinkNode(name="Collect", inputs=[node], sink=target, parallelism=1))
         return JobRun(self, job_name, roots, collected, from_savepoint or self.from_savepoint, new_attempt=LocalJob)
 
     def execute(self, job_name: str, sinks: list[Transformation], collect: list[Transformation],
@@ -183,11 +147,6 @@ class LocalRuntime:
         return client
 
 
-def stable_uid(v: Vertex, position: int, node: Transformation) -> str:
-    """The id an operator's state is stored under (assigned by build_plan; see Transformation.operator_uid)."""
-    return node.operator_uid()
-
-
 class LocalJob:
     """One execution attempt of a plan, optionally restoring from ``restore``."""
 
@@ -201,9 +160,6 @@ class LocalJob:
         self.clock = run.clock
         self.restore = restore
         self.dead_letters = run.dead_letters
-        self.subtask_metrics: list[Metrics] = []
-        self.tasks: list[Subtask] = []
-        self.task_by_id: dict[str, Subtask] = {}
         self.failure: BaseException | None = None
         self.stop_requested: str | None = None  # "cancel" | "savepoint"
         self.checkpointing = run.checkpointing_enabled
@@ -215,7 +171,10 @@ class LocalJob:
         if self.checkpointing:
             self.scheduler = ClockScheduler(self.clock)
             self.gateway = LocalTaskGateway(self)
-        self._build()
+        builder = SubtaskBuilder(self)
+        self.tasks: list[Subtask] = builder.build()
+        self.subtask_metrics: list[Metrics] = builder.subtask_metrics
+        self.task_by_id: dict[str, Subtask] = {task.task_id: task for task in self.tasks}
         if run.adapter.has_fence():
             for task in self.tasks:
                 task.fence_check = run.adapter.check_fence
@@ -285,223 +244,8 @@ class LocalJob:
         marks = [t.valve.last_output_watermark for t in self.tasks if isinstance(t, StreamTask)]
         return min(marks) if marks else MIN_WATERMARK
 
-    # -- building --------------------------------------------------------------------------------
-    def _build(self) -> None:
-        plan = self.plan
-        gates: dict[tuple[int, int], list[Channel]] = {}
-        edge_channels: dict[int, dict[int, list[Channel]]] = {}  # id(edge) -> source subtask -> channels by target
-        for v in plan.vertices:
-            for j in range(v.parallelism):
-                channels: list[Channel] = []
-                for edge in v.inputs:
-                    sources = [j] if edge.partitioning is Partitioning.FORWARD else range(edge.source_vertex.parallelism)
-                    for i in sources:
-                        ch = Channel(len(channels), f"{edge.name}[{i}->{j}]", self.runtime.channel_capacity)
-                        channels.append(ch)
-                        edge_channels.setdefault(id(edge), {}).setdefault(i, []).append(ch)
-                gates[(v.id, j)] = channels
-        for v in plan.vertices:
-            for i in range(v.parallelism):
-                task = self._build_subtask(v, i, gates[(v.id, i)], edge_channels)
-                task.task_id = task_id_of(f"v{v.id}", i)
-                task.vertex = v
-                self.tasks.append(task)
-                self.task_by_id[task.task_id] = task
-
-    def _context(self, uid: str, v: Vertex, index: int, metrics: Metrics) -> OperatorContext:
-        mp = self.plan.max_parallelism
-        return OperatorContext(
-            operator_id=uid, subtask_index=index, parallelism=v.parallelism, max_parallelism=mp,
-            key_group_range=key_group_range_for_operator(mp, v.parallelism, index),
-            clock=self.clock, metrics=metrics, dead_letter=self.dead_letter)
-
-    def _make_operator(self, node: Transformation, v: Vertex, index: int) -> OneInputStreamOperator:
-        if isinstance(node, _CollectSinkNode):
-            return CollectOperator(node.sink)
-        if isinstance(node, SinkTransformation):
-            sink = node.sink
-            if isinstance(sink, PrintSink):
-                # each subtask prints through its own opened copy: "<subtask+1>> " leads its lines when the sink
-                # has more than one subtask, none at parallelism 1 (Flink's PrintSinkOutputWriter)
-                writer = copy.copy(sink)
-                writer.open(index, v.parallelism)
-            else:
-                writer = sink.create_writer(index, v.parallelism) if hasattr(sink, "create_writer") else sink
-            return SinkOperator(writer, commit_on_finish=not self.checkpointing)
-        if isinstance(node, MapTransformation):
-            return {"map": MapOperator, "filter": FilterOperator, "flat_map": FlatMapOperator}[node.kind](node.fn)
-        if isinstance(node, TimestampsAndWatermarksTransformation) and v.is_source() and (
-            v.source_watermark_strategy is node.watermark_strategy
-        ):
-            return _PassThrough()
-        if isinstance(node, KeyedProcessTransformation):
-            return KeyedProcessOperator(node.function, node.key_selector)
-        if isinstance(node, BroadcastProcessTransformation):
-            if node.key_selector is not None:
-                return KeyedBroadcastProcessOperator(node.function, node.key_selector, node.descriptors)
-            return BroadcastProcessOperator(node.function, node.descriptors)
-        return build_operator(node, self.env, self.clock)
-
-    def _restore_operator(self, op: OneInputStreamOperator, uid: str, v: Vertex, index: int) -> None:
-        """Seed 002 "Recovery", rescaling by key groups: keyed operators get every former subtask whose
-        key groups meet theirs; others get former subtask j when j % parallelism == index."""
-        if self.restore is None:
-            return
-        entries = self.restore.snapshots_of(uid)
-        if not entries:
-            return
-        mine = op.context.key_group_range
-        if hasattr(op, "keyed_state_backend"):
-            chosen = [s for _, s in entries if len(mine.intersection(_range(s))) > 0]
-        elif isinstance(op, BroadcastProcessOperator):
-            # every former subtask held the same broadcast state: each new one restores one copy (Flink)
-            former = sorted(entries, key=lambda e: e[0])
-            chosen = [former[index % len(former)][1]]
-        else:
-            chosen = [s for j, s in entries if j % v.parallelism == index]
-        if chosen:
-            op.initialize_state(chosen, mine)
-
-    def _build_subtask(self, v: Vertex, index: int, gate_channels: list[Channel],
-                       edge_channels: dict[int, dict[int, list[Channel]]]) -> Subtask:
-        metrics = Metrics()
-        self.subtask_metrics.append(metrics)
-        outputs: dict[int, FanOutOutput] = {n.id: FanOutOutput() for n in v.nodes}
-        operators: dict[int, OneInputStreamOperator] = {}
-        uids: dict[int, str] = {}
-        for position, node in enumerate(v.nodes):
-            if node is v.head and v.is_source():
-                continue
-            uid = stable_uid(v, position, node)
-            op = self._make_operator(node, v, index)
-            op.open(self._context(uid, v, index, metrics), outputs[node.id])
-            self._restore_operator(op, uid, v, index)
-            operators[node.id] = op
-            uids[node.id] = uid
-            chained_input = getattr(node, "_chained_input", None)
-            if chained_input is not None and node is not v.head:
-                producer, tag = chained_input
-                out = outputs[producer.id]
-                if tag is None:
-                    out.chained_main.append(op)
-                else:
-                    out.chained_side.setdefault(tag.tag_id, []).append(op)
-        for edge in v.outputs:
-            channels = edge_channels[id(edge)][index]
-            writer = RecordWriter(channels, edge.partitioning, edge.key_selector, self.plan.max_parallelism,
-                                  self.dead_letter, start=index)
-            out = outputs[edge.source_node.id]
-            if edge.tag is None:
-                out.writers_main.append(writer)
-            else:
-                out.writers_side.setdefault(edge.tag.tag_id, []).append(writer)
-        ops = [operators[n.id] for n in v.nodes if n.id in operators]
-        outs = [outputs[n.id] for n in v.nodes]
-        state_ops: dict[str, Any] = {uids[n.id]: operators[n.id] for n in v.nodes if n.id in operators}
-        name = f"{v.name} ({index + 1}/{v.parallelism})"
-        vkey = f"v{v.id}"
-        task_id = task_id_of(vkey, index)
-        mp = self.plan.max_parallelism
-        if v.is_source():
-            source = v.head.source
-            monitored = source_monitor_interval_ms(source)
-            splits = assigned_splits(source.discover_splits(), v.parallelism, index, monitored is not None)
-            # a split is named per source in snapshots: split ids are unique within their source only
-            source_uid = v.head.operator_uid()
-            saved = self.restore.source_positions if self.restore is not None else {}
-            starts = {s.split_id: saved.get(saved_split_key(saved, source_uid, s.split_id)) for s in splits}
-            states = [SplitState(s, source.create_reader(s, starts[s.split_id])) for s in splits]
-            stage = SourceTimestampsAndWatermarks(
-                v.source_watermark_strategy or WatermarkStrategy.no_watermarks(), self.clock,
-                lambda dl: self.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"),
-                monitored=monitored is not None)
-            restored_stage = self._restored_stage(vkey, [s.split_id for s in splits])
-            if restored_stage is not None:
-                stage.restore(restored_stage)
-            else:
-                for s in splits:
-                    stage.add_split(s.split_id)
-            task: Subtask = SourceTask(name, states, stage, outputs[v.head.id], ops, outs, self.runtime.bundle_size,
-                                       self.dead_letter, bounded=source.is_bounded())
-            #: the positions Sn a snapshot records for this subtask's splits
-            task.split_positions = lambda task=task: {
-                source_split_key(source_uid, s.split_id): s.offset() for s in task.splits}
-            if monitored is not None:
-                task.discover = lambda: [
-                    SplitState(s, source.create_reader(
-                        s, saved.get(saved_split_key(saved, source_uid, s.split_id))))
-                    for s in assigned_splits(source.discover_splits(), v.parallelism, index, True)
-                    if s.split_id not in {t.split_id for t in task.splits}]
-                task.monitor_interval_ms, task.clock = monitored, self.clock
-            if self.checkpointing:
-                state_ops[f"{vkey}.watermarks"] = JsonStateOperator(f"{vkey}.watermarks", stage.snapshot, mp)
-                task.checkpointing = self._subtask_coordinator(task_id, task, state_ops, None, task.split_positions)
-                task.before_read = self._inject_barriers
-            return task
-        head = operators[v.head.id]
-        gate = InputGate(gate_channels)
-        task = StreamTask(name, gate, head, ops, outs)
-        self._restore_valve(task, vkey, index, v.parallelism)
-        self._replay_channel_state(gate, task_id, v)
-        if self.checkpointing:
-            state_ops[f"{vkey}.valve"] = JsonStateOperator(f"{vkey}.valve", task.valve.snapshot, mp)
-            writer = InMemoryChannelStateWriter()
-            task.checkpointing = self._subtask_coordinator(task_id, task, state_ops, writer, None)
-            handler = create_checkpoint_barrier_handler(
-                self.config, list(range(len(gate_channels))), task.checkpointing, self.clock, writer, self.scheduler)
-            task.barrier_handler = handler
-            gate.blocked_by = handler.is_blocked
-        return task
-
-    # -- restore helpers -----------------------------------------------------------------------------
-    def _json_states(self, uid: str) -> list[tuple[int, dict[str, Any]]]:
-        if self.restore is None:
-            return []
-        return [(j, s.metadata["task_state"]) for j, s in self.restore.snapshots_of(uid)]
-
-    def _restored_stage(self, vkey: str, split_ids: list[str]) -> dict[str, Any] | None:
-        """The per-split watermark state of exactly this subtask's splits, merged from former subtasks."""
-        states = self._json_states(f"{vkey}.watermarks")
-        if not states:
-            return None
-        wanted = set(split_ids)
-        entries = [e for _, st in states for e in st["splits"] if codec.decode(e["split_id"]) in wanted]
-        for _, st in states:
-            if {codec.decode(e["split_id"]) for e in st["splits"]} == wanted:
-                return st
-        merged = dict(states[0][1])
-        merged.update({"splits": entries, "ended": False, "num_dead_letters": 0, "status": "ACTIVE",
-                       "combined_watermark": min((int(e["watermark"]) for e in entries), default=MIN_WATERMARK)})
-        return merged
-
-    def _restore_valve(self, task: StreamTask, vkey: str, index: int, parallelism: int) -> None:
-        states = self._json_states(f"{vkey}.valve")
-        if not states:
-            return
-        same = [st for j, st in states if j == index]
-        if len(states) == parallelism and same:
-            task.valve.restore(same[0])
-        else:  # rescaled: keep the smallest output watermark so the restored watermark never runs ahead
-            task.valve.restore(min((st for _, st in states), key=lambda st: st["last_output_watermark"]))
-
-    def _replay_channel_state(self, gate: InputGate, task_id: str, v: Vertex) -> None:
-        """Unaligned checkpoints: in-flight input persisted with the snapshot goes first (seed 003)."""
-        if self.restore is None:
-            return
-        state = self.restore.channel_state.get(task_id)
-        if state is None or state.is_empty():
-            return
-        former = len(self.restore.snapshots_of(f"v{v.id}.valve"))
-        if former != v.parallelism or any(int(c) >= len(gate.channels) for c in state.elements):
-            raise JobDefinitionError(
-                "parallelism", v.parallelism,
-                f"cannot change while restoring in-flight channel data of an unaligned checkpoint (vertex {v.name!r} "
-                f"had {former} subtasks)", "restore from a savepoint (always aligned) to rescale")
-        for channel, elements in state.elements.items():
-            gate.channels[int(channel)].queue.extend(elements)
-
     # -- checkpointing ---------------------------------------------------------------------------
-    def _subtask_coordinator(self, task_id: str, task: Subtask, state_ops: dict[str, Any],
+    def subtask_coordinator(self, task_id: str, task: Subtask, state_ops: dict[str, Any],
                              writer: InMemoryChannelStateWriter | None, positions: Any) -> SubtaskCheckpointCoordinator:
         return SubtaskCheckpointCoordinator(
             task_id, state_ops, task.broadcast, self._async_writer(task_id), self._acknowledge, self._decline,
@@ -546,7 +290,7 @@ class LocalJob:
     def _decline(self, task_id: str, checkpoint_id: int, reason: Any, cause: Any) -> None:
         self.coordinator.receive_decline_message(self.job_id, task_id, checkpoint_id, reason, cause)
 
-    def _inject_barriers(self, task: SourceTask) -> None:
+    def inject_barriers(self, task: SourceTask) -> None:
         """Barrier n goes out between two bundles, so Sn is the split offsets right now (seed 002)."""
         while task.pending_triggers and not task.finished:
             checkpoint_id, timestamp_ms, options = task.pending_triggers.pop(0)
@@ -697,8 +441,3 @@ class LocalJob:
                 self.coordinator.stop_checkpoint_scheduler()
         for task in self.tasks:
             task.close()
-
-
-def _range(snapshot: Any) -> Any:
-    start, end = snapshot.metadata["key_group_range"]
-    return KeyGroupRange(start, end)
