@@ -32,6 +32,7 @@ Masters:
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
@@ -169,8 +170,39 @@ def get_or_create_spark(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     global _owned_local_dir
+    if _owned_local_dir is None and not _exit_hook_registered:
+        _register_exit_hook()
     _owned_local_dir = local_dir
     return spark
+
+
+_exit_hook_registered = False
+
+
+def _register_exit_hook() -> None:
+    global _exit_hook_registered
+    atexit.register(_stop_owned_session_at_exit)
+    _exit_hook_registered = True
+
+
+def _stop_owned_session_at_exit() -> None:
+    """A process that started a session and ends without :func:`stop_spark` (``sluice demo``, ``sluice run``)
+    left its ``spark.local.dir`` behind on every clean exit; only a killed driver should leave one (for
+    ``sluice checkpoints clean --scratch``)."""
+    global _owned_local_dir
+    owned = _owned_local_dir
+    if owned is None:
+        return
+    try:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession() or SparkSession._instantiatedSession
+        if active is not None:
+            stop_spark(active)  # also removes the folder
+    except Exception:  # noqa: BLE001 - exiting anyway: at least the folder goes
+        log.debug("stopping the Spark session at exit", exc_info=True)
+    shutil.rmtree(owned, ignore_errors=True)
+    _owned_local_dir = None
 
 
 def forget_dead_jvm() -> bool:

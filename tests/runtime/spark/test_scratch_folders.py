@@ -110,3 +110,16 @@ def test_a_reused_pid_does_not_keep_a_scratch_folder_alive(tmp_path, drivers):
     listed = _scratch(_clean(tmp_path, temp_dir))
     assert set(listed) == {str(reused)}
     assert f"pid {os.getpid()}" in listed[str(reused)]["reason"] and "another process" in listed[str(reused)]["reason"]
+
+
+def test_a_driver_that_exits_cleanly_leaves_no_scratch_folder(tmp_path, drivers):
+    """``sluice demo`` exited 0 and left its ``spark.local.dir``: nothing stopped the session it started.  A clean
+    exit now stops it (engine/runtime/spark/session.py ``_stop_owned_session_at_exit``)."""
+    temp_dir, started = drivers
+    env = {**os.environ, "TMPDIR": str(temp_dir), "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run([sys.executable, "-c", DRIVER.replace("time.sleep(600)", "")], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    local_dir = Path(done.stdout.strip())
+    assert local_dir.is_relative_to(temp_dir)
+    assert not local_dir.exists(), sorted(str(p) for p in local_dir.rglob("*"))[:10]
