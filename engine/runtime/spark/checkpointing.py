@@ -362,7 +362,7 @@ class SparkCheckpointing:
         acks: dict[str, Any] = {}
         for task_id in self.source_tasks:
             vid = int(task_id.split("-", 1)[1])
-            positions = {sid: s["offset"] for sid, s in job.splits.entries.items() if s["vertex"] == vid}
+            positions = {sid: s.offset for sid, s in job.splits.entries.items() if s.vertex == vid}
             acks[task_id] = TaskStateSnapshot({}, positions)
         for task_id, writer in self.sink_tasks.items():
             state = writer.snapshot_state(checkpoint_id) if hasattr(writer, "snapshot_state") else None
@@ -372,8 +372,8 @@ class SparkCheckpointing:
         # the driver's part of barrier n, taken now: the checkpoint may complete epochs later
         self.boundaries[checkpoint_id] = {
             "epoch": job.epoch, "watermark": job.watermark, "valve": job.splits.valve.snapshot(),
-            "splits": {sid: {"watermarks": s["watermarks"], "finished": s["finished"], "idle": s["idle"],
-                             "watermark": s["watermark"]} for sid, s in job.splits.entries.items()}}
+            "splits": {sid: {"watermarks": s.watermarks, "finished": s.finished, "idle": s.idle,
+                             "watermark": s.watermark} for sid, s in job.splits.entries.items()}}
 
         def upload() -> dict[str, Any]:
             window_acks: dict[str, Any] = {}

@@ -37,6 +37,7 @@ from engine.runtime.spark.rows import (
     COLUMNS as ROW_DDL_COLUMNS,
     ROW_DDL,
 )
+from engine.runtime.spark.splits import SplitEntry
 from engine.runtime.spark.stages import WINDOW_STAGE_COLUMNS, source_stage, window_stage
 from engine.watermarks.strategy import WatermarkStrategy
 
@@ -82,14 +83,14 @@ class EpochFrames:
         self._range_frames: dict[int, Any] = {}
         self._row_struct: Any = None
 
-    def source_frame(self, v: Any, pieces: list[dict[str, Any]], epoch_records: int, now_ms: int,
+    def source_frame(self, v: Any, pieces: list[SplitEntry], epoch_records: int, now_ms: int,
                      watermark_before: int, staging: Callable[[], dict[int, Any]]) -> Any:
         """Source vertex ``v``'s stage over its unfinished splits (``pieces``, SplitTracker entries); None if none.
         ``staging``: the epoch's staging targets (each executor-staged sink's open transaction), asked when needed."""
         if not pieces:
             return None
-        slices = [{"split": s["split"].to_json(), "key": source_split_key(s["source_uid"], s["split"].split_id),
-                   "offset": s["offset"], "watermarks": s["watermarks"]} for s in pieces]
+        slices = [{"split": s.split.to_json(), "key": source_split_key(s.source_uid, s.split.split_id),
+                   "offset": s.offset, "watermarks": s.watermarks} for s in pieces]
         strategy = v.source_watermark_strategy or WatermarkStrategy.no_watermarks()
         fn = source_stage(v.head.source, strategy, self.routes, v.head.id, slices, epoch_records,
                           now_ms, self.max_parallelism, watermark_before, staging())

@@ -214,8 +214,8 @@ class SparkJob:
             records_in=self.records_read, records_out=self.records_written(), epoch=self.epoch,
             failures=() if self.failure is None else (f"{type(self.failure).__name__}: {self.failure}",),
             num_completed_checkpoints=cp.num_completed, metrics=self.metrics(),
-            splits={str(sid): {"watermark_ms": s["watermark"], "idle": bool(s["idle"])}
-                    for sid, s in list(self.splits.entries.items()) if not s["finished"]},
+            splits={str(sid): {"watermark_ms": s.watermark, "idle": bool(s.idle)}
+                    for sid, s in list(self.splits.entries.items()) if not s.finished},
             operators=self.operator_counts.report(self.plan, dict(self.splits.entries), self.watermark,
                                                   KEYED_VERTICES, self.routes.preaggregations,
                                                   set(self.splits.monitored)),
@@ -396,7 +396,7 @@ class SparkJob:
             after = self.splits.advance(reports, now_ms, self.watermark)
             epoch_records = sum(r["records"] for r in reports)
             for r in reports:
-                self.operator_counts.add_read(self.splits.entries[r["key"]]["vertex"], r["records"], r["key"])
+                self.operator_counts.add_read(self.splits.entries[r["key"]].vertex, r["records"], r["key"])
             self.records_read += epoch_records
             active = [v for v in self.windows if not (
                 after == before and epoch_records == 0 and isinstance(v.head, WindowTransformation)

@@ -52,7 +52,7 @@ def restore_if_requested(checkpointing: SparkCheckpointing) -> None:
     job.watermark = restored_watermark(meta)
     in_channel_order: list[dict[str, Any] | None] = [None] * len(job.splits.channel)
     for key_now, s in job.splits.entries.items():
-        key = saved_split_key(meta.source_positions, s["source_uid"], s["split"].split_id)
+        key = saved_split_key(meta.source_positions, s.source_uid, s.split.split_id)
         if key is None:
             continue  # a split the snapshot never saw starts from its beginning
         saved = saved_splits.get(key)
@@ -60,8 +60,8 @@ def restore_if_requested(checkpointing: SparkCheckpointing) -> None:
             raise CorruptSnapshotError(
                 f"snapshot {snapshot.uri} has a position for split {key!r} but no watermark state for it "
                 "(watermarks.splits); it cannot be restored")
-        s.update(offset=meta.source_positions[key], watermarks=saved["watermarks"], finished=saved["finished"],
-                 idle=saved["idle"], watermark=saved["watermark"])
+        s.offset, s.watermarks = meta.source_positions[key], saved["watermarks"]
+        s.finished, s.idle, s.watermark = saved["finished"], saved["idle"], saved["watermark"]
         in_channel_order[job.splits.channel[key_now]] = saved
     # Spark's own valve over all splits when the snapshot has it; else (a local snapshot) rebuilt from the splits
     job.splits.restore_valve(meta.watermarks.get("valve") or valve_state_for_splits(in_channel_order, job.watermark),

@@ -8,13 +8,11 @@ as MAX_WATERMARK when the input is bounded): its output is W(n) (:meth:`SplitTra
 folder (``read_files(..., monitor_interval=...)``) is listed again once its interval has passed: a new file
 gets a channel, a finished one releases its channel (engine/watermarks/split_valve.py).
 
-Partial: a split's entry is still a dict (``vertex``, ``source_uid``, ``split``, ``offset``, ``watermarks``,
-``finished``, ``idle``, ``watermark``, ``inactive_since``, ``idle_timeout``); the checkpointing, the restore
-and the operator counts read it by those keys.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
@@ -36,13 +34,34 @@ class _LastWatermark(ValveOutput):
         pass
 
 
+@dataclass(slots=True)
+class SplitEntry:
+    """What the driver carries for one split between epochs (driver memory only: a checkpoint stores the
+    offset under ``source_positions`` and the rest under ``watermarks.splits``, checkpointing.py)."""
+
+    #: the source vertex reading it, the source's operator uid, and the split itself
+    vertex: int
+    source_uid: str
+    split: Any
+    #: the source's WatermarksWithIdleness timeout (ms), or None
+    idle_timeout: int | None
+    #: where the next epoch starts reading (None: at the beginning) and the watermark generator's snapshot
+    offset: Any = None
+    watermarks: Any = None
+    finished: bool = False
+    idle: bool = False
+    #: the split's own watermark after the last epoch that read it
+    watermark: int = MIN_WATERMARK
+    #: processing time (ms) of the first epoch without records since the split last read some, or None (idle_by_time)
+    inactive_since: int | None = None
+
+
 class SplitTracker:
     """The splits of a plan's source vertices (``sources``), their valve channels and the valve."""
 
     def __init__(self, sources: list[Any]) -> None:
-        #: split key -> its entry (see the module docstring): where the next epoch starts, the carried
-        #: watermark-generator snapshot, its flags
-        self.entries: dict[str, dict[str, Any]] = {}
+        #: split key -> its entry: where the next epoch starts, the carried watermark-generator snapshot, its flags
+        self.entries: dict[str, SplitEntry] = {}
         #: split key -> its channel in the valve
         self.channel: dict[str, int] = {}
         source_of_uid: dict[str, Any] = {}
@@ -68,17 +87,15 @@ class SplitTracker:
             self.valve.release_channel(0)  # an empty monitored folder: the placeholder must not hold time back
 
     @staticmethod
-    def _entry(v: Any, uid: str, split: Any) -> dict[str, Any]:
-        return {"vertex": v.id, "source_uid": uid, "split": split, "offset": None, "watermarks": None,
-                "finished": False, "idle": False, "watermark": MIN_WATERMARK, "inactive_since": None,
-                "idle_timeout": getattr(v.source_watermark_strategy, "idle_timeout_ms", None)}
+    def _entry(v: Any, uid: str, split: Any) -> SplitEntry:
+        return SplitEntry(v.id, uid, split, getattr(v.source_watermark_strategy, "idle_timeout_ms", None))
 
     def all_finished(self) -> bool:
-        return all(s["finished"] for s in self.entries.values())
+        return all(s.finished for s in self.entries.values())
 
-    def unfinished_of(self, vertex_id: int) -> list[dict[str, Any]]:
+    def unfinished_of(self, vertex_id: int) -> list[SplitEntry]:
         """The entries of a source vertex's splits still to read, in channel order."""
-        return [s for s in self.entries.values() if s["vertex"] == vertex_id and not s["finished"]]
+        return [s for s in self.entries.values() if s.vertex == vertex_id and not s.finished]
 
     def discover(self, now_ms: int) -> None:
         """List each monitored source whose interval has passed; a new split gets a valve channel and is read
@@ -98,7 +115,7 @@ class SplitTracker:
     def release_finished(self) -> None:
         """After a restore: finished splits of a monitored source no longer count in the valve."""
         for key, split in self.entries.items():
-            if split["finished"] and split["vertex"] in self.monitored:
+            if split.finished and split.vertex in self.monitored:
                 self.valve.release_channel(self.channel[key])
 
     def restore_valve(self, state: Any, watermark: int) -> None:
@@ -106,7 +123,7 @@ class SplitTracker:
         self.valve.restore(state)
         self._valve_output.watermark = watermark
 
-    def idle_by_time(self, split: dict, records: int, now_ms: int) -> bool:
+    def idle_by_time(self, split: SplitEntry, records: int, now_ms: int) -> bool:
         """Idleness judged on the driver, once per epoch (the epoch is the periodic-emit interval).
 
         The split's generator is rebuilt from its snapshot in every epoch's task, and a restored
@@ -115,14 +132,14 @@ class SplitTracker:
         without records starts it, a later one more than the timeout after that start is idle
         (engine/watermarks/generators.py, seed 004) — with the epoch's processing time.
         """
-        timeout = split["idle_timeout"]
+        timeout = split.idle_timeout
         if records:
-            split["inactive_since"] = None
+            split.inactive_since = None
             return False
-        if split["inactive_since"] is None:
-            split["inactive_since"] = now_ms
+        if split.inactive_since is None:
+            split.inactive_since = now_ms
             return False
-        return timeout is not None and now_ms - split["inactive_since"] > timeout
+        return timeout is not None and now_ms - split.inactive_since > timeout
 
     def advance(self, reports: list[dict], now_ms: int, watermark: int) -> int:
         """Feed an epoch's split reports to the valve; W(n), never below ``watermark`` (W(n-1))."""
@@ -132,15 +149,15 @@ class SplitTracker:
             split = self.entries[r["key"]]
             idle_by_time = self.idle_by_time(split, r["records"], now_ms)
             ch = self.channel[r["key"]]
-            split.update(offset=r["offset"], watermarks=r["watermarks"], watermark=r["watermark"])
+            split.offset, split.watermarks, split.watermark = r["offset"], r["watermarks"], r["watermark"]
             if r["finished"]:
-                split["finished"] = True
-                if split["idle"]:
+                split.finished = True
+                if split.idle:
                     valve.input_watermark_status(WatermarkStatus.ACTIVE, ch)
-                    split["idle"] = False
+                    split.idle = False
                 if self.bounded:
                     valve.input_watermark(Watermark(MAX_WATERMARK), ch)
-                elif split["vertex"] in self.monitored:
+                elif split.vertex in self.monitored:
                     # the split's stage counted its progress before letting it go (SourceTimestampsAndWatermarks,
                     # monitored=True): the channel takes the watermark it left with, and leaves the valve with the
                     # epoch's other finished splits once every report is in
@@ -151,13 +168,13 @@ class SplitTracker:
             if r["idle"] or idle_by_time:
                 if r["watermark"] > MIN_WATERMARK:
                     valve.input_watermark(Watermark(r["watermark"]), ch)
-                if not split["idle"]:
+                if not split.idle:
                     valve.input_watermark_status(WatermarkStatus.IDLE, ch)
-                    split["idle"] = True
+                    split.idle = True
             else:
-                if split["idle"]:
+                if split.idle:
                     valve.input_watermark_status(WatermarkStatus.ACTIVE, ch)
-                    split["idle"] = False
+                    split.idle = False
                 if r["watermark"] > MIN_WATERMARK:
                     valve.input_watermark(Watermark(r["watermark"]), ch)
         valve.release_channels(leaving)
