@@ -6,8 +6,8 @@ split's watermark-generator snapshot, and judges idleness (:meth:`SplitTracker.i
 reports of an epoch feed a SplitWatermarkValve with one channel per split (seed 004; a finished split counts
 as MAX_WATERMARK when the input is bounded): its output is W(n) (:meth:`SplitTracker.advance`).  A monitored
 folder (``read_files(..., monitor_interval=...)``) is listed again once its interval has passed: a new file
-gets a channel, a finished one releases its channel (engine/watermarks/split_valve.py).
-
+gets a channel, a finished one releases its channel (engine/watermarks/split_valve.py).  Each split's state
+is a :class:`SplitEntry`.
 """
 
 from __future__ import annotations
