@@ -146,7 +146,7 @@ def split_broadcast_tables(
     """One former subtask's broadcast tables (every subtask held the same copy) and the snapshots without them.
 
     A snapshot is known to hold broadcast state by its ``broadcast/`` tables, not its metadata: the Spark
-    runtime's ``_metadata`` records no per-subtask ``broadcast_states`` (engine/runtime/spark/checkpointing.py)."""
+    runtime's ``_metadata`` records no per-subtask ``broadcast_states`` (engine/runtime/spark/checkpoint_store.py)."""
     chosen: dict[str, pa.Table] | None = None
     rest = []
     for snap in snapshots:

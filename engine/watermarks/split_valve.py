@@ -1,7 +1,7 @@
 """A watermark valve whose channels are a source's splits, and splits come and go (a monitored folder).
 
 The Spark runtime combines the per-split watermarks of every source subtask with one valve, a channel per
-split (engine/runtime/spark/runtime.py).  With a fixed set of splits that is seed 004's valve as it is.  A
+split (engine/runtime/spark/splits.py).  With a fixed set of splits that is seed 004's valve as it is.  A
 monitored folder (``read_files(..., monitor_interval=...)``) adds a split whenever a file lands and finishes
 one whenever a file has been read; this valve follows the local runtime's per-split rule for that
 (engine/operators/timestamps_watermarks.py, Flink's ``WatermarkOutputMultiplexer``):

@@ -156,7 +156,7 @@ def test_a_spark_savepoint_keeps_the_broadcast_state_at_another_parallelism_on_b
     job = SparkRuntime(env).start("limits", [], [stream._node])
     for _ in range(2):  # 40 rules: the rules split finished, 100 of 1200 items read
         assert job.run_epoch()
-    assert all(s["finished"] for s in job.splits.values() if s["source_uid"] == "rules")
+    assert all(s.finished for s in job.splits.entries.values() if s.source_uid == "rules")
     savepoint = job.stop_with_savepoint(f"file://{tmp_path}/savepoints").result(timeout=120)
     before_stop = list(job.collected[stream._node.id])
     assert len(before_stop) < len(golden)

@@ -287,7 +287,7 @@ class Router:
 
     def _to_broadcast(self, node_id: int, records: Any) -> int:
         """One broadcast row per record (DEST_BROADCAST, ``_tag`` = the vertex): the job master copies it to
-        every subtask of the vertex (runtime.py ``_window_frame``), which applies it before the epoch's keyed
+        every subtask of the vertex (epoch_frames.py ``_window_frame``), which applies it before the epoch's keyed
         records (stages.py); the channel and sequence keep each channel's order."""
         encode = encode_record
         stamps: list[Any] = []

@@ -1,4 +1,4 @@
-"""Checkpoints, savepoints and restore on Spark: the epoch boundary is barrier n (seed 001/002).
+"""Checkpoints and savepoints on Spark: the epoch boundary is barrier n (seed 001/002).
 
 Seed 002's snapshot is the source positions Sn plus each operator's state after exactly the
 records before Sn.  On Spark that moment exists for free between two epochs: every record of
@@ -14,19 +14,18 @@ At a boundary the driver runs the real :class:`CheckpointCoordinator` (engine/ch
   to be taken at this boundary;
 * every window subtask's state is written **from inside its Spark task** through
   ``checkpoints.CheckpointStorageLocation.write_state_file`` (S3 or file, one file per state
-  table per subtask, Parquet with sha256) and the task returns its handles as its
-  acknowledgement row; the driver hands each to ``receive_acknowledge_message``;
+  table per subtask, Parquet with sha256; engine/runtime/spark/state_files.py) and the task returns its
+  handles as its acknowledgement row; the driver hands each to ``receive_acknowledge_message``;
   sources acknowledge with Sn, sinks with their two-phase-commit state;
-* on completion :class:`StorageCompletedCheckpointStore` writes ``_metadata`` last and adds the
+* on completion :class:`StorageCompletedCheckpointStore` (engine/runtime/spark/checkpoint_store.py) writes
+  ``_metadata`` last and adds the
   checkpoint to the persistent ``checkpoints.CompletedCheckpointStore`` (N retained, subsumed ones
   deleted); then the coordinator notifies every task, and the sink tasks commit
   (``TwoPhaseCommitDriver.notify_checkpoint_complete``; EXACTLY_ONCE output becomes visible only
   then).  Savepoints go to a self-contained savepoint folder and are never retained or subsumed.
 
-Restore (runtime option ``restore_from``): split offsets, watermark-generator snapshots and the
-valve come from ``_metadata``; each new subtask's Spark task reads the files of the old subtasks
-overlapping its key-group range (``Snapshot.state_tables(uid, range)``, rows filtered by key
-group), so restoring with another parallelism redistributes key groups.
+Restore (runtime option ``restore_from``) is engine/runtime/spark/restore.py.  :class:`SparkCheckpointing`
+also serves the job's control requests (savepoint, stop with savepoint, cancel) at the epoch boundary.
 
 The upload of window state is the asynchronous part: it runs as its own Spark job on a driver
 thread while the next epoch runs, and the tasks' acknowledgements reach the coordinator only once
@@ -42,55 +41,24 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
-
-import pyarrow as pa
+from typing import Any, Sequence
 
 from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
-from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
-from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore
 from engine.checkpointing.coordinator import CheckpointCoordinator, CheckpointTaskGateway
-from engine.checkpointing.discarder import CheckpointDiscarder
 from engine.checkpointing.job_status import JobStatus
 from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
-from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
-from engine.graph.transformations import safe_name
+from engine.errors import IllegalStateError, JobDefinitionError
 from engine.runtime.histories import BoundedHistory, history_limits
-from engine.runtime.operator_metrics import operator_state_sizes
-from engine.runtime.recovery import persist_dead_letters
-from engine.runtime.spark.rows import DEST_STATE, ROW_DDL, RowBuffer, snapshot_from_row_parts, snapshot_to_row_parts
-
-ACK_DDL = "subtask int, ack string"
-
-
-def window_uid(v: Any) -> str:
-    """The id a window vertex's state is stored under: the user's uid, else its place in the plan.
-
-    build_plan assigns it (Transformation.operator_uid), for both runtimes, so a savepoint names the
-    same operators whichever runtime took it and the job can be rebuilt between runs.
-    """
-    return v.head.operator_uid()
+from engine.runtime.spark.checkpoint_store import (
+    RestorableCheckpoint,
+    StorageCompletedCheckpointStore,
+    StorageDiscarder,
+)
+from engine.runtime.spark.state_files import ACK_DDL, window_uid, write_state_files
 
 
-def storage_uid(uid: str) -> str:
-    """An operator uid as a storage path segment: the local runtime's ``safe_name``, so both agree."""
-    return safe_name(uid)
-
-
-def _file_table(name: str) -> str:
-    from engine.runtime.snapshot_metadata import stored_table_name
-
-    return stored_table_name(name)
-
-
-def _state_table(name: str) -> str:
-    from engine.runtime.snapshot_metadata import state_table_name
-
-    return state_table_name(name)
-
-
-# ---- driver-side collaborators of the coordinator ------------------------------------------------------
+# ---- the coordinator's task gateway ------------------------------------------------------------------
 
 
 class _Gateway(CheckpointTaskGateway):
@@ -120,93 +88,6 @@ class _Gateway(CheckpointTaskGateway):
         self.owner.forget(checkpoint_id)
 
 
-class _StorageDiscarder(CheckpointDiscarder):
-    def __init__(self, owner: SparkCheckpointing) -> None:
-        self.owner = owner
-
-    def discard_task_state(self, job_id: str, checkpoint_id: int, task_id: str, state: Any) -> None:
-        location = self.owner.locations.pop(checkpoint_id, None)
-        if location is None:
-            return
-        if not location.is_savepoint:
-            from checkpoints.errors import LeaseNotHeld
-
-            try:  # a fenced master deletes nothing: chk-<id> may be the new holder's checkpoint in progress
-                self.owner.store.persistent.check_fence(f"discard aborted checkpoint {checkpoint_id}")
-            except LeaseNotHeld:
-                return
-        location.discard()
-
-    def discard_completed_checkpoint(self, checkpoint: CompletedCheckpoint) -> None:
-        pass  # the persistent store deletes subsumed checkpoints itself (index first, then files)
-
-
-class StorageCompletedCheckpointStore(CompletedCheckpointStore):
-    """The coordinator's store, backed by ``checkpoints.CompletedCheckpointStore`` (N retention in storage)."""
-
-    def __init__(self, owner: SparkCheckpointing, persistent: Any, retained: int) -> None:
-        self.owner = owner
-        self.persistent = persistent
-        self._retained = retained
-        self._checkpoints: list[CompletedCheckpoint] = []
-
-    @property
-    def max_retained(self) -> int:
-        return self._retained
-
-    def add_checkpoint_and_subsume_oldest(self, checkpoint: CompletedCheckpoint) -> list[CompletedCheckpoint]:
-        metadata = self.owner.build_metadata(checkpoint)
-        if not checkpoint.is_savepoint():  # a fenced master must not write _metadata into chk-<id>: the id may be taken
-            self.persistent.check_fence(f"finalize checkpoint {checkpoint.checkpoint_id}")
-        location = self.owner.locations.pop(checkpoint.checkpoint_id)
-        uri = location.finalize(metadata)
-        owner, checkpoint_id = self.owner, checkpoint.checkpoint_id
-        owner.latest_properties = checkpoint.properties
-        entry = {
-            "checkpoint_id": checkpoint_id, "savepoint": checkpoint.is_savepoint(), "uri": uri,
-            "bytes": metadata.total_bytes(), "epoch": metadata.watermarks["epoch"],
-            "triggered_ms": checkpoint.timestamp_ms, "completed_ms": checkpoint.completion_timestamp_ms,
-            "upload_ms": owner.upload_ms.pop(checkpoint_id, None),
-            "duration_ms": checkpoint.completion_timestamp_ms - checkpoint.timestamp_ms}
-        owner.last_operator_sizes = operator_state_sizes(metadata)
-        marks = owner.output_marks.pop(checkpoint_id, None)
-        if checkpoint.is_savepoint():
-            owner.history.append(entry)
-            owner.savepoint_uris[checkpoint_id] = uri  # until take_savepoint hands it to the caller
-            return []
-        result = self.persistent.add_checkpoint(metadata)  # retained from here on: a restart may restore it
-        if marks is not None:  # exactly the dead letters before the barrier (engine/io/dead_letter_output.py)
-            persist_dead_letters(owner.job.dead_letters, checkpoint_id, marks["dead_letters"])
-        owner.history.append(entry)
-        owner.num_completed += 1
-        owner.retained.append(RestorableCheckpoint(checkpoint_id, uri, marks))
-        self._checkpoints.append(checkpoint)
-        dropped = [c for c in self._checkpoints if c.checkpoint_id in set(result.subsumed_ids)]
-        self._checkpoints = [c for c in self._checkpoints if c.checkpoint_id not in set(result.subsumed_ids)]
-        return dropped
-
-    def get_all_checkpoints(self) -> Sequence[CompletedCheckpoint]:
-        return tuple(self._checkpoints)
-
-    def max_checkpoint_id(self) -> int | None:
-        highest = self.persistent.max_checkpoint_id()
-        return highest or None
-
-    def shutdown(self, job_status: JobStatus) -> None:
-        """One attempt ended: a stand-alone SparkJob is its own run and applies the retention now; an attempt of
-        a SparkJobRun leaves that to the run's end (the next attempt may restart from these checkpoints)."""
-        if self.owner.applies_retention_at_end:
-            self.owner.apply_retention(job_status, self.owner.latest_properties)
-
-
-@dataclass(frozen=True, slots=True)
-class RestorableCheckpoint:
-    """A completed checkpoint a restart may restore: where it is, and the driver's output marks at its barrier
-    (SparkJob.output_marks: what the collect lists and dead letters held; None: cut back to nothing)."""
-
-    checkpoint_id: int
-    pointer: str
-    marks: dict[str, Any] | None
 
 
 @dataclass
@@ -297,7 +178,7 @@ class SparkCheckpointing:
             self.store = StorageCompletedCheckpointStore(self, persistent, retained)
             self.coordinator = CheckpointCoordinator(
                 job.job_id, self.config, _Gateway(self), self.store, StandaloneCheckpointIDCounter(),
-                _StorageDiscarder(self), job.clock, self.scheduler, self._fail)
+                StorageDiscarder(self), job.clock, self.scheduler, self._fail)
         elif self.config.is_checkpointing_enabled():
             raise JobDefinitionError(
                 "checkpoint_storage_dir", None, "must be set to checkpoint on Spark",
@@ -481,7 +362,7 @@ class SparkCheckpointing:
         acks: dict[str, Any] = {}
         for task_id in self.source_tasks:
             vid = int(task_id.split("-", 1)[1])
-            positions = {sid: s["offset"] for sid, s in job.splits.items() if s["vertex"] == vid}
+            positions = {sid: s.offset for sid, s in job.splits.entries.items() if s.vertex == vid}
             acks[task_id] = TaskStateSnapshot({}, positions)
         for task_id, writer in self.sink_tasks.items():
             state = writer.snapshot_state(checkpoint_id) if hasattr(writer, "snapshot_state") else None
@@ -490,9 +371,9 @@ class SparkCheckpointing:
         self.output_marks[checkpoint_id] = job.output_marks()  # driver memory only, for an in-process restart
         # the driver's part of barrier n, taken now: the checkpoint may complete epochs later
         self.boundaries[checkpoint_id] = {
-            "epoch": job.epoch, "watermark": job.watermark, "valve": job.valve.snapshot(),
-            "splits": {sid: {"watermarks": s["watermarks"], "finished": s["finished"], "idle": s["idle"],
-                             "watermark": s["watermark"]} for sid, s in job.splits.items()}}
+            "epoch": job.epoch, "watermark": job.watermark, "valve": job.splits.valve.snapshot(),
+            "splits": {sid: {"watermarks": s.watermarks, "finished": s.finished, "idle": s.idle,
+                             "watermark": s.watermark} for sid, s in job.splits.entries.items()}}
 
         def upload() -> dict[str, Any]:
             window_acks: dict[str, Any] = {}
@@ -550,234 +431,3 @@ class SparkCheckpointing:
             self.upload_ms[upload.checkpoint_id] = self.last_snapshot_ms
             for task_id, state in {**upload.acks, **window_acks}.items():
                 coordinator.receive_acknowledge_message(self.job.job_id, task_id, upload.checkpoint_id, state)
-
-    def build_metadata(self, checkpoint: CompletedCheckpoint) -> Any:
-        from checkpoints.metadata import (
-            CheckpointMetadata,
-            SnapshotProperties,
-            OperatorState,
-            StateFileHandle,
-            SubtaskState,
-        )
-        from checkpoints._documents import Fields
-        from engine.state.key_groups import key_group_range_for_operator
-
-        from engine.runtime.snapshot_metadata import operator_config, operator_watermarks, window_configs
-
-        job = self.job
-        operators = []
-        static_configs = window_configs(v.head for v in job.windows)
-        operator_marks: dict[str, dict[str, int]] = {}
-        for v in job.windows:
-            uid = window_uid(v)
-            subtasks = []
-            subtask_metadata: dict[int, dict[str, Any]] = {}
-            for i in range(v.parallelism):
-                ack = checkpoint.task_states[f"{uid}#{i}"].operator_states[uid]
-                rng = key_group_range_for_operator(job.max_parallelism, v.parallelism, i)
-                files = tuple(StateFileHandle.from_dict(Fields(f, "ack")) for f in ack["files"])
-                subtasks.append(SubtaskState(i, (rng.start_key_group, rng.end_key_group), files))
-                subtask_metadata[i] = ack.get("metadata", {})
-            config = {"kind": "window", **operator_config(static_configs.get(uid), subtask_metadata)}
-            if marks := operator_watermarks(subtask_metadata):
-                operator_marks[uid] = marks
-            operators.append(OperatorState(uid, v.head.name, v.parallelism, job.max_parallelism,
-                                              config, tuple(subtasks)))
-        for task_id in self.sink_tasks:
-            state = checkpoint.task_states[task_id].operator_states[task_id]
-            operators.append(OperatorState(task_id, task_id, 1, job.max_parallelism,
-                                              {"kind": "sink", "two_phase_commit": state}, ()))
-        props = SnapshotProperties.savepoint() if checkpoint.is_savepoint() else SnapshotProperties.checkpoint(
-            retain_on_cancellation=not checkpoint.properties.discard_cancelled)
-        boundary = self.boundaries.pop(checkpoint.checkpoint_id)
-        return CheckpointMetadata(
-            job_id=job.job_id, checkpoint_id=checkpoint.checkpoint_id, job_name=job.job_name, properties=props,
-            trigger_timestamp_ms=checkpoint.timestamp_ms, complete_timestamp_ms=checkpoint.completion_timestamp_ms,
-            source_positions=dict(checkpoint.source_positions),
-            watermarks={"watermark": boundary["watermark"], "epoch": boundary["epoch"], "valve": boundary["valve"],
-                        "splits": boundary["splits"],
-                        "operators": operator_marks},
-            operators=tuple(operators))
-
-    # ---- restore -------------------------------------------------------------------------------------------
-    def restore_if_requested(self) -> None:
-        """Restore ``job.restore_from``: verified whole on the driver first (sizes and checksums of every state
-        file), so a damaged snapshot is refused with a CorruptSnapshotError before anything is restored.  The
-        tasks then read only their own key groups' files, each verified again as it is read."""
-        uri = self.job.restore_from
-        if uri is None:
-            return
-        from checkpoints import load_snapshot
-        from engine.runtime.checkpoint_storage_adapter import CHANNEL_STATE_SUFFIX
-        from engine.runtime.snapshot_metadata import (
-            restored_watermark,
-            saved_split_key,
-            sink_states,
-            split_states,
-            valve_state_for_splits,
-        )
-
-        job = self.job
-        options = self.storage_options if uri.startswith(("s3://", "s3a://")) else {}
-        snapshot = job.restore_snapshot
-        if snapshot is None:
-            snapshot = load_snapshot(uri, verify_checksums=True, **options)
-        meta = snapshot.metadata
-        in_flight = [op.uid for op in meta.operators if op.uid.endswith(CHANNEL_STATE_SUFFIX) and any(op.files())]
-        if in_flight:  # records between the barriers of an unaligned checkpoint: dropping them would lose them
-            raise JobDefinitionError(
-                "runtime", "spark", f"cannot restore snapshot {snapshot.uri}: it holds in-flight records of an "
-                f"unaligned checkpoint ({', '.join(in_flight)}), which only the local runtime replays",
-                "Restore it with env.set_runtime('local'), or restore from a savepoint (always aligned)")
-        # the portable core (engine/runtime/snapshot_metadata.py): a local runtime's snapshot restores here too
-        saved_splits = split_states(meta)
-        job.watermark = restored_watermark(meta)
-        in_channel_order: list[dict[str, Any] | None] = [None] * len(job.split_channel)
-        for key_now, s in job.splits.items():
-            key = saved_split_key(meta.source_positions, s["source_uid"], s["split"].split_id)
-            if key is None:
-                continue  # a split the snapshot never saw starts from its beginning
-            saved = saved_splits.get(key)
-            if saved is None:
-                raise CorruptSnapshotError(
-                    f"snapshot {snapshot.uri} has a position for split {key!r} but no watermark state for it "
-                    "(watermarks.splits); it cannot be restored")
-            s.update(offset=meta.source_positions[key], watermarks=saved["watermarks"], finished=saved["finished"],
-                     idle=saved["idle"], watermark=saved["watermark"])
-            in_channel_order[job.split_channel[key_now]] = saved
-        # Spark's own valve over all splits when the snapshot has it; else (a local snapshot) rebuilt from the splits
-        job.valve.restore(meta.watermarks.get("valve") or valve_state_for_splits(in_channel_order, job.watermark))
-        job._valve_output.watermark = job.watermark
-        uids = set(snapshot.operator_uids())
-        saved_windows = [op.uid for op in meta.operators if op.config.get("kind") == "window"]
-        for position, v in enumerate(job.windows):
-            uid = window_uid(v)
-            if uid not in uids:
-                # Without .uid(...) an operator's id comes from its node number, which changes when the job
-                # is built again; then window operators are matched by their position in the plan, which is
-                # what Flink's generated ids amount to for an unchanged topology.
-                if len(saved_windows) != len(job.windows):
-                    raise CorruptSnapshotError(
-                        f"snapshot {snapshot.uri} has window operators {saved_windows}, the job has "
-                        f"{[window_uid(w) for w in job.windows]}; give each window .uid(...) "
-                        "so state can be matched")
-                uid = saved_windows[position]
-            fn = read_state_rows(uri, options, uid, v.head.id, v.parallelism, job.max_parallelism, job.watermark,
-                                 meta.checkpoint_id)
-            job.state[v.head.id] = job.spark.range(0, v.parallelism, numPartitions=v.parallelism) \
-                .mapInArrow(fn, ROW_DDL).localCheckpoint(eager=True)
-        saved_sinks = [op.uid for op in meta.operators if op.config.get("kind") == "sink"]
-        # a local runtime's snapshot names each sink subtask's state by the sink's operator uid
-        local_sinks = {uid: st for uid, st in sink_states(meta).items() if uid not in saved_sinks}
-        nodes = {n.id: n for v in job.plan.vertices for n in v.nodes}
-        for position, (task_id, writer) in enumerate(self.sink_tasks.items()):
-            if not hasattr(writer, "initialize_state"):
-                continue
-            saved = task_id if task_id in uids else (
-                saved_sinks[position] if len(saved_sinks) == len(self.sink_tasks) else None)
-            if saved is not None:
-                writer.initialize_state(meta.operator(saved).config.get("two_phase_commit"))
-            elif (state := local_sinks.get(nodes[int(task_id.split("-", 1)[1])].operator_uid())) is not None:
-                writer.initialize_state(state)
-        if self.coordinator is not None:
-            self.coordinator._counter.set_count(max(self.coordinator._counter.get(), meta.checkpoint_id + 1))
-        self.restored_from = snapshot.uri
-
-
-# ---- task-side functions ---------------------------------------------------------------------------------
-
-
-def _one_copy(table: pa.Table) -> pa.Table:
-    """A broadcast state table read from every former subtask overlapping a new one: each held the same map, so
-    the rows are that map once per copy; keep each key's first row."""
-    keys = table.column("key").to_pylist()
-    first: dict[str, int] = {}
-    for i, k in enumerate(keys):
-        first.setdefault(k, i)
-    return table if len(first) == len(keys) else table.take(sorted(first.values()))
-
-
-def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism: int):
-    """``mapInArrow`` over a window vertex's state rows (partition i = subtask i): one file per table."""
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        subtask = TaskContext.get().partitionId()
-        tables: dict[str, list[pa.Table]] = {}
-        rows: dict[str, int] = {}
-        kinds: dict[str, str] = {}
-        watermarks: list[int] = []
-        for batch in batches:
-            headers = batch.column("_value").to_pylist()
-            blobs = batch.column("_blob").to_pylist()
-            for header, blob in zip(headers, blobs):
-                snap = snapshot_from_row_parts(header, blob)
-                for name, table in snap.tables.items():
-                    tables.setdefault(name, []).append(table)
-                # one snapshot per key group: the subtask's counts are their sum, its watermark their min
-                for name, n in (snap.metadata.get("state_rows") or {}).items():
-                    rows[name] = rows.get(name, 0) + int(n)
-                kinds.update(snap.metadata.get("state_kinds") or {})
-                if "current_watermark" in snap.metadata:
-                    watermarks.append(int(snap.metadata["current_watermark"]))
-        files = []
-        for name in sorted(tables):
-            table = pa.concat_tables(tables[name], promote_options="default")
-            handle = location.write_state_file(uid, subtask, _file_table(name), table)
-            files.append(handle.to_dict())
-        ack = {"subtask": subtask, "files": files, "metadata": {"state_rows": rows, "state_kinds": kinds}}
-        if watermarks:
-            ack["metadata"]["current_watermark"] = min(watermarks)
-        yield pa.RecordBatch.from_pydict({"subtask": [subtask], "ack": [json.dumps(ack)]},
-                                         schema=pa.schema([("subtask", pa.int32()), ("ack", pa.string())]))
-
-    return run
-
-
-def read_state_rows(uri: str, options: dict, uid: str, node_id: int, parallelism: int, max_parallelism: int,
-                    watermark: int, checkpoint_id: int):
-    """``mapInArrow`` over ``range(parallelism)``: task i reads its key groups' state rows from storage, one row per
-    key group, and one more with a copy of the broadcast state when the operator has some."""
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.compute as pc
-
-        from checkpoints import load_snapshot
-        from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION, MaterializedOperatorSnapshot
-        from engine.operators.broadcast_process import BROADCAST_TABLE_PREFIX
-        from engine.state.key_groups import key_group_range_for_operator
-
-        for batch in batches:
-            for subtask in batch.column(0).to_pylist():
-                rng = key_group_range_for_operator(max_parallelism, parallelism, subtask)
-                # the driver verified every file; this task's own files are verified again as they are read
-                snapshot = load_snapshot(uri, verify_checksums=False, **options)
-                tables = {_state_table(n): t for n, t in snapshot.state_tables(uid, rng).items()}
-                broadcast = {n: _one_copy(tables.pop(n)) for n in list(tables) if n.startswith(BROADCAST_TABLE_PREFIX)}
-                groups: set[int] = set()
-                for t in tables.values():
-                    groups.update(t.column("key_group").to_pylist())
-                rows = RowBuffer()
-
-                def add(kg_range: list[int], state: dict[str, pa.Table], **extra: Any) -> None:
-                    metadata = {
-                        "format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid,
-                        "operator_class": "WindowOperator", "checkpoint_id": checkpoint_id,
-                        "max_parallelism": max_parallelism, "key_group_range": kg_range,
-                        "current_watermark": watermark, **extra,
-                    }
-                    header, blob = snapshot_to_row_parts(MaterializedOperatorSnapshot(metadata, state))
-                    rows.add(DEST_STATE, kg=kg_range[0], split="", offset=-1, value=header, blob=blob,
-                             tag=str(node_id))
-
-                if broadcast:  # every new subtask gets one copy of the broadcast state (Flink's rule on rescale)
-                    add([rng.start_key_group, rng.end_key_group], broadcast,
-                        broadcast_states=sorted(n[len(BROADCAST_TABLE_PREFIX):] for n in broadcast))
-                for kg in sorted(groups):
-                    add([kg, kg], {n: t.filter(pc.equal(t.column("key_group"), kg)) for n, t in tables.items()})
-                out = rows.take()
-                if out is not None:
-                    yield out
-
-    return run

@@ -1,7 +1,7 @@
 """Epochs on Spark: read source slices as partitions, shuffle by key group, call per key group.
 
 The building blocks of one epoch's data path (ARCHITECTURE section 3, issue 5), usable on their
-own (tests/runtime/spark/test_spark_epochs.py).  The job master (engine/runtime/spark/runtime.py)
+own (tests/runtime/spark/test_spark_epochs.py).  The job master (engine/runtime/spark/job.py, epoch_frames.py)
 uses the placement by subtask below (:func:`partition_preimages`, :func:`subtask_expr`); its
 reading, stamping and per-key-group calls live in engine/runtime/spark/stages.py, where a task
 also carries watermarks, keyed state rows and routing (see "Where the rest lives" at the end).
@@ -39,11 +39,11 @@ Where the rest lives (all built):
 * **Offsets and watermarks** — engine/runtime/spark/stages.py ``source_stage``: each split task
   reads up to ``epoch_records`` from S(n-1), stamps records with the split's generator and ends
   with a report row (S(n), finished, idle, watermark, generator snapshot); the driver combines
-  split watermarks with the StatusWatermarkValve at epoch ends (runtime.py).
+  split watermarks with the StatusWatermarkValve at epoch ends (splits.py).
 * **State between epochs** — stages.py ``window_stage``: a key group's operator snapshot travels as
   one state row (engine/runtime/spark/rows.py), unioned with the next epoch's records before the
   shuffle and locally checkpointed so lineage never grows.
-* **Checkpoints** — engine/runtime/spark/checkpointing.py: tasks write their key groups' state
+* **Checkpoints** — engine/runtime/spark/checkpointing.py and state_files.py: tasks write their key groups' state
   through ``checkpoints`` and acknowledge with the handles.
 * **Pre-aggregation** — engine/runtime/spark/preaggregation.py: built-in min/max (and a sum the
   columnar layout does not take) grouped per (key, pane) in Spark SQL before the window stage.

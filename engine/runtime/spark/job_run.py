@@ -1,7 +1,7 @@
 """A Spark job across its attempts: restarts from the latest completed checkpoint (seed 002 "Recovery").
 
 The Spark runtime's counterpart of engine/runtime/local/job_run.py.  A :class:`SparkJobRun` runs
-one :class:`~engine.runtime.spark.runtime.SparkJob` per attempt.  When an attempt fails (a task's
+one :class:`~engine.runtime.spark.job.SparkJob` per attempt.  When an attempt fails (a task's
 exception, a storage error, a declined checkpoint beyond the tolerable count) and the restart
 strategy (``env.set_restart_strategy``, engine/api/restart.py) allows another, it waits the
 strategy's delay and builds the next attempt from the newest completed checkpoint — the same
@@ -55,7 +55,7 @@ from engine.runtime.recovery import (
     sinks_that_committed,
     wait_restart_delay,
 )
-from engine.runtime.spark.checkpointing import RestorableCheckpoint
+from engine.runtime.spark.checkpoint_store import RestorableCheckpoint
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,15 @@ Bounded: one int per plan edge and consumer, per keyed subtask, per source split
 
 from __future__ import annotations
 
-from typing import Any, Container
+from typing import TYPE_CHECKING, Any, Container
 
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK
 from engine.graph.transformations import Partitioning, SinkTransformation
 from engine.io.source import assigned_splits
 from engine.runtime.operator_metrics import MAX_SUBTASKS_LISTED, operator_entry, vertex_key
+
+if TYPE_CHECKING:
+    from engine.runtime.spark.splits import SplitEntry
 
 Edge = tuple[int, str | None, int]
 
@@ -64,12 +67,12 @@ class OperatorCounts:
             at = (int(node), int(subtask))
             self.keyed_in[at] = self.keyed_in.get(at, 0) + int(n)
 
-    def report(self, plan: Any, splits: dict[str, dict[str, Any]], watermark: int, keyed: tuple[type, ...],
+    def report(self, plan: Any, splits: dict[str, SplitEntry], watermark: int, keyed: tuple[type, ...],
                preaggregated: Container[int], monitored: Container[int] = ()) -> dict[str, dict[str, Any]]:
-        """``JobStatusReport.operators``: ``splits`` are the driver's split entries by split key (vertex, split,
-        watermark, idle, finished), ``watermark`` is W(n), ``keyed`` the head types of keyed vertices,
-        ``preaggregated`` the keyed node ids whose input Spark SQL folds, ``monitored`` the ids of source vertices
-        that list new splits as they run.  Called from the status thread: reads copies."""
+        """``JobStatusReport.operators``: ``splits`` are the driver's split entries by split key (splits.py
+        SplitEntry), ``watermark`` is W(n), ``keyed`` the head types of keyed vertices, ``preaggregated`` the keyed
+        node ids whose input Spark SQL folds, ``monitored`` the ids of source vertices that list new splits as they
+        run.  Called from the status thread: reads copies."""
         edges, by_subtask, keyed_in, read = (dict(self.edges), dict(self.edges_by_subtask), dict(self.keyed_in),
                                              dict(self.read))
         by_split, read_by_split = dict(self.edges_by_split), dict(self.read_by_split)
@@ -79,7 +82,7 @@ class OperatorCounts:
         subtask_of_split: dict[str, int] = {}
         for v in plan.vertices:
             if v.is_source():
-                own = {key: s for key, s in splits.items() if s["vertex"] == v.id}
+                own = {key: s for key, s in splits.items() if s.vertex == v.id}
                 split_sets[v.id] = _splits_per_subtask(own, v.parallelism, v.id in monitored)
                 subtask_of_split.update({k: index for index, keys in enumerate(split_sets[v.id]) for k in keys})
         # records each subtask handed over each edge: a keyed task's by its subtask, a source task's by its split's
@@ -100,7 +103,7 @@ class OperatorCounts:
 
             subtasks: list[dict[str, Any]] = []
             if v.is_source():
-                own = {key: s for key, s in splits.items() if s["vertex"] == v.id}
+                own = {key: s for key, s in splits.items() if s.vertex == v.id}
                 records_in, mark = read.get(v.id, 0), _source_watermark(list(own.values()))
                 subtasks = [{"index": index, "records_in": sum(read_by_split.get(k, 0) for k in keys),
                              "records_out": sent(index), "watermark_ms": _source_watermark([own[k] for k in keys])}
@@ -124,11 +127,11 @@ class OperatorCounts:
         return out
 
 
-def _splits_per_subtask(own: dict[str, dict[str, Any]], parallelism: int, monitored: bool) -> list[set[str]]:
+def _splits_per_subtask(own: dict[str, SplitEntry], parallelism: int, monitored: bool) -> list[set[str]]:
     """The keys of the splits each source subtask reads on the local runtime (engine/io/source.py
     ``assigned_splits``): a Spark task reads one split, and its counts go to the subtask that split belongs to."""
-    key_of = {s["split"].split_id: key for key, s in own.items()}
-    ordered = [s["split"] for s in own.values()]
+    key_of = {s.split.split_id: key for key, s in own.items()}
+    ordered = [s.split for s in own.values()]
     return [{key_of[s.split_id] for s in assigned_splits(ordered, parallelism, index, monitored)}
             for index in range(min(parallelism, MAX_SUBTASKS_LISTED + 1))]
 
@@ -137,11 +140,11 @@ def _key(edge: Any) -> Edge:
     return (edge.source_node.id, None if edge.tag is None else edge.tag.tag_id, edge.target_vertex.head.id)
 
 
-def _source_watermark(splits: list[dict[str, Any]]) -> int | None:
+def _source_watermark(splits: list[SplitEntry]) -> int | None:
     """The smallest watermark of the source's active splits: MAX_WATERMARK once all finished, None while none
     has one (or all are idle)."""
-    if all(s["finished"] for s in splits):
+    if all(s.finished for s in splits):
         return MAX_WATERMARK
-    marks = [s["watermark"] for s in splits if not s["finished"] and not s["idle"]]
+    marks = [s.watermark for s in splits if not s.finished and not s.idle]
     mark = min(marks) if marks else None
     return mark if mark is not None and mark > MIN_WATERMARK else None

@@ -5,7 +5,7 @@ per (key, window) in Spark SQL before Python sees them", the way Flink's local-g
 splits one aggregation into a partial one before the shuffle and a final one after it.  Here the
 local part is the reading task's (engine/runtime/spark/chains.py ``Router``: only a pane's first
 record in a task keeps its whole value, the others travel as ``_num``), and the job master folds
-in Spark SQL after its one shuffle by subtask, where the rows land (runtime.py ``_window_frame``):
+in Spark SQL after its one shuffle by subtask, where the rows land (epoch_frames.py ``_window_frame``):
 a separate partial fold before the shuffle cost a second exchange and two more sorts per epoch for
 little, since a task holds few records of one (key, pane) (1.5 on average in bench/bench_spark.py's
 tumbling job, 1M events over 10k keys).

@@ -1,0 +1,219 @@
+"""Where an epoch's rows go in Spark: the DataFrames and SQL the job master builds for each epoch.
+
+:class:`EpochFrames` places an epoch's work (engine/runtime/spark/job.py runs the epoch loop):
+
+* a source vertex's unfinished splits as one Spark partition each (``range(n)`` in n partitions, through the
+  vertex's ``mapInArrow`` source stage, engine/runtime/spark/stages.py);
+* the keyed vertices (windows, ``KeyedStream.process``, rolling aggregates, broadcast process), level by level:
+  the records routed to them — built-in min/max, and a sum the columnar layout does not take, first folded per
+  (key, pane) in Spark SQL (engine/runtime/spark/preaggregation.py) — plus their state rows of the epoch before,
+  ``_kg`` computed in Spark SQL and shuffled so Spark partition i holds subtask i's key groups
+  (engine/runtime/spark/epochs.py), a broadcast row copied to every subtask; the new state rows are
+  materialized with ``localCheckpoint`` so lineage never grows across epochs;
+* the rows the driver collects (sink records, dead letters, counters, split reports), one Spark job per call.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from engine.errors import IllegalStateError
+from engine.graph.transformations import (
+    BroadcastProcessTransformation,
+    KeyedProcessTransformation,
+    WindowTransformation,
+)
+from engine.runtime.snapshot_metadata import source_split_key
+from engine.runtime.spark.preaggregation import preaggregate
+from engine.runtime.spark.rows import (
+    DEST_BROADCAST,
+    DEST_DEAD_LETTER,
+    DEST_DRIVER,
+    DEST_METRICS,
+    DEST_OPERATOR_COUNTS,
+    DEST_SPLIT,
+    DEST_STAGED,
+    DEST_STATE,
+    COLUMNS as ROW_DDL_COLUMNS,
+    ROW_DDL,
+)
+from engine.runtime.spark.splits import SplitEntry
+from engine.runtime.spark.stages import WINDOW_STAGE_COLUMNS, source_stage, window_stage
+from engine.watermarks.strategy import WatermarkStrategy
+
+#: vertices that run per key group with state carried between epochs (stages.py window_stage)
+KEYED_VERTICES = (WindowTransformation, KeyedProcessTransformation, BroadcastProcessTransformation)
+
+
+def upstream_keyed(v: Any) -> set[int]:
+    """Keyed vertex (window, keyed process) node ids whose output reaches vertex ``v`` without another one in
+    between."""
+    found: set[int] = set()
+    stack = [e.source_vertex for e in v.inputs]
+    seen: set[int] = set()
+    while stack:
+        u = stack.pop()
+        if u.id in seen:
+            continue
+        seen.add(u.id)
+        if isinstance(u.head, KEYED_VERTICES):
+            found.add(u.head.id)
+        else:
+            stack.extend(e.source_vertex for e in u.inputs)
+    return found
+
+
+def union(frames: list[Any]) -> Any:
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
+
+
+class EpochFrames:
+    """The DataFrames of one job's epochs on ``spark``: ``routes`` (chains.py build_routes), the plan's
+    ``max_parallelism`` and its keyed vertices (``windows``)."""
+
+    def __init__(self, spark: Any, routes: Any, max_parallelism: int, windows: list[Any]) -> None:
+        self.spark = spark
+        self.routes = routes
+        self.max_parallelism = max_parallelism
+        #: keyed node id -> the keyed node ids upstream of it (without another keyed vertex between)
+        self.upstream_windows = {v.head.id: upstream_keyed(v) for v in windows}
+        self._range_frames: dict[int, Any] = {}
+        self._row_struct: Any = None
+
+    def source_frame(self, v: Any, pieces: list[SplitEntry], epoch_records: int, now_ms: int,
+                     watermark_before: int, staging: Callable[[], dict[int, Any]]) -> Any:
+        """Source vertex ``v``'s stage over its unfinished splits (``pieces``, SplitTracker entries); None if none.
+        ``staging``: the epoch's staging targets (each executor-staged sink's open transaction), asked when needed."""
+        if not pieces:
+            return None
+        slices = [{"split": s.split.to_json(), "key": source_split_key(s.source_uid, s.split.split_id),
+                   "offset": s.offset, "watermarks": s.watermarks} for s in pieces]
+        strategy = v.source_watermark_strategy or WatermarkStrategy.no_watermarks()
+        fn = source_stage(v.head.source, strategy, self.routes, v.head.id, slices, epoch_records,
+                          now_ms, self.max_parallelism, watermark_before, staging())
+        return self._slice_ids(len(slices)).mapInArrow(fn, self._row_schema())
+
+    def _slice_ids(self, n: int) -> Any:
+        """``range(n)`` in n partitions, built once per n: a DataFrame is immutable, and building one costs
+        the driver a round of JVM analysis every epoch."""
+        ids = self._range_frames.get(n)
+        if ids is None:
+            ids = self._range_frames[n] = self.spark.range(0, n, numPartitions=n)
+        return ids
+
+    def _row_schema(self) -> Any:
+        """ROW_DDL parsed once (``mapInArrow`` would parse the DDL text in the JVM on every call)."""
+        if self._row_struct is None:
+            from pyspark.sql.types import StructType
+
+            self._row_struct = StructType.fromDDL(ROW_DDL)
+        return self._row_struct
+
+    def driver_rows(self, frames: list[Any]) -> list[Any]:
+        """One Spark job: the rows of ``frames`` for the driver; it also materializes their local checkpoints."""
+        from pyspark.sql import functions as F
+
+        return union(frames).where(F.col("_dest").isin(DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLIT,
+                                                         DEST_STAGED, DEST_OPERATOR_COUNTS)) \
+            .select("_dest", "_value", "_tag").collect()
+
+    def run_windows(self, vertices: list[Any], state: dict[int, Any], stage_outputs: list[Any], before: int,
+                    after: int, now_ms: int, epoch: int, staging: Callable[[], dict[int, Any]]) -> list[Any]:
+        """Run window vertices level by level: one Spark stage per (level, parallelism), not one per vertex.
+
+        A vertex is ready when every window vertex upstream of it ran in this epoch; ready vertices
+        with the same parallelism share one shuffle and one ``mapInArrow``, each task running its
+        (vertex, key group) runs one after another — the per-epoch cost grows with the depth of
+        the plan, not with the number of windows.  ``state`` (keyed node id -> state rows) gets each
+        vertex's new state rows; ``stage_outputs`` gets every window stage's output.
+        """
+        from pyspark.sql import functions as F
+
+        pending = list(vertices)
+        done: set[int] = set()
+        window_outputs: list[Any] = []
+        while pending:
+            ready = [v for v in pending if all(u in done or u not in {p.head.id for p in pending}
+                                               for u in self.upstream_windows[v.head.id])]
+            if not ready:
+                raise IllegalStateError("Bug: window vertices form a cycle")
+            by_parallelism: dict[int, list[Any]] = {}
+            for v in ready:
+                by_parallelism.setdefault(v.parallelism, []).append(v)
+            outs = [self._window_frame(group, state, stage_outputs, before, after, now_ms, epoch, staging())
+                    for group in by_parallelism.values()]
+            for group, out in zip(by_parallelism.values(), outs):
+                for v in group:
+                    state[v.head.id] = out.where(
+                        (F.col("_dest") == DEST_STATE) & (F.col("_tag") == str(v.head.id)))
+            stage_outputs.extend(outs)
+            window_outputs.extend(outs)
+            done.update(v.head.id for v in ready)
+            pending = [v for v in pending if v.head.id not in done]
+        return window_outputs
+
+    def _window_frame(self, group: list[Any], state: dict[int, Any], stage_outputs: list[Any], before: int,
+                      after: int, now_ms: int, epoch: int, staging: dict[int, Any]) -> Any:
+        from pyspark.sql import functions as F
+
+        from engine.runtime.spark.epochs import partition_preimages, subtask_expr
+
+        from engine.state.key_groups import key_group_range_for_operator
+
+        parallelism = group[0].parallelism
+        ids = [v.head.id for v in group]
+        broadcast_ids = [str(v.head.id) for v in group if isinstance(v.head, BroadcastProcessTransformation)]
+        mine = F.col("_dest").isin(*ids)
+        if broadcast_ids:
+            mine = mine | ((F.col("_dest") == DEST_BROADCAST) & F.col("_tag").isin(*broadcast_ids))
+        parts = [df.where(mine) for df in stage_outputs]
+        mp = self.max_parallelism
+        kg = f"CASE WHEN _dest = {DEST_STATE} THEN _kg ELSE CAST(pmod(xxhash64(_key), {mp}) AS INT) END"
+        lookup = "array(" + ", ".join(str(x) for x in partition_preimages(self.spark, parallelism)) + ")"
+        columns = [c for c in ROW_DDL_COLUMNS if c != "_kg"]
+        node = f"CASE WHEN _dest IN ({DEST_STATE}, {DEST_BROADCAST}) THEN CAST(_tag AS INT) ELSE _dest END AS _node"
+
+        def place(df: Any) -> Any:
+            # Each part is shuffled by _pk, the partition preimage of its key group's subtask, in one
+            # projection (each DataFrame step costs a round of JVM analysis on the driver).  A union of
+            # parts partitioned alike stays so: Spark adds no exchange for the union, nor for folding
+            # pre-aggregated records, which it does where they land (one shuffle per epoch, not two).
+            if broadcast_ids:
+                # a broadcast row is copied to every subtask, as the first key group of each (one more projection,
+                # only in a stage with a broadcast process vertex)
+                firsts = ", ".join(str(key_group_range_for_operator(mp, parallelism, i).start_key_group)
+                                   for i in range(parallelism))
+                df = df.selectExpr(*columns, f"explode(CASE WHEN _dest = {DEST_BROADCAST} THEN array({firsts}) "
+                                             f"ELSE array({kg}) END) AS _kg")
+                return df.selectExpr(
+                    *columns, "_kg", node, f"element_at({lookup}, {subtask_expr(parallelism, mp, '_kg')} + 1) AS _pk",
+                ).repartition(parallelism, "_pk")
+            return df.selectExpr(
+                *columns, f"{kg} AS _kg", node,
+                f"element_at({lookup}, {subtask_expr(parallelism, mp, f'({kg})')} + 1) AS _pk",
+            ).repartition(parallelism, "_pk")
+
+        pre_ids = [i for i in ids if i in self.routes.preaggregations]
+        if parts and pre_ids:
+            records = union(parts)
+            partial = F.col("_dest").isin(*pre_ids) & F.col("_num").isNotNull()
+            parts = [place(records.where(~partial))]
+            for i in pre_ids:
+                parts.append(preaggregate(place(records.where(partial & (F.col("_dest") == i))),
+                                          self.routes.preaggregations[i], placed=("_pk", "_kg", "_node")))
+        else:
+            parts = [place(p) for p in parts]
+        parts += [place(state[i]) for i in ids if state[i] is not None]
+        if not parts:
+            parts.append(place(self.spark.createDataFrame([], ROW_DDL)))
+        # the window stage reads only these (stages.py WINDOW_STAGE_COLUMNS): Spark prunes the others — the
+        # encoded key, the channel and sequence once sorted — from the shuffle and the Arrow batches
+        placed = union(parts).repartition(parallelism, "_pk").sortWithinPartitions("_node", "_kg", "_split", "_offset") \
+            .select(*WINDOW_STAGE_COLUMNS)
+        fn = window_stage({v.head.id: v.head for v in group}, self.routes, epoch=epoch, parallelism=parallelism,
+                          max_parallelism=mp, watermark_before=before, watermark_after=after, now_ms=now_ms,
+                          staging=staging)
+        return placed.mapInArrow(fn, self._row_schema()).localCheckpoint(eager=False)

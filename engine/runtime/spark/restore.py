@@ -1,0 +1,103 @@
+"""Restore on Spark (runtime option ``restore_from``): a job's splits, valve, keyed state and sinks from a snapshot.
+
+Split offsets, watermark-generator snapshots and the valve come from ``_metadata``; each new subtask's Spark
+task reads the files of the old subtasks overlapping its key-group range (``Snapshot.state_tables(uid, range)``,
+rows filtered by key group; engine/runtime/spark/state_files.py), so restoring with another parallelism
+redistributes key groups.  A local runtime's snapshot restores here too (engine/runtime/snapshot_metadata.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import CorruptSnapshotError, JobDefinitionError
+from engine.runtime.spark.rows import ROW_DDL
+from engine.runtime.spark.state_files import read_state_rows, window_uid
+
+if TYPE_CHECKING:
+    from engine.runtime.spark.checkpointing import SparkCheckpointing
+
+
+def restore_if_requested(checkpointing: SparkCheckpointing) -> None:
+    """Restore ``checkpointing.job.restore_from``: verified whole on the driver first (sizes and checksums of every
+    state file), so a damaged snapshot is refused with a CorruptSnapshotError before anything is restored.  The
+    tasks then read only their own key groups' files, each verified again as it is read."""
+    job = checkpointing.job
+    uri = job.restore_from
+    if uri is None:
+        return
+    from checkpoints import load_snapshot
+    from engine.runtime.checkpoint_storage_adapter import CHANNEL_STATE_SUFFIX
+    from engine.runtime.snapshot_metadata import (
+        restored_watermark,
+        saved_split_key,
+        sink_states,
+        split_states,
+        valve_state_for_splits,
+    )
+
+    options = checkpointing.storage_options if uri.startswith(("s3://", "s3a://")) else {}
+    snapshot = job.restore_snapshot
+    if snapshot is None:
+        snapshot = load_snapshot(uri, verify_checksums=True, **options)
+    meta = snapshot.metadata
+    in_flight = [op.uid for op in meta.operators if op.uid.endswith(CHANNEL_STATE_SUFFIX) and any(op.files())]
+    if in_flight:  # records between the barriers of an unaligned checkpoint: dropping them would lose them
+        raise JobDefinitionError(
+            "runtime", "spark", f"cannot restore snapshot {snapshot.uri}: it holds in-flight records of an "
+            f"unaligned checkpoint ({', '.join(in_flight)}), which only the local runtime replays",
+            "Restore it with env.set_runtime('local'), or restore from a savepoint (always aligned)")
+    # the portable core (engine/runtime/snapshot_metadata.py): a local runtime's snapshot restores here too
+    saved_splits = split_states(meta)
+    job.watermark = restored_watermark(meta)
+    in_channel_order: list[dict[str, Any] | None] = [None] * len(job.splits.channel)
+    for key_now, s in job.splits.entries.items():
+        key = saved_split_key(meta.source_positions, s.source_uid, s.split.split_id)
+        if key is None:
+            continue  # a split the snapshot never saw starts from its beginning
+        saved = saved_splits.get(key)
+        if saved is None:
+            raise CorruptSnapshotError(
+                f"snapshot {snapshot.uri} has a position for split {key!r} but no watermark state for it "
+                "(watermarks.splits); it cannot be restored")
+        s.offset, s.watermarks = meta.source_positions[key], saved["watermarks"]
+        s.finished, s.idle, s.watermark = saved["finished"], saved["idle"], saved["watermark"]
+        in_channel_order[job.splits.channel[key_now]] = saved
+    # Spark's own valve over all splits when the snapshot has it; else (a local snapshot) rebuilt from the splits
+    job.splits.restore_valve(meta.watermarks.get("valve") or valve_state_for_splits(in_channel_order, job.watermark),
+                             job.watermark)
+    uids = set(snapshot.operator_uids())
+    saved_windows = [op.uid for op in meta.operators if op.config.get("kind") == "window"]
+    for position, v in enumerate(job.windows):
+        uid = window_uid(v)
+        if uid not in uids:
+            # Without .uid(...) an operator's id comes from its node number, which changes when the job
+            # is built again; then window operators are matched by their position in the plan, which is
+            # what Flink's generated ids amount to for an unchanged topology.
+            if len(saved_windows) != len(job.windows):
+                raise CorruptSnapshotError(
+                    f"snapshot {snapshot.uri} has window operators {saved_windows}, the job has "
+                    f"{[window_uid(w) for w in job.windows]}; give each window .uid(...) "
+                    "so state can be matched")
+            uid = saved_windows[position]
+        fn = read_state_rows(uri, options, uid, v.head.id, v.parallelism, job.max_parallelism, job.watermark,
+                             meta.checkpoint_id)
+        job.state[v.head.id] = job.spark.range(0, v.parallelism, numPartitions=v.parallelism) \
+            .mapInArrow(fn, ROW_DDL).localCheckpoint(eager=True)
+    saved_sinks = [op.uid for op in meta.operators if op.config.get("kind") == "sink"]
+    # a local runtime's snapshot names each sink subtask's state by the sink's operator uid
+    local_sinks = {uid: st for uid, st in sink_states(meta).items() if uid not in saved_sinks}
+    nodes = {n.id: n for v in job.plan.vertices for n in v.nodes}
+    for position, (task_id, writer) in enumerate(checkpointing.sink_tasks.items()):
+        if not hasattr(writer, "initialize_state"):
+            continue
+        saved = task_id if task_id in uids else (
+            saved_sinks[position] if len(saved_sinks) == len(checkpointing.sink_tasks) else None)
+        if saved is not None:
+            writer.initialize_state(meta.operator(saved).config.get("two_phase_commit"))
+        elif (state := local_sinks.get(nodes[int(task_id.split("-", 1)[1])].operator_uid())) is not None:
+            writer.initialize_state(state)
+    coordinator = checkpointing.coordinator
+    if coordinator is not None:
+        coordinator._counter.set_count(max(coordinator._counter.get(), meta.checkpoint_id + 1))
+    checkpointing.restored_from = snapshot.uri

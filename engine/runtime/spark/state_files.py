@@ -1,0 +1,142 @@
+"""The task side of Spark checkpoints: window state files written from inside Spark tasks, and read back.
+
+A checkpoint's upload (engine/runtime/spark/checkpointing.py) runs :func:`write_state_files` over a keyed
+vertex's state rows: each subtask's Spark task writes one file per state table through
+``checkpoints.CheckpointStorageLocation.write_state_file`` and returns its handles as its acknowledgement row
+(``ACK_DDL``).  A restore (engine/runtime/spark/restore.py) runs :func:`read_state_rows`: each new subtask's
+task reads the files of the old subtasks overlapping its key-group range, rows filtered by key group.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from engine.graph.transformations import safe_name
+from engine.runtime.spark.rows import DEST_STATE, RowBuffer, snapshot_from_row_parts, snapshot_to_row_parts
+
+ACK_DDL = "subtask int, ack string"
+
+
+def window_uid(v: Any) -> str:
+    """The id a window vertex's state is stored under: the user's uid, else its place in the plan.
+
+    build_plan assigns it (Transformation.operator_uid), for both runtimes, so a savepoint names the
+    same operators whichever runtime took it and the job can be rebuilt between runs.
+    """
+    return v.head.operator_uid()
+
+
+def storage_uid(uid: str) -> str:
+    """An operator uid as a storage path segment: the local runtime's ``safe_name``, so both agree."""
+    return safe_name(uid)
+
+
+def _file_table(name: str) -> str:
+    from engine.runtime.snapshot_metadata import stored_table_name
+
+    return stored_table_name(name)
+
+
+def _state_table(name: str) -> str:
+    from engine.runtime.snapshot_metadata import state_table_name
+
+    return state_table_name(name)
+
+
+def _one_copy(table: pa.Table) -> pa.Table:
+    """A broadcast state table read from every former subtask overlapping a new one: each held the same map, so
+    the rows are that map once per copy; keep each key's first row."""
+    keys = table.column("key").to_pylist()
+    first: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    return table if len(first) == len(keys) else table.take(sorted(first.values()))
+
+
+def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism: int):
+    """``mapInArrow`` over a window vertex's state rows (partition i = subtask i): one file per table."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        subtask = TaskContext.get().partitionId()
+        tables: dict[str, list[pa.Table]] = {}
+        rows: dict[str, int] = {}
+        kinds: dict[str, str] = {}
+        watermarks: list[int] = []
+        for batch in batches:
+            headers = batch.column("_value").to_pylist()
+            blobs = batch.column("_blob").to_pylist()
+            for header, blob in zip(headers, blobs):
+                snap = snapshot_from_row_parts(header, blob)
+                for name, table in snap.tables.items():
+                    tables.setdefault(name, []).append(table)
+                # one snapshot per key group: the subtask's counts are their sum, its watermark their min
+                for name, n in (snap.metadata.get("state_rows") or {}).items():
+                    rows[name] = rows.get(name, 0) + int(n)
+                kinds.update(snap.metadata.get("state_kinds") or {})
+                if "current_watermark" in snap.metadata:
+                    watermarks.append(int(snap.metadata["current_watermark"]))
+        files = []
+        for name in sorted(tables):
+            table = pa.concat_tables(tables[name], promote_options="default")
+            handle = location.write_state_file(uid, subtask, _file_table(name), table)
+            files.append(handle.to_dict())
+        ack = {"subtask": subtask, "files": files, "metadata": {"state_rows": rows, "state_kinds": kinds}}
+        if watermarks:
+            ack["metadata"]["current_watermark"] = min(watermarks)
+        yield pa.RecordBatch.from_pydict({"subtask": [subtask], "ack": [json.dumps(ack)]},
+                                         schema=pa.schema([("subtask", pa.int32()), ("ack", pa.string())]))
+
+    return run
+
+
+def read_state_rows(uri: str, options: dict, uid: str, node_id: int, parallelism: int, max_parallelism: int,
+                    watermark: int, checkpoint_id: int):
+    """``mapInArrow`` over ``range(parallelism)``: task i reads its key groups' state rows from storage, one row per
+    key group, and one more with a copy of the broadcast state when the operator has some."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
+        from checkpoints import load_snapshot
+        from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION, MaterializedOperatorSnapshot
+        from engine.operators.broadcast_process import BROADCAST_TABLE_PREFIX
+        from engine.state.key_groups import key_group_range_for_operator
+
+        for batch in batches:
+            for subtask in batch.column(0).to_pylist():
+                rng = key_group_range_for_operator(max_parallelism, parallelism, subtask)
+                # the driver verified every file; this task's own files are verified again as they are read
+                snapshot = load_snapshot(uri, verify_checksums=False, **options)
+                tables = {_state_table(n): t for n, t in snapshot.state_tables(uid, rng).items()}
+                broadcast = {n: _one_copy(tables.pop(n)) for n in list(tables) if n.startswith(BROADCAST_TABLE_PREFIX)}
+                groups: set[int] = set()
+                for t in tables.values():
+                    groups.update(t.column("key_group").to_pylist())
+                rows = RowBuffer()
+
+                def add(kg_range: list[int], state: dict[str, pa.Table], **extra: Any) -> None:
+                    metadata = {
+                        "format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid,
+                        "operator_class": "WindowOperator", "checkpoint_id": checkpoint_id,
+                        "max_parallelism": max_parallelism, "key_group_range": kg_range,
+                        "current_watermark": watermark, **extra,
+                    }
+                    header, blob = snapshot_to_row_parts(MaterializedOperatorSnapshot(metadata, state))
+                    rows.add(DEST_STATE, kg=kg_range[0], split="", offset=-1, value=header, blob=blob,
+                             tag=str(node_id))
+
+                if broadcast:  # every new subtask gets one copy of the broadcast state (Flink's rule on rescale)
+                    add([rng.start_key_group, rng.end_key_group], broadcast,
+                        broadcast_states=sorted(n[len(BROADCAST_TABLE_PREFIX):] for n in broadcast))
+                for kg in sorted(groups):
+                    add([kg, kg], {n: t.filter(pc.equal(t.column("key_group"), kg)) for n, t in tables.items()})
+                out = rows.take()
+                if out is not None:
+                    yield out
+
+    return run
