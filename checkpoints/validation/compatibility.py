@@ -29,7 +29,6 @@ from checkpoints.validation.operator_config import (
     trigger_kinds,
     window_operator_config,
 )
-from engine.errors import JobDefinitionError
 
 _GEOMETRY = ("size_ms", "slide_ms", "offset_ms", "gap_ms")
 

@@ -26,7 +26,6 @@ from engine.graph.transformations import (
     PartitionTransformation,
     SideOutputTransformation,
     SinkTransformation,
-    SourceTransformation,
     TimestampsAndWatermarksTransformation,
     Transformation,
     UnionTransformation,

@@ -17,7 +17,6 @@ from engine.errors import JobDefinitionError
 
 if TYPE_CHECKING:
     from engine.state.descriptors import State, StateDescriptor
-    from engine.windowing.windows import Window
 
 
 def check_callable(fn: Any, parameter: str, method_name: str | None = None) -> Callable[..., Any]:

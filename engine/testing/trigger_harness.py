@@ -23,7 +23,7 @@ from engine.errors import JobDefinitionError
 from engine.state.descriptors import State, StateDescriptor
 from engine.state.key_groups import KeyGroupRange
 from engine.state.keyed_state import HeapKeyedStateBackend
-from engine.windowing.triggers import OnMergeContext, Trigger, TriggerContext, TriggerResult
+from engine.windowing.triggers import OnMergeContext, Trigger, TriggerResult
 from engine.windowing.windows import Window
 
 _MERGEABLE_KINDS = ("list", "reducing", "aggregating")
