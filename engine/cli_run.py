@@ -21,12 +21,12 @@ from checkpoints.cli import checked_location as _location
 from checkpoints.cli import deprecated_alias
 
 
-def _parse_params(values: tuple[str, ...]) -> dict[str, Any]:
+def _parse_params(values: tuple[str, ...], flag: str = "--param") -> dict[str, Any]:
     params: dict[str, Any] = {}
     for item in values:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise click.BadParameter(f"expected key=value, got {item!r}", param_hint="--param")
+            raise click.BadParameter(f"expected key=value, got {item!r}", param_hint=flag)
         try:
             params[key] = json.loads(raw)
         except ValueError:
@@ -39,7 +39,7 @@ def _runtime_options(ctx: click.Context, param: click.Parameter, values: tuple[s
     from engine.errors import JobDefinitionError
     from engine.runtime.options import check_cli_option
 
-    options = _parse_params(values)
+    options = _parse_params(values, "--option")
     for key, value in options.items():
         try:
             check_cli_option(key, value)
@@ -138,6 +138,7 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
     from checkpoints.errors import LeaseHeld
     from engine.logs import configure_logging
     from engine.master.master import JobMaster, MasterConfig
+    from engine.master.server import is_loopback
     from engine.master.signals import SuspendOnSignal
     from engine.progress import Progress
 
@@ -156,7 +157,19 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
         with shown.step(f"validating {from_savepoint}" if not skip_validation else f"checking {from_savepoint}"):
             ensure_restorable(from_savepoint, job_spec=job, skip_validation=skip_validation,
                               allow_drained=allow_drained, validated_digest=validated_digest)
-    name = job_name or job.partition(":")[0].rsplit(".", 1)[-1]
+    # usage errors before anything touches storage: a lease and a desired state were written for a job that
+    # then never started
+    module, colon, function = job.partition(":")
+    if not colon or not module or not function:
+        raise click.BadParameter(f"expected module:function (e.g. engine.examples.purchases:build), got {job!r}",
+                                 param_hint="JOB")
+    if not is_loopback(host) and not token:
+        raise click.BadParameter(f"is required when the control API binds to a non-loopback address ({host!r}): "
+                                 "pass --token or SLUICE_CONTROL_TOKEN, or bind to 127.0.0.1", param_hint="--token")
+    if storage is None and interval_ms:
+        click.echo("WARNING: no --storage: checkpoints stay in this process's memory, so a restart starts from "
+                   "scratch, and status, list and stop cannot find the job", err=True)
+    name = job_name or module.rsplit(".", 1)[-1]
     config = MasterConfig(job_spec=job, job_name=name, params=_parse_params(params), runtime=runtime,
                           parallelism=parallelism, checkpoint_interval_ms=interval_ms or None, storage_uri=storage,
                           savepoint_dir=savepoint_dir, retained_checkpoints=retained, from_savepoint=from_savepoint,

@@ -309,3 +309,30 @@ def test_no_progress_lines_off_a_terminal_without_the_flag(tmp_path: Path):
         quiet.kill()
         quiet.wait()
     assert first.startswith('{"job_id": "quiet"'), first
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["engine.examples.purchases"], "JOB"),  # no :function
+    (["engine.examples.purchases:build", "--host", "0.0.0.0"], "--token"),
+    (["engine.examples.purchases:build", "--option", "bundle_size"], "--option"),
+])
+def test_run_refuses_bad_usage_naming_the_flag_before_it_writes_anything(tmp_path: Path, args: list[str],
+                                                                         flag: str) -> None:
+    """Found by a new user: a malformed job spec, or a non-loopback --host without a token, failed only after the
+    master had taken the lease and written its desired state 'running' for a job that never started; and a
+    malformed --option was reported as a bad --param."""
+    env = {k: v for k, v in os.environ.items() if k != "SLUICE_CONTROL_TOKEN"}
+    done = subprocess.run([sys.executable, "-m", "engine.cli", "run", *args, "--storage", (tmp_path / "chk").as_uri()],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2, done.stderr
+    assert flag in done.stderr, done.stderr
+    assert not (tmp_path / "chk").exists() or not any((tmp_path / "chk").rglob("*")), \
+        sorted(str(p) for p in (tmp_path / "chk").rglob("*"))
+
+
+def test_run_without_storage_warns_that_its_checkpoints_are_not_durable(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "engine.cli", "run", "engine.examples.purchases:build",
+                           "--output", str(tmp_path / "out"), "--param", "events_per_split=20"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "WARNING: no --storage: checkpoints stay in this process's memory" in done.stderr
