@@ -536,4 +536,7 @@ def ensure_restorable(
         raise CorruptSnapshotError(
             f"snapshot {uri} failed validation; nothing was restored{where}: " + "; ".join(problems)
             + ". Pass --skip-validation to restore anyway.")
+    if report is not None:  # the outcome in the log too: a master's log is often all an operator keeps
+        log.info("%s passed validation: %d expectations over %d rows in %d ms; Data Docs %s", uri,
+                 sum(a.evaluated for a in report.assets), report.rows, report.duration_ms, report.data_docs_url)
     return report

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 from pathlib import Path
 
@@ -130,7 +132,11 @@ def test_restore_is_refused_on_failure_unless_validation_is_skipped_loudly(stora
         assert ensure_restorable(uri, skip_validation=True) is None
     assert "VALIDATION SKIPPED" in caplog.text
     healthy = write_snapshot(storage, 2, fed_routers())
-    assert ensure_restorable(healthy, job_spec="validation_jobs:build", build_data_docs=False).passed
+    caplog.clear()
+    with caplog.at_level("INFO", logger="checkpoints.validation.runner"):
+        assert ensure_restorable(healthy, job_spec="validation_jobs:build", build_data_docs=False).passed
+    # a master's log says the outcome too (a new user found restore silent when not on a terminal)
+    assert re.search(rf"{re.escape(healthy)} passed validation: \d+ expectations over \d+ rows", caplog.text)
 
 
 def test_a_restore_validated_by_its_caller_is_not_validated_again_unless_the_snapshot_changed(storage, caplog):
