@@ -242,5 +242,7 @@ def inspect_command(snapshot: str, verify: bool, endpoint_url: str | None, regio
             click.echo(f"  validation: {data['validation'].get('status')}")
         for p in data["problems"]:
             click.echo(f"  PROBLEM: {p}")
+        if verify and not data["problems"]:
+            click.echo(f"  verified: the sha256 of all {data['total_files']} files matches _metadata")
     if data["problems"]:
         raise SystemExit(1)

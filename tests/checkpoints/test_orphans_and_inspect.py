@@ -4,6 +4,7 @@ plain data behind ``sluice checkpoints list`` / ``sluice inspect``."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from ckpt_helpers import complete_checkpoint, keys, write_checkpoint
@@ -113,6 +114,10 @@ def test_list_and_inspect_return_plain_data_and_the_cli_prints_it(backend):
     result = runner.invoke(inspect_command, [listing["checkpoints"][-1]["uri"], *options])
     assert result.exit_code == 0, result.output
     assert "checkpoint 3 of job job-l" in result.output and "key groups 8/8" in result.output
+    assert "verified" not in result.output
+    verified = runner.invoke(inspect_command, [listing["checkpoints"][-1]["uri"], "--verify", *options])
+    assert verified.exit_code == 0, verified.output
+    assert re.search(r"verified: the sha256 of all \d+ files matches _metadata", verified.output), verified.output
 
 
 def test_inspect_lists_problems_and_the_cli_exits_non_zero(backend):
@@ -125,3 +130,5 @@ def test_inspect_lists_problems_and_the_cli_exits_non_zero(backend):
     options = ["--endpoint-url", backend.endpoint_url] if backend.endpoint_url else []
     result = CliRunner().invoke(inspect_command, [location.uri, *options])
     assert result.exit_code == 1 and "PROBLEM" in result.output
+    result = CliRunner().invoke(inspect_command, [location.uri, "--verify", *options])
+    assert result.exit_code == 1 and "PROBLEM" in result.output and "verified" not in result.output
