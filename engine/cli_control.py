@@ -76,7 +76,7 @@ def status(job_id: str, url: str | None, storage: str | None, token: str | None,
     """Print a job's status in a few lines (--json: the document as served): its master's, or, when no master
     answers, the status document the last one published in --storage (a stopped, suspended, failed or killed
     job), marked "source": "status document"."""
-    from engine.master.client import ControlApiUnavailable, UntrustedControlUrl
+    from engine.master.client import ControlApiError, ControlApiUnavailable, UntrustedControlUrl
 
     try:
         client = _client(job_id, url, storage, token, control_hosts)
@@ -86,10 +86,11 @@ def status(job_id: str, url: str | None, storage: str | None, token: str | None,
         return
     except UntrustedControlUrl:
         raise  # the token is not sent to a host off the allow list: say so, never fall back quietly
-    except ControlApiUnavailable as exc:
-        if storage is None:
+    except ControlApiError as exc:
+        refused = _needs_token(exc)
+        if storage is None or not (isinstance(exc, ControlApiUnavailable) or refused):
             raise
-        unreachable = str(exc)
+        unreachable = refused or str(exc)
     from checkpoints.backends import open_store
     from checkpoints.status import read_status
 
@@ -100,6 +101,14 @@ def status(job_id: str, url: str | None, storage: str | None, token: str | None,
     shown.update(source="status document", note=f"no job master answers ({unreachable}); this is what the "
                  "last master published, with its heartbeat time")
     click.echo(json.dumps(shown, indent=2) if as_json else _human_status(shown))
+
+
+def _needs_token(exc: Any) -> str | None:
+    """Why the master refused, when it refused for want of the right token (401/403), else None."""
+    if getattr(exc, "status_code", None) in (401, 403):
+        return ("the job master refused the request: it needs its bearer token (--token or SLUICE_CONTROL_TOKEN)"
+                f"; {exc}")
+    return None
 
 
 def _when(ms: Any, now_ms: int | None) -> str:
@@ -310,7 +319,7 @@ def history_command(job_id: str, storage: str, url: str | None, token: str | Non
     the retained ones) with its completed and failed counts.  Without a master, the retained ones alone."""
     from checkpoints.backends import open_store
     from checkpoints.inspect import list_checkpoints
-    from engine.master.client import ControlApiUnavailable, UntrustedControlUrl
+    from engine.master.client import ControlApiError, ControlApiUnavailable, UntrustedControlUrl
 
     retained = list_checkpoints(open_store(storage), job_id)["checkpoints"]
     master: dict[str, Any] = {"answered": False}
@@ -323,8 +332,11 @@ def history_command(job_id: str, storage: str, url: str | None, token: str | Non
                   "num_failed_checkpoints": status.get("num_failed_checkpoints")}
     except UntrustedControlUrl:
         raise  # the token is not sent to a host off the allow list: say so, never fall back quietly
-    except ControlApiUnavailable as exc:  # no master runs, or none ever published a control URL: say why
-        master["why"] = str(exc)
+    except ControlApiError as exc:  # no master runs, none ever published a control URL, or it wants a token
+        refused = _needs_token(exc)
+        if not (isinstance(exc, ControlApiUnavailable) or refused):
+            raise
+        master["why"] = refused or str(exc)
     if as_json:
         click.echo(json.dumps({"job_id": job_id, "storage": storage, "retained": retained, "master": master},
                               indent=2))

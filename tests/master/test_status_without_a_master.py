@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from checkpoints.backends import open_store
-from checkpoints.status import StatusDocument, Suspension, write_status
+from checkpoints.status import StatusDocument, Suspension, read_status, write_status
 from engine.cli import main as sluice
 
 
@@ -97,3 +97,33 @@ def test_list_shows_every_job_under_the_storage_root_with_its_state_and_last_che
                        ["purchases", "RUNNING", "6", "s", "ago", "7", "(10", "s", "ago)", "local"])
     empty = CliRunner().invoke(sluice, ["list", "--storage", (tmp_path / "none").as_uri()])
     assert empty.exit_code == 0 and "no job has published a status document" in empty.output
+
+
+def test_status_and_history_fall_back_with_a_hint_when_the_master_wants_a_token(tmp_path: Path) -> None:
+    """A new user's ``status`` / ``checkpoints history`` of a master run with a token failed outright ("answered
+    401") instead of showing what needs no token: the status document and the retained checkpoints."""
+    from engine.master.master import JobMaster, MasterConfig
+
+    storage = (tmp_path / "chk").as_uri()
+    master = JobMaster(MasterConfig(
+        job_spec="engine.examples.purchases:build", job_name="purchases", storage_uri=storage,
+        params={"events_per_split": None, "events_per_second": 50, "num_keys": 20}, checkpoint_interval_ms=200,
+        output_dir=str(tmp_path / "out"), status_interval_ms=100, linger_after_end_s=0.5, token="s3cret",
+        runtime_options={"bundle_size": 64})).start()
+    runner = CliRunner(env={"SLUICE_CONTROL_TOKEN": None})
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            document = read_status(open_store(storage), "purchases")
+            if document is not None and (document.last_completed_checkpoint or 0) >= 1:
+                break
+            time.sleep(0.1)
+        status = runner.invoke(sluice, ["status", "purchases", "--storage", storage])
+        assert status.exit_code == 0, status.output
+        assert "RUNNING" in status.output and "bearer token (--token or SLUICE_CONTROL_TOKEN)" in status.output
+        history = runner.invoke(sluice, ["checkpoints", "history", "purchases", "--storage", storage])
+        assert history.exit_code == 0, history.output
+        assert "retained checkpoint(s)" in history.output and "bearer token" in history.output
+    finally:
+        master.client.cancel()
+        master.wait()
