@@ -101,6 +101,10 @@ def trusted_control_url(url: str, allowed_hosts: Iterable[str] = (), *, source: 
         "(--url, or the connection's extra 'control_url')")
 
 
+#: states a master publishes as it ends (engine/master/master.py): no master answers at its URL afterwards
+_ENDED = frozenset({"FINISHED", "CANCELED", "FAILED", "SUSPENDED"})
+
+
 def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) -> str:
     """The control URL the job's master last published in ``_status.json``.
 
@@ -110,6 +114,9 @@ def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) ->
     if status is None:
         raise ControlApiUnavailable(f"job {job_id!r} has published no status document under {storage_uri}: "
                                     "it never ran with this --storage, or its master has not started yet")
+    if status.state in _ENDED:  # its control URL is dead: say what the document knows
+        raise ControlApiUnavailable(f"job {job_id!r} is {status.state} (the status document its last master "
+                                    f"published under {storage_uri}): no job master runs to ask")
     url = status.extra.get("control_url")
     if not url:
         raise ControlApiUnavailable(f"the status document of job {job_id!r} names no control URL "

@@ -127,3 +127,17 @@ def test_status_and_history_fall_back_with_a_hint_when_the_master_wants_a_token(
     finally:
         master.client.cancel()
         master.wait()
+
+
+def test_control_verbs_on_an_ended_job_say_what_the_status_document_knows(tmp_path: Path) -> None:
+    """savepoint / stop / view of a FINISHED or CANCELED job said "cannot reach the job master ... is the job
+    running?" while its status document said it had ended."""
+    storage = (tmp_path / "chk").as_uri()
+    write_status(open_store(storage), StatusDocument(
+        job_id="purchases", heartbeat_ms=int(time.time() * 1000), state="CANCELED", last_completed_checkpoint=3,
+        extra={"control_url": f"http://127.0.0.1:{_closed_port()}"}))
+    for verb in (["savepoint"], ["stop"], ["view"]):
+        result = CliRunner().invoke(sluice, [*verb, "purchases", "--storage", storage])
+        assert result.exit_code != 0, result.output
+        said = result.output + str(result.exception)  # the console entry point prints a SluiceError's message
+        assert "job 'purchases' is CANCELED" in said and "is the job running" not in said, (verb, said)
