@@ -127,7 +127,8 @@ def list_command(job_id: str, storage: str, savepoint_root: str | None, endpoint
         latest = "  (latest)" if c["latest"] else ""
         click.echo(f"  chk-{c['checkpoint_id']:<6} {_when(c['completed_ms'])}  {c['total_bytes']:>12} B  {c['uri']}{latest}")
     for s in data["savepoints"]:
-        click.echo(f"  savepoint {s['checkpoint_id']:<4} {_when(s['completed_ms'])}  validation={s['validation']}  {s['uri']}")
+        validation = s["validation"] or "not validated"
+        click.echo(f"  savepoint {s['checkpoint_id']:<4} {_when(s['completed_ms'])}  validation={validation}  {s['uri']}")
 
 
 @checkpoints_cli.command("clean")
