@@ -8,10 +8,12 @@ epoch's broadcast records before its other records: engine/runtime/spark/stages.
 
 Supported: ``connect(other)`` with ``map(CoMapFunction)`` / ``flat_map(CoFlatMapFunction)``, keyed or not;
 ``process(KeyedCoProcessFunction)`` on two keyed inputs (``connect`` then ``key_by(k1, k2)``, or two
-KeyedStreams connected); ``broadcast(MapStateDescriptor, ...)`` then ``keyed.connect(broadcast_stream)
-.process(KeyedBroadcastProcessFunction)`` or ``stream.connect(broadcast_stream).process(BroadcastProcessFunction)``.
-Not supported: the non-keyed ``process(CoProcessFunction)``, and Java Flink's ``applyToKeyedState`` in
-``process_broadcast_element`` (PyFlink 2.3 does not offer it either).
+KeyedStreams connected); ``process(CoProcessFunction)`` otherwise (no keyed state, no timers: the non-keyed
+process operator, engine/operators/process.py); ``broadcast(MapStateDescriptor, ...)`` then
+``keyed.connect(broadcast_stream).process(KeyedBroadcastProcessFunction)`` or
+``stream.connect(broadcast_stream).process(BroadcastProcessFunction)``.
+Not supported: Java Flink's ``applyToKeyedState`` in ``process_broadcast_element`` (PyFlink 2.3 does not offer it
+either).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from engine.api.functions import (
     BroadcastProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
+    CoProcessFunction,
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     check_callable,
@@ -43,6 +46,7 @@ from engine.operators.co_functions import (
     SECOND,
     CoFlatMap,
     CoMap,
+    CoProcess,
     InputKeySelector,
     InputTag,
     KeyedCoProcess,
@@ -123,17 +127,29 @@ class ConnectedStreams:
         return self.stream1._result(node)
 
     def process(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
-        """Run a KeyedCoProcessFunction on the two keyed inputs: keyed state and timers shared by both."""
-        check_type_info(output_type, "output_type")
+        """A KeyedCoProcessFunction on two keyed inputs (keyed state and timers shared by both), or a
+        CoProcessFunction on inputs that are not both keyed (no keyed state, no timers; it chains like a
+        flat_map, engine/operators/process.py), as PyFlink picks by ``is_keyed``."""
+        output_type = check_type_info(output_type, "output_type")
+        if isinstance(func, CoProcessFunction):
+            if self.is_keyed():
+                raise JobDefinitionError(
+                    "func", func, "must be a KeyedCoProcessFunction on two keyed inputs",
+                    "Subclass engine.KeyedCoProcessFunction, or connect the streams without key_by for a "
+                    "CoProcessFunction")
+            node = MapTransformation(name="CoProcess", inputs=[self._union()], kind="process", fn=CoProcess(func),
+                                     output_type=output_type)
+            return self.stream1._result(node)
         if not isinstance(func, KeyedCoProcessFunction):
             raise JobDefinitionError(
-                "func", func, "must be a KeyedCoProcessFunction on ConnectedStreams",
-                "Subclass engine.KeyedCoProcessFunction (process_element1, process_element2, on_timer); the "
-                "non-keyed CoProcessFunction is not supported yet: use map/flat_map with a CoMap/CoFlatMapFunction")
+                "func", func, "must be a KeyedCoProcessFunction or a CoProcessFunction on ConnectedStreams",
+                "Subclass engine.KeyedCoProcessFunction (keyed inputs: process_element1, process_element2, "
+                "on_timer) or engine.CoProcessFunction (process_element1, process_element2)")
         if not self.is_keyed():
             raise JobDefinitionError(
                 "func", func, "needs two keyed inputs: a KeyedCoProcessFunction has keyed state and timers",
-                "Connect two KeyedStreams (a.key_by(k1).connect(b.key_by(k2))) or call .key_by(k1, k2) after connect")
+                "Connect two KeyedStreams (a.key_by(k1).connect(b.key_by(k2))) or call .key_by(k1, k2) after "
+                "connect; without keys use a CoProcessFunction")
         node = KeyedProcessTransformation(
             name="KeyedCoProcess", inputs=[self._union()],
             key_selector=TaggedKeySelector(self._key_selector1, self._key_selector2),  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from engine.api.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from engine.api.fields import FieldKeySelector, check_field_of_input, is_field
-from engine.api.functions import KeyedProcessFunction, OutputTag, ReduceFunction, check_callable
+from engine.api.functions import KeyedProcessFunction, OutputTag, ProcessFunction, ReduceFunction, check_callable
 from engine.api.time import SizeLike, positive_millis
 from engine.api.typeinfo import check_type_info
 from engine.api.windowed_stream import AllWindowedStream, WindowedStream
@@ -190,11 +190,21 @@ class DataStream:
             "Call .key_by(...) first for windows per key, or use .window_all(...) for one window over all records")
 
     def process(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
-        """PyFlink's non-keyed ``DataStream.process(ProcessFunction)`` is not supported yet; keyed state and
-        timers need a key: ``key_by(...).process(KeyedProcessFunction)``."""
-        raise JobDefinitionError(
-            "func", func, "cannot run on a non-keyed DataStream: process(ProcessFunction) without key_by is not "
-            "supported yet", "Call .key_by(...) first and pass a KeyedProcessFunction, or use map/flat_map/filter")
+        """Run a ProcessFunction on this non-keyed stream: ``process_element(value, ctx)`` per record, with
+        ``ctx.timestamp()``, ``ctx.timer_service().current_processing_time()`` / ``current_watermark()``; yield
+        ``(output_tag, value)`` for a side output.  No keyed state, no timers (they raise, as in PyFlink): for
+        those ``key_by(...).process(KeyedProcessFunction)``.  It keeps no state and chains like a flat_map; both
+        runtimes run it (engine/operators/process.py)."""
+        output_type = check_type_info(output_type, "output_type")
+        if not isinstance(func, ProcessFunction):
+            if isinstance(func, KeyedProcessFunction):
+                raise JobDefinitionError(
+                    "func", func, "is a KeyedProcessFunction, which needs a keyed stream (keyed state and timers)",
+                    "Call .key_by(...) first, or subclass engine.ProcessFunction for a non-keyed stream")
+            raise JobDefinitionError("func", func, "must be a ProcessFunction instance on a non-keyed DataStream",
+                                     "Subclass engine.ProcessFunction and implement process_element(value, ctx)")
+        return self._add(MapTransformation(name="Process", inputs=[self._node], kind="process", fn=func,
+                                           output_type=output_type))
 
     def add_async(self, async_function: Any, timeout: SizeLike, capacity: int = 100,
                   ordered: bool = True) -> SingleOutputStreamOperator:
@@ -277,7 +287,8 @@ class KeyedStream(DataStream):
         if not isinstance(func, KeyedProcessFunction):
             raise JobDefinitionError(
                 "func", func, "must be a KeyedProcessFunction instance on a KeyedStream",
-                "Subclass engine.KeyedProcessFunction and implement process_element(value, ctx) (and on_timer)")
+                "Subclass engine.KeyedProcessFunction and implement process_element(value, ctx) (and on_timer)"
+                + ("; a ProcessFunction runs on a stream without key_by" if isinstance(func, ProcessFunction) else ""))
         return self._keyed_process(func, "process", "KeyedProcess", output_type)
 
     def reduce(self, func: Any) -> SingleOutputStreamOperator:

@@ -259,6 +259,39 @@ class KeyedProcessFunction(Function, Generic[KEY, IN, OUT]):
         return None
 
 
+class _ProcessContext(ABC):
+    """``ctx`` of :meth:`ProcessFunction.process_element` / the CoProcessFunction's: the element's timestamp and
+    the clocks; the timer service refuses timers (there is no key to keep them by)."""
+
+    @abstractmethod
+    def timestamp(self) -> int | None:
+        """The element's event timestamp (None when it has none)."""
+
+    @abstractmethod
+    def timer_service(self) -> TimerService:
+        """``current_processing_time()`` and ``current_watermark()``; registering or deleting a timer raises, as
+        in PyFlink and Flink: timers are only supported on a keyed stream."""
+
+
+class ProcessFunction(Function, Generic[IN, OUT]):
+    """Processes a non-keyed stream element by element (PyFlink's ProcessFunction): ``DataStream.process(f)``.
+
+    ``process_element(value, ctx)`` returns or yields its outputs, which carry the element's timestamp; yielding
+    ``(output_tag, value)`` with an :class:`OutputTag` sends ``value`` to that side output.  ``ctx.timestamp()``,
+    ``ctx.timer_service().current_processing_time()`` and ``current_watermark()`` are available; there is no keyed
+    state (``get_state`` in ``open`` raises) and there are no timers (registering one raises: key_by(...) and use
+    a :class:`KeyedProcessFunction`).  It holds no state in snapshots: it runs like a flat_map, chained into its
+    producer's task, on both runtimes (engine/operators/process.py).  Each subtask works on its own copy
+    (``copy.deepcopy``), so plain fields set in ``open`` are per subtask, and are not checkpointed.
+    """
+
+    Context = _ProcessContext
+
+    @abstractmethod
+    def process_element(self, value: IN, ctx: _ProcessContext) -> Iterable[OUT] | None:
+        """Called for every element."""
+
+
 # ---- two inputs: connect() (engine/api/connected_streams.py) ------------------------------------------
 
 
@@ -303,6 +336,25 @@ class KeyedCoProcessFunction(Function, Generic[KEY, IN1, IN2, OUT]):
 
     def on_timer(self, timestamp: int, ctx: _KeyedProcessOnTimerContext) -> Iterable[Any] | None:
         return None
+
+
+class CoProcessFunction(Function, Generic[IN1, IN2, OUT]):
+    """Two non-keyed streams connected, processed by one function (PyFlink's CoProcessFunction):
+    ``first.connect(second).process(f)``.
+
+    ``process_element1(value, ctx)`` gets the first stream's records, ``process_element2`` the second's, with the
+    :class:`ProcessFunction`'s context, outputs and side outputs; no keyed state, no timers (use a
+    :class:`KeyedCoProcessFunction` on keyed inputs for those).  The operator's watermark
+    (``ctx.timer_service().current_watermark()``) is the minimum of both inputs' (Flink).
+    """
+
+    Context = _ProcessContext
+
+    @abstractmethod
+    def process_element1(self, value: Any, ctx: _ProcessContext) -> Iterable[Any] | None: ...
+
+    @abstractmethod
+    def process_element2(self, value: Any, ctx: _ProcessContext) -> Iterable[Any] | None: ...
 
 
 class _BroadcastReadOnlyContext(ABC):

@@ -9,12 +9,15 @@ from engine.elements import MAX_WATERMARK, StreamRecord, Watermark, WatermarkSta
 from engine.errors import IllegalStateError
 from engine.graph.transformations import (
     AsyncTransformation,
+    MapTransformation,
     TimestampsAndWatermarksTransformation,
     Transformation,
     WindowTransformation,
 )
 from engine.operators.async_io import AsyncWaitOperator
 from engine.operators.base import OneInputStreamOperator
+from engine.operators.process import ProcessOperator
+from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 
 
@@ -64,6 +67,17 @@ class TimestampsAndWatermarksOperator(OneInputStreamOperator):
 
     def process_watermark_status(self, status: Any) -> None:
         pass  # this operator decides its own status
+
+
+#: MapTransformation.kind -> the operator class running its ``fn``
+STATELESS_OPERATORS: dict[str, Any] = {"map": MapOperator, "filter": FilterOperator, "flat_map": FlatMapOperator,
+                                       "process": ProcessOperator}
+
+
+def stateless_operator(node: MapTransformation) -> OneInputStreamOperator:
+    """The operator of a map / filter / flat_map / process node, as both runtimes build it (chained where it can
+    be: it keeps no state)."""
+    return STATELESS_OPERATORS[node.kind](node.fn)
 
 
 def build_operator(node: Transformation, env: Any, clock: Clock) -> OneInputStreamOperator:

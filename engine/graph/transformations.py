@@ -76,7 +76,8 @@ class SourceTransformation(Transformation):
 
 @dataclass(eq=False)
 class MapTransformation(Transformation):
-    """map / filter / flat_map: ``kind`` says which; ``fn`` is the user callable."""
+    """map / filter / flat_map / process: ``kind`` says which; ``fn`` is the user callable, or for ``process`` the
+    (non-keyed) ProcessFunction, which keeps no state and so chains like a flat_map (engine/operators/process.py)."""
 
     kind: str = "map"
     fn: Callable[..., Any] | None = None

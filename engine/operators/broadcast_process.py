@@ -18,7 +18,6 @@ no keyed state and no timers.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
@@ -26,7 +25,6 @@ import pyarrow as pa
 from engine.api.functions import (
     BroadcastProcessFunction,
     KeyedBroadcastProcessFunction,
-    OutputTag,
 )
 from engine.elements import MIN_WATERMARK, StreamRecord, Watermark
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
@@ -37,7 +35,13 @@ from engine.operators.base import (
     materialize_all,
 )
 from engine.operators.co_functions import FIRST, SECOND, TaggedKeySelector, UntaggedKeySelector
-from engine.operators.keyed_process import KeyedProcessOperator, _Context, _RuntimeContext
+from engine.operators.keyed_process import (
+    KeyedProcessOperator,
+    NonKeyedRuntimeContext,
+    _Context,
+    copy_function,
+    emit_results,
+)
 from engine.state import codec
 from engine.state.descriptors import MapStateDescriptor
 from engine.state.key_groups import KeyGroupRange
@@ -170,35 +174,10 @@ class _WithBroadcastState(OperatorSnapshot):
         return MaterializedOperatorSnapshot(metadata, {**snap.tables, **self.tables})
 
 
-def _emit(output: Any, function: Any, results: Iterable[Any] | None, timestamp: int | None) -> None:
-    """As the keyed process operator: returned or yielded outputs, ``(OutputTag, value)`` to a side output."""
-    if results is None:
-        return
-    try:
-        iterator = iter(results)
-    except TypeError:
-        raise TypeError(f"{type(function).__name__} must return or yield its outputs (an iterable or None); "
-                        f"it returned {results!r}") from None
-    for item in iterator:
-        if type(item) is tuple and len(item) == 2 and isinstance(item[0], OutputTag):
-            output.collect_side(item[0], StreamRecord(item[1], timestamp))
-        else:
-            output.collect(StreamRecord(item, timestamp))
-
-
 def _untag(value: Any) -> tuple[int, Any]:
     if type(value) is not tuple or len(value) != 2 or value[0] not in (FIRST, SECOND):
         raise IllegalStateError(f"Bug: a broadcast process operator got an untagged record {value!r}")
     return value
-
-
-def _copy(function: Any) -> Any:
-    try:
-        return copy.deepcopy(function)
-    except Exception as exc:  # noqa: BLE001 - translate: the user's object cannot be copied
-        raise JobDefinitionError(
-            "func", function, f"must be copyable (copy.deepcopy) so every subtask gets its own instance "
-            f"({type(exc).__name__}: {exc})", "Create clients, locks and the like in open(), not in __init__") from exc
 
 
 # ---- keyed -----------------------------------------------------------------------------------------------
@@ -307,15 +286,6 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator):
 # ---- non-keyed -------------------------------------------------------------------------------------------
 
 
-class _NonKeyedRuntimeContext(_RuntimeContext):
-    """The keyed runtime context's subtask facts, without keyed state."""
-
-    def get_state(self, descriptor: Any) -> Any:
-        raise JobDefinitionError(
-            "state_descriptor", descriptor, "cannot be keyed state in a BroadcastProcessFunction: the stream is not "
-            "keyed", "key_by(...) the non-broadcast stream and use a KeyedBroadcastProcessFunction")
-
-
 class _NonKeyedContext(BroadcastProcessFunction.Context):
     """Both contexts of a BroadcastProcessFunction; ``writable`` says which state view it hands out."""
 
@@ -346,7 +316,7 @@ class BroadcastProcessOperator(OneInputStreamOperator):
     def __init__(self, function: BroadcastProcessFunction, descriptors: Iterable[MapStateDescriptor]) -> None:
         if not isinstance(function, BroadcastProcessFunction):
             raise JobDefinitionError("func", function, "must be a BroadcastProcessFunction")
-        self.function = _copy(function)
+        self.function = copy_function(function)
         self.descriptors = tuple(descriptors)
 
     def open(self, context: Any, output: Any) -> None:
@@ -355,7 +325,9 @@ class BroadcastProcessOperator(OneInputStreamOperator):
         self.watermark = MIN_WATERMARK
         self._ctx = _NonKeyedContext(self, writable=False)
         self._broadcast_ctx = _NonKeyedContext(self, writable=True)
-        self.function.open(_NonKeyedRuntimeContext(self))
+        self.function.open(NonKeyedRuntimeContext(self, "a BroadcastProcessFunction",
+                                                  "key_by(...) the non-broadcast stream and use a "
+                                                  "KeyedBroadcastProcessFunction"))
 
     def close(self) -> None:
         self.function.close()
@@ -370,7 +342,7 @@ class BroadcastProcessOperator(OneInputStreamOperator):
             ctx = self._broadcast_ctx
             ctx.current_timestamp = record.timestamp
             results = self.function.process_broadcast_element(value, ctx)
-        _emit(self.output, self.function, results, record.timestamp)
+        emit_results(self.output, self.function, results, record.timestamp)
 
     def process_watermark(self, watermark: Watermark) -> None:
         self.watermark = max(self.watermark, watermark.timestamp)

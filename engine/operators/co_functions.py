@@ -3,7 +3,7 @@
 ``a.connect(b)`` becomes, in the logical graph (engine/api/connected_streams.py)::
 
     a -> map(InputTag(1)) --\\
-                             union -> co-operator (map / flat_map / keyed process / broadcast process)
+                             union -> co-operator (map / flat_map / process / keyed process / broadcast process)
     b -> map(InputTag(2)) --/
 
 Every record travels as ``(input, value)`` with ``input`` 1 or 2, a plain tuple the state codec and the
@@ -27,8 +27,10 @@ from typing import Any, Callable, Iterable
 from engine.api.functions import (
     CoFlatMapFunction,
     CoMapFunction,
+    CoProcessFunction,
     KeyedCoProcessFunction,
     KeyedProcessFunction,
+    ProcessFunction,
 )
 from engine.errors import IllegalStateError
 
@@ -169,3 +171,27 @@ class KeyedCoProcess(KeyedProcessFunction):
 
     def __repr__(self) -> str:
         return f"KeyedCoProcess({type(self.function).__name__})"
+
+
+class CoProcess(ProcessFunction):
+    """A :class:`CoProcessFunction` as the ProcessFunction the non-keyed process operator runs
+    (engine/operators/process.py): its context, outputs and side outputs; elements go to
+    ``process_element1``/``process_element2`` by their input."""
+
+    def __init__(self, function: CoProcessFunction) -> None:
+        self.function = function
+
+    def open(self, runtime_context: Any) -> None:
+        self.function.open(runtime_context)
+
+    def close(self) -> None:
+        self.function.close()
+
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        input, record = _untag(value)
+        if input == FIRST:
+            return self.function.process_element1(record, ctx)
+        return self.function.process_element2(record, ctx)
+
+    def __repr__(self) -> str:
+        return f"CoProcess({type(self.function).__name__})"

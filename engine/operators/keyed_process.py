@@ -50,6 +50,35 @@ from engine.state.snapshot import VOID_NAMESPACE, KeyedStateSnapshot
 from engine.timers import InternalTimer, InternalTimerService, TimerServiceSnapshot
 
 
+def copy_function(function: Any) -> Any:
+    """The subtask's own instance of a user function, as Flink deserializes one per task: functions keep state
+    handles and other fields (``self.state = ctx.get_state(...)`` in open), which must not be shared by subtasks."""
+    try:
+        return copy.deepcopy(function)
+    except Exception as exc:  # noqa: BLE001 - translate: the user's object cannot be copied
+        raise JobDefinitionError(
+            "func", function, f"must be copyable (copy.deepcopy) so every subtask gets its own instance "
+            f"({type(exc).__name__}: {exc})",
+            "Create clients, locks and the like in open(), not in __init__") from exc
+
+
+def emit_results(output: Output, function: Any, results: Iterable[Any] | None, timestamp: int | None) -> None:
+    """Consume what a process function returned or yielded (state changes of a generator happen now, in order);
+    ``(OutputTag, value)`` goes to that side output, as in PyFlink; every output carries ``timestamp``."""
+    if results is None:
+        return
+    try:
+        iterator = iter(results)
+    except TypeError:
+        raise TypeError(f"{type(function).__name__} must return or yield its outputs (an iterable or None); "
+                        f"it returned {results!r}") from None
+    for item in iterator:
+        if type(item) is tuple and len(item) == 2 and isinstance(item[0], OutputTag):
+            output.collect_side(item[0], StreamRecord(item[1], timestamp))
+        else:
+            output.collect(StreamRecord(item, timestamp))
+
+
 class _StateHandle:
     """A state object as the function got it in ``open``: every call goes to the operator's current backend.
 
@@ -103,6 +132,21 @@ class _RuntimeContext(RuntimeContext):
         return self._op.context.subtask_index
 
 
+class NonKeyedRuntimeContext(_RuntimeContext):
+    """The keyed runtime context's subtask facts, without keyed state: what a function on a non-keyed stream gets
+    in ``open`` (a ProcessFunction, a CoProcessFunction, a BroadcastProcessFunction); ``get_state`` says why not
+    and ``hint`` the way out."""
+
+    def __init__(self, op: Any, function_kind: str, hint: str) -> None:
+        super().__init__(op)
+        self._function_kind = function_kind
+        self._hint = hint
+
+    def get_state(self, descriptor: Any) -> Any:
+        raise JobDefinitionError("state_descriptor", descriptor,
+                                 f"cannot be keyed state in {self._function_kind}: the stream is not keyed", self._hint)
+
+
 def _check_time(timestamp: Any) -> int:
     if isinstance(timestamp, bool) or not isinstance(timestamp, int):
         raise TypeError(f"a timer's timestamp must be an int of epoch milliseconds; got {timestamp!r}"
@@ -121,7 +165,7 @@ class _TimerService(TimerService):
         return self._op.context.clock.now_ms()
 
     def current_watermark(self) -> int:
-        return self._op.timer_service.current_watermark()
+        return self._op.current_watermark()
 
     def register_processing_time_timer(self, timestamp: int) -> None:
         self._op.timer_service.register_processing_time_timer(VOID_NAMESPACE, _check_time(timestamp))
@@ -141,9 +185,12 @@ class _Context(KeyedProcessFunction.OnTimerContext):
 
     __slots__ = ("_op", "_timer_service", "current_timestamp", "current_domain")
 
-    def __init__(self, op: KeyedProcessOperator) -> None:
+    #: the timer service the function gets (the non-keyed process operator's refuses timers: engine/operators/process.py)
+    timer_service_type: type = _TimerService
+
+    def __init__(self, op: Any) -> None:
         self._op = op
-        self._timer_service = _TimerService(op)
+        self._timer_service = self.timer_service_type(op)
         self.current_timestamp: int | None = None
         self.current_domain: TimeDomain | None = None
 
@@ -187,15 +234,7 @@ class KeyedProcessOperator(OneInputStreamOperator):
             raise JobDefinitionError("func", function, f"must be a {self.function_type.__name__}")
         if not callable(key_selector):
             raise JobDefinitionError("key_selector", key_selector, "must be a callable value -> key")
-        # one instance per subtask, as Flink deserializes one per task: functions keep their state handles in
-        # fields (``self.state = ctx.get_state(...)`` in open), which must not be shared by subtasks
-        try:
-            self.function = copy.deepcopy(function)
-        except Exception as exc:  # noqa: BLE001 - translate: the user's object cannot be copied
-            raise JobDefinitionError(
-                "func", function, f"must be copyable (copy.deepcopy) so every subtask gets its own instance "
-                f"({type(exc).__name__}: {exc})",
-                "Create clients, locks and the like in open(), not in __init__") from exc
+        self.function = copy_function(function)
         self.key_selector = key_selector
 
     # ---- lifecycle -----------------------------------------------------------------------------------
@@ -253,21 +292,7 @@ class KeyedProcessOperator(OneInputStreamOperator):
         ctx.current_domain = None
 
     def _emit(self, results: Iterable[Any] | None, timestamp: int | None) -> None:
-        """Consume what the function returned or yielded (state changes of a generator happen now, in order);
-        ``(OutputTag, value)`` goes to that side output, as in PyFlink."""
-        if results is None:
-            return
-        try:
-            iterator = iter(results)
-        except TypeError:
-            raise TypeError(f"{type(self.function).__name__} must return or yield its outputs (an iterable or "
-                            f"None); it returned {results!r}") from None
-        out = self.output
-        for item in iterator:
-            if type(item) is tuple and len(item) == 2 and isinstance(item[0], OutputTag):
-                out.collect_side(item[0], StreamRecord(item[1], timestamp))
-            else:
-                out.collect(StreamRecord(item, timestamp))
+        emit_results(self.output, self.function, results, timestamp)
 
     # ---- snapshots -------------------------------------------------------------------------------------
     def snapshot_state(self, checkpoint_id: int) -> KeyedOperatorSnapshot:

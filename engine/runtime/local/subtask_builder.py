@@ -19,7 +19,7 @@ from engine.checkpointing.barrier_handlers import create_checkpoint_barrier_hand
 from engine.checkpointing.channel_state import InMemoryChannelStateWriter
 from engine.elements import MIN_WATERMARK
 from engine.errors import JobDefinitionError
-from engine.graph.operator_factory import build_operator
+from engine.graph.operator_factory import build_operator, stateless_operator
 from engine.graph.plan import Vertex
 from engine.graph.transformations import (
     BroadcastProcessTransformation,
@@ -35,7 +35,7 @@ from engine.io.source import assigned_splits, source_monitor_interval_ms
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
 from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBroadcastProcessOperator
 from engine.operators.keyed_process import KeyedProcessOperator
-from engine.operators.simple import CollectOperator, FilterOperator, FlatMapOperator, MapOperator, SinkOperator
+from engine.operators.simple import CollectOperator, SinkOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.checkpoint_storage_adapter import task_id_of
 from engine.runtime.local.channels import Channel, InputGate
@@ -140,7 +140,7 @@ class SubtaskBuilder:
                 writer = sink.create_writer(index, v.parallelism) if hasattr(sink, "create_writer") else sink
             return SinkOperator(writer, commit_on_finish=not self.checkpointing)
         if isinstance(node, MapTransformation):
-            return {"map": MapOperator, "filter": FilterOperator, "flat_map": FlatMapOperator}[node.kind](node.fn)
+            return stateless_operator(node)
         if isinstance(node, TimestampsAndWatermarksTransformation) and v.is_source() and (
             v.source_watermark_strategy is node.watermark_strategy
         ):

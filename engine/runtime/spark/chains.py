@@ -2,7 +2,7 @@
 
 The physical plan (engine/graph/plan.py) is shared with the local runtime.  On Spark a task
 runs one source split's slice or one key group, and everything downstream of it that needs no
-shuffle runs right there: chained map/filter/flat_map nodes, and also stateless vertices
+shuffle runs right there: chained map/filter/flat_map/process nodes, and also stateless vertices
 reached over a FORWARD or REBALANCE edge (a map after a union, say) — a stateless operator
 gives the same records wherever it runs — and over a BROADCAST edge, once per consumer subtask.
 A HASH edge into a window vertex becomes rows with the record's encoded key, shuffled by key
@@ -19,8 +19,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns
+from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns, Watermark
 from engine.errors import IllegalStateError, JobDefinitionError
+from engine.graph.operator_factory import stateless_operator
 from engine.graph.plan import PhysicalPlan, Vertex
 from engine.graph.transformations import (
     BroadcastProcessTransformation,
@@ -33,7 +34,6 @@ from engine.graph.transformations import (
     WindowTransformation,
 )
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output, key_failure
-from engine.operators.simple import FilterOperator, FlatMapOperator, MapOperator
 from engine.runtime.keyed_edges import keyable
 from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation, preaggregation_for
 from engine.runtime.spark.rows import (
@@ -238,8 +238,12 @@ class Router:
         op = self._ops.get(node_id)
         if op is None:
             node = self.routes.nodes[node_id]
-            op = {"map": MapOperator, "filter": FilterOperator, "flat_map": FlatMapOperator}[node.kind](node.fn)
+            op = stateless_operator(node)
             op.open(self.context, _NodeOutput(self, node_id))
+            if self.watermark_before > MIN_WATERMARK:
+                # the watermark every record of the epoch is processed under (a process function reads it);
+                # the operator forwards it to its output, which leaves watermarks to the driver
+                op.process_watermark(Watermark(self.watermark_before))
             self._ops[node_id] = op
         return op
 
