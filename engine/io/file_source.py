@@ -21,10 +21,14 @@ source sent to a Spark task carries the S3 endpoint and region its driver resolv
 How a finished file's watermark counts, and when a subtask with nothing to read is idle, is the source
 stage's rule (engine/operators/timestamps_watermarks.py, ``monitored=True``).
 
+After a restore neither runtime fetches a file the checkpoint had read to its end (no GET on S3): the Spark
+runtime keeps a finished flag per split, the local runtime knows them as the saved positions its restored
+watermark stage no longer holds (engine/runtime/local/subtask_builder.py).
+
 Partial: the positions of finished files stay in every snapshot for the life of the job (Flink keeps
 the processed paths in its enumerator state the same way); a folder of very many small files makes
-snapshots grow with it.  After a restore the local runtime reads every finished file once more to find
-its end (one GET per file on S3; the Spark runtime keeps a finished flag instead).
+snapshots grow with it.  A bounded (not monitored) file source still decodes every file when restored,
+finished ones included.
 """
 
 from __future__ import annotations

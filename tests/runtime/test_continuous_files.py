@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 import time
 import uuid
 from collections import Counter
@@ -78,6 +79,46 @@ def moto_server():
     server.start()
     host, port = server.get_host_and_port()
     yield f"http://{host}:{port}"
+    server.stop()
+
+
+class CountingMotoServer:
+    """moto's server app on a thread, behind a WSGI layer that counts what reaches it by (method, path): how many
+    times the job fetched each object (a GET of ``/bucket/key`` without a query; a listing has one)."""
+
+    def __init__(self) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        app = DomainDispatcherApplication(create_backend_app)
+        self.requests: Counter = Counter()
+        self._lock = threading.Lock()
+
+        def counting(environ, start_response):
+            if not environ.get("QUERY_STRING"):
+                with self._lock:
+                    self.requests[(environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""))] += 1
+            return app(environ, start_response)
+
+        self._server = make_server("127.0.0.1", 0, counting, threaded=True, request_handler=MotoRequestHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        host, port = self._server.server_address[:2]
+        self.endpoint = f"http://{host}:{port}"
+
+    def gets_of(self, bucket: str, key: str) -> int:
+        with self._lock:
+            return self.requests[("GET", f"/{bucket}/{key}")]
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join()
+
+
+@pytest.fixture(scope="module")
+def counting_moto():
+    server = CountingMotoServer()
+    yield server
     server.stop()
 
 
@@ -293,6 +334,44 @@ def test_a_drain_right_after_an_epoch_commits_the_epochs_results_and_the_drains(
     finally:
         if not client.done():
             client.cancel()
+    assert output_sums(out) == window_sums(rows)
+
+
+def test_a_restored_s3_source_fetches_no_file_it_had_finished(tmp_path: Path, runtime: str, counting_moto,
+                                                              monkeypatch) -> None:
+    """The checkpoint records which files were read to their end; a restored job must skip them before any GET.
+    Counted on the server: three files read and finished before a savepoint, a fourth landing after the restore
+    (at another parallelism); after the restore only the fourth may be fetched."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", counting_moto.endpoint)
+    client = boto3.client("s3", endpoint_url=counting_moto.endpoint, region_name="us-east-1")
+    bucket = "sluice-gets-" + uuid.uuid4().hex[:10]
+    client.create_bucket(Bucket=bucket)
+    src, out, storage = S3Folder(client, bucket, "in"), tmp_path / "out", tmp_path / "chk"
+    rows = [r for index in range(3) for r in land(src, index)]
+    job = submit(build(src, out, storage, 1, runtime), "gets")
+    try:
+        wait_for(lambda: job.status().records_in >= 3 * ROWS_PER_FILE, 180, "files 0-2 read", job)
+        savepoint = job.stop_with_savepoint((tmp_path / "sp").as_uri()).result(timeout=60)
+        job.wait(60)
+    finally:
+        if not job.done():
+            job.cancel()
+    names = [f"in/events-{index:03d}.jsonl" for index in range(4)]
+    before = [counting_moto.gets_of(bucket, name) for name in names[:3]]
+    assert before == [1, 1, 1], before  # each file fetched once while the job ran
+
+    restored = submit(build(src, out, storage, 2, runtime), "gets", savepoint)
+    try:
+        rows += land(src, 3)
+        wait_for(lambda: restored.status().records_in >= ROWS_PER_FILE, 180, "file 3 read", restored)
+        restored.stop_with_savepoint((tmp_path / "sp").as_uri(), drain=True).result(timeout=60)
+        restored.wait(60)
+    finally:
+        if not restored.done():
+            restored.cancel()
+    after = [counting_moto.gets_of(bucket, name) for name in names]
+    assert after[:3] == before, f"finished files fetched again after the restore: {after[:3]} (before: {before})"
+    assert after[3] >= 1
     assert output_sums(out) == window_sums(rows)
 
 

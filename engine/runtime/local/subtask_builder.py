@@ -229,6 +229,13 @@ class SubtaskBuilder:
             restored_stage = self._restored_stage(vkey, [s.split_id for s in splits])
             if restored_stage is not None:
                 stage.restore(restored_stage)
+                if monitored is not None:
+                    # a file the checkpoint had read to its end is skipped, not fetched again to find its end: the
+                    # restored stage holds the unfinished splits only (a monitored split leaves it when finished)
+                    unfinished = set(stage.split_ids)
+                    for state in states:
+                        key = saved_split_key(saved, source_uid, state.split_id)
+                        state.finished = key is not None and state.split_id not in unfinished
             else:
                 for s in splits:
                     stage.add_split(s.split_id)
