@@ -399,10 +399,16 @@ class LocalJob:
                     self.final_checkpoint()
                 return
             if self.runtime.epoch_records is not None and self._epoch_quiescent():
-                for task in self.tasks:
-                    if isinstance(task, SourceTask) and not task.finished:
+                sources = [t for t in self.tasks if isinstance(t, SourceTask) and not t.finished]
+                holding = [t for t in sources if t.holding()]
+                if holding:  # W(n) of every subtask at once, after all of epoch n's records (SourceTask.holding)
+                    for task in holding:
+                        task.release_epoch()
+                    continue
+                if not any(t.pending_triggers for t in sources):
+                    for task in sources:
                         task.start_epoch()
-                continue
+                    continue
             if not progressed:
                 if self.checkpointing and (self.outstanding_uploads or self.coordinator.get_number_of_pending_checkpoints()
                                            or any(t.suspended for t in self.tasks)):
@@ -425,11 +431,10 @@ class LocalJob:
                 self.coordinator.report_task_finished(task.task_id)
 
     def _epoch_quiescent(self) -> bool:
-        """Every source parked at its epoch end (or finished) and nothing left to process downstream."""
+        """Every source parked at its epoch end (or finished) and nothing left to process downstream (a checkpoint
+        trigger may wait at a source: it goes in once the epoch's watermarks are released)."""
         sources = [t for t in self.tasks if isinstance(t, SourceTask) and not t.finished]
         if not sources or not all(t.parked for t in sources):
-            return False
-        if any(t.pending_triggers for t in sources):
             return False
         return not any(t.runnable() for t in self.tasks if not isinstance(t, SourceTask))
 

@@ -201,13 +201,19 @@ class SourceTask(Subtask):
         #: epoch mode (runtime option ``epoch_records``): each split reads exactly this many offsets per
         #: epoch, watermarks are emitted only at the epoch's end, and the task then parks until the runtime
         #: starts the next epoch once the whole pipeline is quiescent -- the Spark runtime's cadence, where
-        #: every record of epoch n is processed under the watermark of the end of epoch n-1
+        #: every record of epoch n is processed under the watermark of the end of epoch n-1.  A subtask's
+        #: watermarks, statuses and end of input of epoch n are held (``holding``) until every source subtask
+        #: parked and everything downstream ran (``release_epoch``, called by the runtime): otherwise one
+        #: subtask's epoch-end watermark, or a split's end, would reach a shared consumer while another subtask's
+        #: records of the same epoch are still on their way, where Spark judges them all under W(n-1)
         #: the last step found nothing to read (an unbounded source waiting for data)
         self.starved = False
         self.epoch_records: int | None = None
         self.epoch = 0
         self.parked = False
         self._epoch_end: dict[str, int] = {}
+        self._held: list[Any] = []
+        self._end_pending = False
         #: set by the runtime for a continuously monitored source: returns the splits that appeared since the
         #: last call (already readers, positioned), called at most every ``monitor_interval_ms`` of ``clock``
         self.discover: Callable[[], list[SplitState]] | None = None
@@ -222,9 +228,23 @@ class SourceTask(Subtask):
             return bool(self.pending_triggers)
         return True
 
+    def holding(self) -> bool:
+        """Epoch mode: the epoch's watermarks (or its end of input) wait for :meth:`release_epoch`."""
+        return bool(self._held) or self._end_pending
+
+    def release_epoch(self) -> None:
+        """Every source subtask parked and nothing is left downstream: send the held watermarks and statuses, then
+        end the input if every split has finished (the next epoch starts once these are processed)."""
+        held, self._held = self._held, []
+        self._emit(held)
+        self.flush()
+        if self._end_pending:
+            self._end_pending = False
+            self._end_of_input()
+
     def start_epoch(self) -> None:
         """Begin the next epoch: every unfinished split may read ``epoch_records`` more offsets."""
-        assert self.epoch_records is not None
+        assert self.epoch_records is not None and not self.holding()
         self.epoch += 1
         self.parked = False
         self._epoch_end = {s.split_id: int(s.offset()) + self.epoch_records for s in self.active_splits()}
@@ -233,10 +253,20 @@ class SourceTask(Subtask):
         return [s for s in active if int(s.offset()) < self._epoch_end.get(s.split_id, 0)]
 
     def _end_epoch(self) -> None:
-        """All splits reached their epoch end: emit the epoch's watermarks, then park."""
-        self._emit(self.stage.on_periodic_emit())
+        """All splits reached their epoch end: the epoch's watermarks are held for :meth:`release_epoch`; park."""
+        self._emit(self.stage.on_periodic_emit(), hold=True)
         self.flush()
         self.parked = True
+
+    def _end_input_at_epoch_end(self) -> None:
+        """Every split finished: end the input now, or in epoch mode once the epoch is released."""
+        if self.epoch_records is None:
+            self._end_of_input()
+        else:
+            self._emit(self.stage.on_periodic_emit(), hold=True)
+            self.flush()
+            self._end_pending = True
+            self.parked = True
 
     def active_splits(self) -> list[SplitState]:
         return [s for s in self.splits if not s.finished]
@@ -244,7 +274,7 @@ class SourceTask(Subtask):
     def step(self, budget: int) -> int:
         self.starved = False
         # in epoch mode barriers go in only at epoch ends: the epoch boundary is the barrier, as on Spark
-        if self.before_read is not None and (self.epoch_records is None or self.parked):
+        if self.before_read is not None and (self.epoch_records is None or (self.parked and not self.holding())):
             self.before_read(self)
         if self.suspended or self.parked:
             return 0
@@ -252,7 +282,7 @@ class SourceTask(Subtask):
         active = self.active_splits()
         if not active:
             if self.bounded:
-                self._end_of_input()
+                self._end_input_at_epoch_end()
             else:
                 self.starved = True  # a monitored folder with nothing new: let the runtime back off
                 if self.epoch_records is None:
@@ -296,10 +326,10 @@ class SourceTask(Subtask):
                 split.reader.close()  # a monitored folder grows without end: keep the offset, not the rows
         if not epoch_mode:
             elements.extend(stage.on_periodic_emit())
-        self._emit(elements)
+        self._emit(elements, hold=epoch_mode)
         self.flush()
         if self.bounded and not self.active_splits():
-            self._end_of_input()
+            self._end_input_at_epoch_end()
         elif epoch_mode and not self._epoch_splits(self.active_splits()):
             self._end_epoch()
         return len(batch.values)
@@ -321,8 +351,12 @@ class SourceTask(Subtask):
                 self._epoch_end[split.split_id] = int(split.offset()) + self.epoch_records
         return True
 
-    def _emit(self, elements: list[Any]) -> None:
-        """Push stage output into the chain in order: consecutive records as one batch."""
+    def _emit(self, elements: list[Any], hold: bool = False) -> None:
+        """Push stage output into the chain in order: consecutive records as one batch; with ``hold``, records
+        only, the watermarks and statuses kept for :meth:`release_epoch`."""
+        if hold:
+            self._held.extend(e for e in elements if type(e) is not StreamRecord)
+            elements = [e for e in elements if type(e) is StreamRecord]
         out = self.head_output
         pending: list[StreamRecord] = []
         record_type = StreamRecord
