@@ -210,3 +210,26 @@ def test_co_process_refuses_keyed_inputs_and_other_functions() -> None:
     with pytest.raises(JobDefinitionError, match="CoProcessFunction") as err:
         connected.process(Annotate())
     assert err.value.parameter == "func"
+
+
+CLOSED: list = []
+
+
+def test_open_and_close_bracket_each_subtasks_copy_of_the_function() -> None:
+    class Counting(ProcessFunction):
+        def open(self, runtime_context):
+            self.subtask = runtime_context.get_index_of_this_subtask()
+            self.seen = 0
+
+        def process_element(self, value, ctx):
+            self.seen += 1
+            yield value
+
+        def close(self):
+            CLOSED.append((self.subtask, self.seen))
+
+    CLOSED.clear()
+    env = _env(parallelism=2)
+    assert sorted(env.from_collection(list(range(10))).rebalance().process(Counting()).execute_and_collect()) == \
+        list(range(10))
+    assert sorted(s for s, _ in CLOSED) == [0, 1] and sum(n for _, n in CLOSED) == 10
