@@ -185,7 +185,8 @@ class _Context(KeyedProcessFunction.OnTimerContext):
 
     __slots__ = ("_op", "_timer_service", "current_timestamp", "current_domain")
 
-    #: the timer service the function gets (the non-keyed process operator's refuses timers: engine/operators/process.py)
+    #: the timer service the function gets (the non-keyed process operator's refuses timers:
+    #: engine/operators/process.py)
     timer_service_type: type = _TimerService
 
     def __init__(self, op: Any) -> None:

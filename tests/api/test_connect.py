@@ -161,7 +161,8 @@ def test_process_on_connected_streams_needs_a_keyed_co_process_function_and_keys
         def process_element(self, value, ctx):
             yield value
 
-    with pytest.raises(JobDefinitionError, match="`func` must be a KeyedCoProcessFunction or a CoProcessFunction on ConnectedStreams"):
+    with pytest.raises(JobDefinitionError,
+                       match="`func` must be a KeyedCoProcessFunction or a CoProcessFunction on ConnectedStreams"):
         connected.key_by(lambda x: x, lambda x: x).process(OneInput())
     with pytest.raises(JobDefinitionError, match="`func` needs two keyed inputs"):
         connected.process(MatchPayments())

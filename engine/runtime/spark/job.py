@@ -29,9 +29,9 @@ Epoch n, driven by :meth:`SparkJob.step`:
    with the KeyedProcessOperator (engine/operators/keyed_process.py) in place of the WindowOperator.
    ``connect`` needs nothing more: its inputs arrive tagged and unioned (engine/operators/co_functions.py),
    so a co-map is a map and a KeyedCoProcessFunction a keyed process vertex.  A non-keyed ProcessFunction
-   or CoProcessFunction keeps no state and runs chained like a flat_map (chains.py), under W(n-1).  A broadcast process vertex
-   (``connect(stream.broadcast(descriptor)).process(...)``) is a keyed vertex whose broadcast-side rows are
-   copied to every subtask (epoch_frames.py); each subtask applies them before its keyed records of the
+   or CoProcessFunction keeps no state and runs chained like a flat_map (chains.py), under W(n-1).
+   A broadcast process vertex (``connect(stream.broadcast(descriptor)).process(...)``) is a keyed vertex
+   whose broadcast-side rows are copied to every subtask (epoch_frames.py); each subtask applies them before its keyed records of the
    epoch (stages.py), and carries its copy of the broadcast state in its state row.  Its non-keyed form
    places the other side's records by channel.  A plain ``broadcast()`` edge into a stateless vertex runs
    the chain once per consumer subtask in the producing task (chains.py).
