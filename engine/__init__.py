@@ -49,6 +49,7 @@ from engine.state.descriptors import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
+from engine.state.ttl_config import StateTtlConfig
 from engine.watermarks.generators import WatermarkGenerator, WatermarkOutput
 from engine.watermarks.strategy import TimestampAssigner, WatermarkStrategy
 from engine.windowing.assigners import (

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,24 @@ PYFLINK_OUTPUT = {
     # The window [0, 10) fires twice, at the continuous fire time 5 and at its end (max timestamp 9), each
     # time with all seven elements: both timers went off only after the whole bounded input was read.
     "tumbling_time_window_with_continuous_trigger.py": [BANNER, "(hi,0,10,7)", "(hi,0,10,7)", "(hi,10,20,1)"],
+    # Beyond windows: keyed state with a StateTtlConfig (engine/state/ttl.py) and event-time timers.  The
+    # Types.FLOAT() fields of the typed collection are 32-bit in PyFlink (110.1 -> 110.0999984741211).
+    "state_access.py": ["('Alice', 110.0999984741211)", "('Bob', 30.200000762939453)", "('Alice', 130.0999984741211)",
+                        "('Bob', 83.29999923706055)", "('Alice', 143.19999885559082)", "('Bob', 86.39999914169312)",
+                        "('Bob', 102.49999952316284)", "('Alice', 163.29999923706055)"],
+    "event_time_timer.py": ["('Alice', 163.29999923706055)", "('Bob', 102.49999952316284)",
+                            "('Bob', 102.49999952316284)", "('Alice', 163.29999923706055)",
+                            "('Bob', 102.49999952316284)", "('Alice', 163.29999923706055)",
+                            "('Bob', 102.49999952316284)", "('Alice', 163.29999923706055)"],
 }
+
+#: examples PyFlink ran at its default parallelism, the host's core count (2): it printed every line with the
+#: ``N> `` prefix of the subtask that printed it, a subtask its hash of the *pickled* key picked.  Sluice's
+#: default parallelism is 1 and its key groups hash the key itself, so the prefix is not compared.
+SUBTASK_PREFIXED = {"state_access.py", "event_time_timer.py"}
+#: examples whose order PyFlink leaves open: event_time_timer fires Alice's and Bob's timers for 5000 in the
+#: same watermark; Flink orders equal timestamps by its timer heaps (per key group), not by any rule.
+ORDER_FREE = {"event_time_timer.py"}
 
 
 def _run(example: str, *args: str) -> subprocess.CompletedProcess:
@@ -65,7 +83,13 @@ def test_ported_example_imports_only_from_engine_and_the_standard_library(exampl
 def test_ported_example_prints_what_pyflink_printed(example):
     done = _run(example)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == PYFLINK_OUTPUT[example]
+    printed = done.stdout.splitlines()
+    if example in SUBTASK_PREFIXED:
+        printed = [re.sub(r"^\d+> ", "", line) for line in printed]
+    if example in ORDER_FREE:
+        assert sorted(printed) == sorted(PYFLINK_OUTPUT[example])
+    else:
+        assert printed == PYFLINK_OUTPUT[example]
 
 
 def test_ported_example_writes_its_results_with_the_pyflink_file_sink(tmp_path):
