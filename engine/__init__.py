@@ -27,7 +27,7 @@ from engine.api.functions import (
     TimerService,
     WindowFunction,
 )
-from engine.api.connectors import Encoder, FileSink, OutputFileConfig, RollingPolicy
+from engine.api.connectors import Encoder, FileSink, FileSource, OutputFileConfig, RollingPolicy, StreamFormat
 from engine.api.time import Duration, Time
 from engine.api.typeinfo import TypeInformation, Types
 from engine.api.windowed_stream import AllWindowedStream, WindowedStream
@@ -51,6 +51,8 @@ from engine.state.descriptors import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
+from engine.state.ttl_config import StateTtlConfig
+from engine.api.execution_mode import RuntimeExecutionMode
 from engine.watermarks.generators import WatermarkGenerator, WatermarkOutput
 from engine.watermarks.strategy import TimestampAssigner, WatermarkStrategy
 from engine.windowing.assigners import (

@@ -30,7 +30,7 @@ need it are skipped and reported as "unknown", never guessed.
      "accumulator_fields": {"count": path, "min": path, "max": path},   # optional, user AggregateFunctions
      "allowed_lateness_ms": int,
      "state_rows": {"<state name>": rows, ...},                        # backend entries at snapshot time
-     "state_kinds": {"<state name>": "value" | "list" | "map" | "reducing" | "aggregating"}}
+     "state_kinds": {"<state name>": "value" | "list" | "map" | "reducing" | "aggregating", or one of those + "-ttl"}}
 
 and in ``CheckpointMetadata.watermarks``::
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from engine.api.datastream import DataStream, TimeCharacteristic
+from engine.api.execution_mode import RuntimeExecutionMode, resolve_runtime_mode
 from engine.api.job_client import JobClient
 from engine.api.restart import RestartStrategyConfiguration
 from engine.api.typeinfo import check_type_info
@@ -37,6 +38,7 @@ class StreamExecutionEnvironment:
         self._clock: Any = None
         self._runtime_options: dict[str, Any] = {}
         self._restart_strategy: Any = None
+        self._runtime_mode = RuntimeExecutionMode.STREAMING
 
     @staticmethod
     def get_execution_environment(config: dict[str, Any] | None = None) -> StreamExecutionEnvironment:
@@ -92,6 +94,21 @@ class StreamExecutionEnvironment:
 
     def get_stream_time_characteristic(self) -> str:
         return self._time_characteristic
+
+    def set_runtime_mode(self, mode: RuntimeExecutionMode) -> StreamExecutionEnvironment:
+        """STREAMING (the default), BATCH or AUTOMATIC (engine/api/execution_mode.py)."""
+        if not isinstance(mode, RuntimeExecutionMode):
+            raise JobDefinitionError("runtime_mode", mode, "must be a RuntimeExecutionMode",
+                                     "env.set_runtime_mode(RuntimeExecutionMode.BATCH)")
+        self._runtime_mode = mode
+        return self
+
+    def get_runtime_mode(self) -> RuntimeExecutionMode:
+        return self._runtime_mode
+
+    def is_batch(self, roots: list[Any]) -> bool:
+        """Whether the job ending in ``roots`` runs in BATCH mode (AUTOMATIC resolved; refusals raised)."""
+        return resolve_runtime_mode(self._runtime_mode, roots, self._runtime) is RuntimeExecutionMode.BATCH
 
     def set_clock(self, clock: Any) -> StreamExecutionEnvironment:
         """Inject the processing-time clock (a ManualClock makes processing-time jobs exact in tests)."""
@@ -154,8 +171,8 @@ class StreamExecutionEnvironment:
         ``monitor_interval`` (a ``Duration``, a ``timedelta`` or ms): keep reading the folder as files land,
         listing it again at that interval (Flink's ``FileSource...monitorContinuously``); the job then runs
         until it is stopped.  Without it the folder is listed once and the job ends after its files."""
-        if format not in ("parquet", "jsonl", "csv"):
-            raise JobDefinitionError("format", format, "must be 'parquet', 'jsonl' or 'csv'")
+        if format not in ("parquet", "jsonl", "csv", "text"):
+            raise JobDefinitionError("format", format, "must be 'parquet', 'jsonl', 'csv' or 'text' (lines as str)")
         interval_ms = None if monitor_interval is None else _interval_ms("monitor_interval", monitor_interval)
         return self.from_source(FileSource(path, format=format, monitor_interval_ms=interval_ms),
                                 source_name=f"Files({path})")
@@ -170,6 +187,7 @@ class StreamExecutionEnvironment:
     def _check_sinks(self) -> None:
         if not self._sinks:
             raise JobDefinitionError("sinks", [], "must not be empty: add a sink (print(), write_files(), sink_to())")
+        self.is_batch(list(self._sinks))
 
     def execute(self, job_name: str = "sluice-job", from_savepoint: str | None = None) -> JobExecutionResult:
         """Run the job to its end (bounded input, a stop or a failure) in this thread.
@@ -191,6 +209,7 @@ class StreamExecutionEnvironment:
         return JobClient(handle, job_name, savepoint_dir, self._parallelism)
 
     def _execute_collect(self, node: Transformation, job_name: str) -> list[Any]:
+        self.is_batch([*self._sinks, node])
         result = self._runtime_instance().execute(job_name, list(self._sinks), collect=[node])
         self._last_result = result
         return result.collected[node.id]
@@ -199,6 +218,7 @@ class StreamExecutionEnvironment:
                                     job_name: str = "collect") -> tuple[dict[str, list[Any]], JobExecutionResult]:
         """Run the job once and collect several streams (e.g. a window result and its late side output)."""
         nodes = [s._node for s in streams.values()]
+        self.is_batch([*self._sinks, *nodes])
         result = self._runtime_instance().execute(job_name, list(self._sinks), collect=nodes)
         self._last_result = result
         return {name: result.collected[s._node.id] for name, s in streams.items()}, result

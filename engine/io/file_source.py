@@ -25,6 +25,10 @@ After a restore neither runtime fetches a file the checkpoint had read to its en
 runtime keeps a finished flag per split, the local runtime knows them as the saved positions its restored
 watermark stage no longer holds (engine/runtime/local/subtask_builder.py).
 
+``path`` may also name one local file (PyFlink's ``FileSource`` takes files and folders): the source then
+reads that file alone, as a folder holding only it.  ``FileSource.for_record_stream_format(
+StreamFormat.text_line_format(), path)...build()`` is PyFlink's way to build the source (lines as ``str``).
+
 Partial: the positions of finished files stay in every snapshot for the life of the job (Flink keeps
 the processed paths in its enumerator state the same way); a folder of very many small files makes
 snapshots grow with it.  A bounded (not monitored) file source still decodes every file when restored,
@@ -53,6 +57,52 @@ from engine.io.storage import check_folder_uri, is_visible_name, open_folder, op
 DEFAULT_MONITOR_INTERVAL_MS = 1000
 
 
+def _local_file(path: str) -> Any:
+    """``path`` as a local file's Path when it names an existing file, else None (a folder, an s3:// prefix)."""
+    from pathlib import Path
+
+    if path.startswith("s3://"):
+        return None
+    local = Path(path.removeprefix("file://"))
+    return local if local.is_file() else None
+
+
+class StreamFormat:
+    """PyFlink's record formats for ``FileSource.for_record_stream_format`` (``text_line_format`` only)."""
+
+    def __init__(self, format: str) -> None:  # noqa: A002 - the engine's format name
+        self.format = format
+
+    @staticmethod
+    def text_line_format(charset_name: str = "UTF-8") -> StreamFormat:
+        if charset_name.replace("-", "").upper() != "UTF8":
+            raise JobDefinitionError("charset_name", charset_name, "must be UTF-8: the text format reads UTF-8 lines")
+        return StreamFormat("text")
+
+
+class FileSourceBuilder:
+    """``FileSource.for_record_stream_format(fmt, path)[.monitor_continuously(d) | .process_static_file_set()]
+    .build()`` (PyFlink's builder)."""
+
+    def __init__(self, format: str, path: str) -> None:  # noqa: A002
+        self._format, self._path, self._interval_ms = format, path, None
+
+    def monitor_continuously(self, discovery_interval: Any) -> FileSourceBuilder:
+        ms = discovery_interval.to_milliseconds() if hasattr(discovery_interval, "to_milliseconds") \
+            else discovery_interval
+        if type(ms) is not int or ms <= 0:
+            raise JobDefinitionError("discovery_interval", discovery_interval, "must be a positive Duration")
+        self._interval_ms = ms
+        return self
+
+    def process_static_file_set(self) -> FileSourceBuilder:
+        self._interval_ms = None
+        return self
+
+    def build(self) -> FileSource:
+        return FileSource(self._path, format=self._format, monitor_interval_ms=self._interval_ms)
+
+
 class FileSource(Source):
     """Event files under ``path`` (local folder, ``file:///`` or ``s3://bucket/prefix``) in ``format``."""
 
@@ -67,6 +117,11 @@ class FileSource(Source):
         storage_options: dict[str, Any] | None = None,
     ) -> None:
         self.path = check_folder_uri("path", path)
+        #: the one file read when ``path`` names a local file (then ``path`` becomes its folder)
+        self.only_file: str | None = None
+        single = _local_file(self.path)
+        if single is not None:
+            self.path, self.only_file = str(single.parent), single.name
         self.format = check_format(format, FORMATS)
         if monitor_interval_ms is not None and (type(monitor_interval_ms) is not int or monitor_interval_ms <= 0):
             raise JobDefinitionError("monitor_interval", monitor_interval_ms, "must be a positive number of ms",
@@ -76,6 +131,17 @@ class FileSource(Source):
         self.infer_types = bool(infer_types)
         self.storage_options = dict(storage_options or {})
         self._store = None
+
+    @staticmethod
+    def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:
+        """PyFlink's builder: ``FileSource.for_record_stream_format(StreamFormat.text_line_format(), path)``."""
+        if not isinstance(stream_format, StreamFormat):
+            raise JobDefinitionError("stream_format", stream_format, "must be a StreamFormat",
+                                     "StreamFormat.text_line_format()")
+        if len(paths) != 1:
+            raise JobDefinitionError("paths", list(paths), "must be exactly one folder, s3:// prefix or local file",
+                                     "Union two sources to read two folders")
+        return FileSourceBuilder(stream_format.format, paths[0])
 
     def _folder(self):
         if self._store is None:
@@ -92,7 +158,8 @@ class FileSource(Source):
 
     def discover_splits(self) -> list[SourceSplit]:
         names = sorted(info.key for info in self._folder().list("")
-                       if "/" not in info.key and is_visible_name(info.key))
+                       if "/" not in info.key and is_visible_name(info.key)
+                       and (self.only_file is None or info.key == self.only_file))
         if not names and not self.continuous and not self._folder_exists():
             raise JobDefinitionError("path", self.path, "must name an existing folder of event files",
                                      "Create it, or read it with continuous=True to wait for files")

@@ -12,6 +12,8 @@ rows that carry nothing.
   may span lines) is one row; with ``infer_types`` cells become int, float or
   None (empty) where they read as such, else stay str.
 - ``parquet``: one row per table row, read a row group at a time.
+- ``text``: one row per line, the record being the line as a ``str`` without its line ending
+  (PyFlink's ``StreamFormat.text_line_format()``); a line that is not UTF-8 is a MalformedInput.
 
 Writing (sinks): dict values become rows; a tuple or list becomes
 ``{"f0": .., "f1": ..}`` for Parquet and a JSON array for JSON lines; any
@@ -35,7 +37,7 @@ from engine.io.source import MalformedInput
 if TYPE_CHECKING:
     import pyarrow as pa
 
-FORMATS = ("parquet", "jsonl", "csv")
+FORMATS = ("parquet", "jsonl", "csv", "text")
 EXTENSIONS = {"parquet": "parquet", "jsonl": "jsonl", "csv": "csv"}
 
 _INT = re.compile(r"[+-]?(0|[1-9][0-9]*)")
@@ -90,6 +92,29 @@ class JsonLinesFile(RowFile):
                                        f"expected a JSON object per line, got {type(value).__name__}", offset))
                 continue
             records.append(value)
+        return records, dead
+
+
+class TextLinesFile(RowFile):
+    """Lines as records (``str``): ``\\n`` ends a line, a ``\\r`` before it is dropped, as Java's line reader does."""
+
+    def __init__(self, data: bytes) -> None:
+        self._lines = data.split(b"\n")
+        if self._lines and self._lines[-1] == b"":
+            self._lines.pop()
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def rows(self, start: int, stop: int) -> tuple[list, list[MalformedInput]]:  # type: ignore[override]
+        records: list[str] = []
+        dead: list[MalformedInput] = []
+        for offset in range(start, stop):
+            line = self._lines[offset]
+            try:
+                records.append(line.removesuffix(b"\r").decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                dead.append(MalformedInput(line.decode("utf-8", "replace"), f"not UTF-8 text: {exc}", offset))
         return records, dead
 
 
@@ -281,6 +306,8 @@ def decode(fmt: str, data: bytes, *, infer_types: bool = True) -> RowFile:
         return JsonLinesFile(data)
     if fmt == "csv":
         return CsvFile(data, infer_types)
+    if fmt == "text":
+        return TextLinesFile(data)
     if fmt == "parquet":
         import pyarrow as pa
 

@@ -247,7 +247,7 @@ class KeyedProcessOperator(OneInputStreamOperator):
 
     def _build(self, key_group_range: KeyGroupRange) -> None:
         mp = self.context.max_parallelism
-        self.keyed_state_backend = HeapKeyedStateBackend(mp, key_group_range)
+        self.keyed_state_backend = HeapKeyedStateBackend(mp, key_group_range, ttl_clock=self.context.clock)
         self.timer_service = InternalTimerService(self.keyed_state_backend, self, key_group_range, mp)
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from engine.api.typeinfo import TypeInformation, check_type_info
 from engine.errors import JobDefinitionError
+from engine.state.ttl_config import StateTtlConfig
 
 T = TypeVar("T")
 
@@ -21,10 +22,20 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class StateDescriptor:
     name: str
+    #: set by :meth:`enable_time_to_live` (engine/state/ttl.py); takes no part in equality
+    ttl_config: Any = field(default=None, compare=False, kw_only=True, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise JobDefinitionError("name", self.name, "must be a non-empty string")
+
+    def enable_time_to_live(self, ttl_config: Any) -> None:
+        """Let this state's entries expire (PyFlink's ``StateDescriptor.enable_time_to_live``; engine/state/ttl.py).
+        A config whose update type is ``Disabled`` leaves the state without TTL, as in Flink."""
+        if not isinstance(ttl_config, StateTtlConfig):
+            raise JobDefinitionError("ttl_config", ttl_config, "must be a StateTtlConfig",
+                                     "StateTtlConfig.new_builder(Time.seconds(10)).build()")
+        object.__setattr__(self, "ttl_config", ttl_config if ttl_config.is_enabled() else None)
 
 
 # The type informations below are PyFlink's positional arguments (``ValueStateDescriptor("n", Types.INT())``):

@@ -100,9 +100,9 @@ class StateTable:
     def unshare(self, index: int) -> dict:
         """Copy group ``index`` (and its mutable values) so the snapshot's dict stays untouched."""
         old = self.groups[index]
-        if self.kind == "list":
+        if self.kind.startswith("list"):  # list and list-ttl
             new = dict(zip(old.keys(), map(list.copy, old.values())))
-        elif self.kind == "map":
+        elif self.kind.startswith("map"):
             new = dict(zip(old.keys(), map(dict.copy, old.values())))
         elif _all_immutable(old.values()):
             new = old.copy()  # nothing in it can be changed in place: the values may be shared

@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
+from engine.clock import Clock, SystemClock
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError
 from engine.state import codec
 from engine.state.descriptors import (
@@ -30,6 +31,7 @@ from engine.state.descriptors import (
 )
 from engine.state.heap_states import STATE_KINDS, InternalKvState, StateTable
 from engine.state.key_groups import KeyGroupRange, key_group_for_encoded_key
+from engine.state.ttl import base_kind, drop_expired, ttl_state_class
 from engine.state.snapshot import (
     VOID_NAMESPACE,
     KeyedStateSnapshot,
@@ -53,7 +55,7 @@ class HeapKeyedStateBackend:
     acts on that key and on its own namespace (``set_current_namespace``).
     """
 
-    def __init__(self, max_parallelism: int, key_group_range: KeyGroupRange) -> None:
+    def __init__(self, max_parallelism: int, key_group_range: KeyGroupRange, ttl_clock: Clock | None = None) -> None:
         if not isinstance(max_parallelism, int) or max_parallelism < 1:
             raise JobDefinitionError("max_parallelism", max_parallelism, "must be a positive int")
         if len(key_group_range) and (
@@ -74,6 +76,10 @@ class HeapKeyedStateBackend:
         self.current_key_group: int | None = None
         self._simple_key_cache: dict[Any, int] = {}
         self._encoded_key_cache: dict[str, int] = {}
+        #: processing time of state TTL (engine/state/ttl.py); a test may hand in a ManualClock
+        self.ttl_clock: Clock = ttl_clock if ttl_clock is not None else SystemClock()
+        #: restored TTL tables not yet cleaned of what expired (done when their descriptor is first used)
+        self._restored_ttl_tables: set[str] = set()
 
     # ---- keys -------------------------------------------------------------------------------
     def set_current_key(self, key: Any) -> None:
@@ -138,10 +144,14 @@ class HeapKeyedStateBackend:
                 "state_descriptor", descriptor, "must be a Value/List/Map/Reducing/AggregatingStateDescriptor"
             )
         kind, cls = kind_and_class
+        ttl_config = descriptor.ttl_config
+        if ttl_config is not None:
+            cls = ttl_state_class(kind)
         if kind == "reducing" and not callable(getattr(descriptor, "reduce_function", None)):
             raise JobDefinitionError("reduce_function", None, "is required for a ReducingStateDescriptor")
         if kind == "aggregating" and descriptor.aggregate_function is None:  # type: ignore[attr-defined]
             raise JobDefinitionError("aggregate_function", None, "is required for an AggregatingStateDescriptor")
+        kind = cls.kind
         table = self._tables.get(descriptor.name)
         if table is None:
             table = self._tables[descriptor.name] = StateTable(descriptor.name, kind, self._num_groups)
@@ -151,11 +161,26 @@ class HeapKeyedStateBackend:
                 descriptor,
                 f"declares {descriptor.name!r} as {kind} state but the restored snapshot holds it as "
                 f"{table.kind} state",
-                "Keep the state kind when changing a job, or start without the snapshot",
+                "Keep the state kind when changing a job (as in Flink, time-to-live can be neither added to nor "
+                "removed from a state across a restore), or start without the snapshot",
             )
+        if descriptor.name in self._restored_ttl_tables:
+            self._restored_ttl_tables.discard(descriptor.name)
+            self._drop_expired(table, ttl_config.ttl_ms)
         state = cls(self, table, descriptor)
         self._states[descriptor.name] = state
         return state
+
+    def _drop_expired(self, table: StateTable, ttl_ms: int) -> None:
+        """Cleanup at restore: a restored TTL table starts without expired entries."""
+        now = self.ttl_clock.now_ms()
+        for group in table.groups:
+            for ck in list(group):
+                live = drop_expired(table.kind, group[ck], ttl_ms, now)
+                if live is None:
+                    del group[ck]
+                else:
+                    group[ck] = live
 
     # ---- inspection -------------------------------------------------------------------------
     def get_keys(self, state_name: str, namespace: Any) -> Iterator[Any]:
@@ -221,6 +246,12 @@ class HeapKeyedStateBackend:
             mask = pc.and_(pc.greater_equal(key_group_col, start), pc.less_equal(key_group_col, end))
             mine = arrow_table.filter(mask)
             self._load_rows(name, kind, table, mine)
+            if base_kind(kind) != kind:
+                declared = self._states.get(name)
+                if declared is None:
+                    self._restored_ttl_tables.add(name)
+                else:
+                    self._drop_expired(table, declared.descriptor.ttl_config.ttl_ms)
 
     def _load_rows(self, name: str, kind: str, table: StateTable, rows: pa.Table) -> None:
         groups = rows.column("key_group").to_pylist()
@@ -252,10 +283,16 @@ class HeapKeyedStateBackend:
                 value = codec.decode(encoded_value)
             except CorruptSnapshotError as exc:
                 raise CorruptSnapshotError(f"state table {name!r} column 'value': row {row}: {exc}") from exc
-            if kind == "list" and not isinstance(value, list):
+            plain = base_kind(kind)
+            if plain == "list" and not isinstance(value, list):
                 raise CorruptSnapshotError(f"state table {name!r} column 'value': row {row} of list state is no list")
-            if kind == "map" and not isinstance(value, dict):
+            if plain == "map" and not isinstance(value, dict):
                 raise CorruptSnapshotError(f"state table {name!r} column 'value': row {row} of map state is no map")
+            if plain != kind:
+                stamped = value if plain == "list" else value.values() if plain == "map" else [value]
+                if not all(isinstance(e, tuple) and len(e) == 2 and type(e[1]) is int for e in stamped):
+                    raise CorruptSnapshotError(f"state table {name!r} column 'value': row {row} of {kind} state "
+                                               "holds an entry that is not a (value, stamp ms) pair")
             table.groups[group - self._start][(key, namespace)] = value
 
 

@@ -41,7 +41,9 @@ from engine.windowing.windows import GLOBAL_WINDOW, GlobalWindow, TimeWindow
 
 FORMAT_VERSION = 1
 
-STATE_KINDS = ("value", "list", "map", "reducing", "aggregating")
+#: the plain kinds, then their time-to-live twins (engine/state/ttl.py: entries stored as ``(value, stamp)``)
+STATE_KINDS = ("value", "list", "map", "reducing", "aggregating",
+               "value-ttl", "list-ttl", "map-ttl", "reducing-ttl", "aggregating-ttl")
 
 
 @dataclass(frozen=True, slots=True)

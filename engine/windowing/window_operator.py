@@ -184,7 +184,7 @@ class WindowOperator(OneInputStreamOperator):
     def _new_heap(self, key_group_range: KeyGroupRange) -> None:
         """The general layout's keyed state backend and timer service (empty; the watermark starts over)."""
         ctx = self.context
-        self.keyed_state_backend = HeapKeyedStateBackend(ctx.max_parallelism, key_group_range)
+        self.keyed_state_backend = HeapKeyedStateBackend(ctx.max_parallelism, key_group_range, ttl_clock=ctx.clock)
         self.timer_service = InternalTimerService(self.keyed_state_backend, self, key_group_range, ctx.max_parallelism)
         self._contents = self.keyed_state_backend.get_partitioned_state(self._contents_descriptor)
         self._merging_state = (

@@ -13,6 +13,7 @@ or from scratch when there is neither.
 
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
@@ -37,6 +38,8 @@ from engine.runtime.recovery import (
     wait_restart_delay,
 )
 from engine.runtime.snapshot_metadata import window_configs
+
+log = logging.getLogger(__name__)
 
 #: writer threads for the asynchronous part of snapshots
 ASYNC_WRITER_THREADS = 2
@@ -68,7 +71,12 @@ class JobRun:
         self.strategy = restart_strategy_of(self.env)
         self.backoff = self.strategy.backoff()
         config = self.env.get_checkpoint_config()
-        self.checkpointing_enabled = self.env.is_checkpointing_enabled()
+        #: RuntimeExecutionMode.BATCH (engine/api/execution_mode.py): keyed inputs sorted, no checkpoints
+        self.batch = self.env.is_batch(roots)
+        self.checkpointing_enabled = self.env.is_checkpointing_enabled() and not self.batch
+        if self.batch and self.env.is_checkpointing_enabled():
+            log.warning("job %r runs in BATCH mode: it takes no checkpoints (as in Flink); a failed attempt "
+                        "starts over from the beginning of its bounded input", job_name)
         self.adapter = CheckpointStorageAdapter(
             self.job_id, job_name, self.env.get_max_parallelism(), config.get_checkpoint_storage_dir(),
             config.get_num_retained_checkpoints(), fence=self.env.get_runtime_options().get("fence"))

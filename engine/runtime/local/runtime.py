@@ -163,6 +163,7 @@ class LocalJob:
         self.failure: BaseException | None = None
         self.stop_requested: str | None = None  # "cancel" | "savepoint"
         self.checkpointing = run.checkpointing_enabled
+        self.batch = run.batch
         self.config = self.env.get_checkpoint_config()
         self.mailbox = Mailbox()
         self.outstanding_uploads = 0

@@ -29,12 +29,14 @@ from engine.graph.transformations import (
     SinkTransformation,
     TimestampsAndWatermarksTransformation,
     Transformation,
+    WindowTransformation,
 )
 from engine.io.sink import PrintSink
 from engine.io.source import assigned_splits, source_monitor_interval_ms
+from engine.operators.batch_input import BatchKeyedInput
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
 from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBroadcastProcessOperator
-from engine.operators.keyed_process import KeyedProcessOperator
+from engine.operators.keyed_process import KeyedProcessOperator, RollingAggregation
 from engine.operators.simple import CollectOperator, SinkOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.checkpoint_storage_adapter import task_id_of
@@ -64,6 +66,13 @@ class CollectSinkNode(SinkTransformation):
     """The sink ``execute_and_collect`` appends to a stream: its subtask collects into ``sink`` (a list)."""
 
 
+def _is_keyed(node: Transformation) -> bool:
+    """Whether ``node`` runs a keyed operator, whose input BATCH mode sorts (engine/operators/batch_input.py)."""
+    if isinstance(node, (KeyedProcessTransformation, WindowTransformation)):
+        return True
+    return isinstance(node, BroadcastProcessTransformation) and node.key_selector is not None
+
+
 def stable_uid(v: Vertex, position: int, node: Transformation) -> str:
     """The id an operator's state is stored under (assigned by build_plan; see Transformation.operator_uid)."""
     return node.operator_uid()
@@ -90,6 +99,7 @@ class SubtaskBuilder:
         self.restore = job.restore
         self.dead_letter = job.dead_letter
         self.checkpointing = job.checkpointing
+        self.batch = job.batch
         self.config = job.config
         self.scheduler = getattr(job, "scheduler", None)  # only with checkpointing enabled
         self.subtask_metrics: list[Metrics] = []
@@ -127,6 +137,13 @@ class SubtaskBuilder:
             clock=self.clock, metrics=metrics, dead_letter=self.dead_letter)
 
     def _make_operator(self, node: Transformation, v: Vertex, index: int) -> OneInputStreamOperator:
+        op = self._make_streaming_operator(node, v, index)
+        if self.batch and _is_keyed(node):
+            rolling = isinstance(node, KeyedProcessTransformation) and isinstance(node.function, RollingAggregation)
+            return BatchKeyedInput(op, final_only=rolling)
+        return op
+
+    def _make_streaming_operator(self, node: Transformation, v: Vertex, index: int) -> OneInputStreamOperator:
         if isinstance(node, CollectSinkNode):
             return CollectOperator(node.sink)
         if isinstance(node, SinkTransformation):
