@@ -274,7 +274,8 @@ def savepoint(job_id: str, url: str | None, storage: str | None, token: str | No
 
 @click.command()
 @_with_locate
-@click.option("--savepoint/--no-savepoint", "with_savepoint", default=True, show_default=True)
+@click.option("--savepoint/--no-savepoint", "with_savepoint", default=True, show_default=True,
+              help="take a savepoint as the job stops (--no-savepoint: cancel it)")
 @click.option("--drain", is_flag=True,
               help="emit MAX_WATERMARK first: fire all event-time windows (Flink --drain); for a job that will not "
                    "be resumed: restoring its savepoint needs --allow-drained")

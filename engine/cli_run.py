@@ -67,8 +67,10 @@ def _run_options(fn: Any) -> Any:
                      help="the job's id: its folder in --storage, and JOB_ID in the other verbs (default: the spec's "
                           "module name)"),
         deprecated_alias("--name", "job_name", "--job-id", default=None),
-        click.option("--runtime", type=click.Choice(["local", "spark"]), default="local", show_default=True),
-        click.option("--parallelism", type=click.IntRange(min=1), default=None),
+        click.option("--runtime", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+                     help="run the job in this process (local) or on a local Spark session (spark)"),
+        click.option("--parallelism", type=click.IntRange(min=1), default=None,
+                     help="the job's default parallelism (default 1; a job's own set_parallelism wins)"),
         click.option("--storage", default=None, callback=_location,
                      help="checkpoint storage: s3://bucket/prefix or file:///path"),
         click.option("--savepoint-dir", default=None, callback=_location,
