@@ -219,3 +219,21 @@ def test_a_savepoint_requested_after_the_job_finished_is_refused_not_left_waitin
     with pytest.raises(JobFailedError, match="state 'finished'"):
         future.result(timeout=10)
     client.cancel()  # nothing to cancel: returns, does not raise
+
+
+def test_a_savepoints_completion_log_names_the_savepoint_folder_a_restore_takes(tmp_path: Path,
+                                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """The line named the savepoint root (``.../sp``), not the savepoint's own folder: a user copying it into
+    ``sluice restore`` was refused, the root holding no ``_metadata``."""
+    env = build_job(str(tmp_path / "out"), EVENTS, mode=CheckpointingMode.EXACTLY_ONCE,
+                    storage_dir=f"file://{tmp_path}/chk")
+    client = LocalRuntime(env).submit("savepointed", list(env._sinks))
+    while client.status().records_in < 300 and not client.done():
+        time.sleep(0.0002)
+    with caplog.at_level("INFO", logger="engine.checkpointing.coordinator"):
+        uri = client.trigger_savepoint(f"file://{tmp_path}/sp").result(timeout=30)
+        client.wait(30)
+    completed = [r for r in caplog.records if getattr(r, "event", None) == "savepoint_completed"]
+    assert [r.location for r in completed] == [uri]
+    assert uri.rstrip("/") != f"file://{tmp_path}/sp" and load_snapshot(uri).metadata.is_savepoint()
+    assert completed[0].getMessage().endswith(f" at {uri}")
