@@ -52,6 +52,13 @@ def _with_locate(fn: Any) -> Any:
     return fn
 
 
+def _with_locate_options(fn: Any) -> Any:
+    """``_locate`` without its JOB_ID argument, for a verb whose JOB_ID is optional."""
+    for decorator in reversed(_locate[1:]):
+        fn = decorator(fn)
+    return fn
+
+
 def _json_output(fn: Any) -> Any:
     """``--json``: the plain data for scripts instead of lines for a person (the default), as every verb spells it.
     The older ``--format json|human`` still works, hidden, with a deprecation note."""
@@ -298,15 +305,32 @@ def _wait_for(client: Any, kind: str, trigger_id: str) -> None:
 
 
 @click.command()
-@_with_locate
+@click.argument("job_id", required=False)
+@_with_locate_options
 @click.option("--savepoint-dir", "target", default=None, callback=_location,
               help="savepoint directory (default: the job's --savepoint-dir)")
 @deprecated_alias("--target", "target", "--savepoint-dir", default=None, callback=_location)
 @click.option("--trigger-id", default=None, help="idempotency key: retrying with it never takes a second savepoint")
-def savepoint(job_id: str, url: str | None, storage: str | None, token: str | None,
-           control_hosts: str | None, target: str | None,
-              trigger_id: str | None) -> None:
-    """Take a savepoint of a running job and print its location."""
+@click.option("--dispose", metavar="SAVEPOINT", default=None, callback=_location,
+              help="instead of taking one, delete this savepoint's folder (local or s3://, as savepoint or stop "
+                   "printed it); refused, deleting nothing, unless its _metadata says it is a savepoint")
+def savepoint(job_id: str | None, url: str | None, storage: str | None, token: str | None,
+              control_hosts: str | None, target: str | None, trigger_id: str | None, dispose: str | None) -> None:
+    """Take a savepoint of running job JOB_ID and print its location; or, with --dispose, delete one."""
+    if dispose is not None:
+        if job_id is not None:
+            raise click.UsageError("--dispose deletes the savepoint it names and takes no JOB_ID")
+        from checkpoints.errors import NotASavepoint
+        from checkpoints.savepoints import dispose_savepoint
+
+        try:
+            deleted = dispose_savepoint(dispose)
+        except NotASavepoint as exc:
+            raise click.ClickException(str(exc)) from None
+        click.echo(f"disposed of savepoint {dispose} ({deleted} objects deleted)")
+        return
+    if job_id is None:
+        raise click.UsageError("Missing argument 'JOB_ID' (or --dispose SAVEPOINT to delete a savepoint).")
     client = _client(job_id, url, storage, token, control_hosts)
     _wait_for(client, "savepoint", client.trigger_savepoint(target, trigger_id))
 
