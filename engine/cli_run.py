@@ -142,8 +142,8 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
              log_level: str = "INFO", log_format: str = "human", status_interval_ms: int = 2_000,
              spark_conf: dict[str, str] | None = None, progress: bool | None = None) -> None:
     from checkpoints.errors import LeaseHeld
-    from engine.logs import configure_logging
     from engine.errors import JobDefinitionError
+    from engine.logs import configure_logging
     from engine.master.master import JobMaster, MasterConfig
     from engine.master.signals import SuspendOnSignal
     from engine.progress import Progress
