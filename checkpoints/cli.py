@@ -108,7 +108,7 @@ def checkpoints_cli() -> None:
               help="savepoint root (the job's --savepoint-dir), to list savepoints too")
 @deprecated_alias("--savepoints", "savepoint_root", "--savepoint-dir", default=None, callback=checked_location)
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
-@click.option("--region", default=None)
+@click.option("--region", default=None, help="S3 region")
 @click.option("--json", "as_json", is_flag=True, help="print the plain data as JSON")
 def list_command(job_id: str, storage: str, savepoint_root: str | None, endpoint_url: str | None,
                  region: str | None, as_json: bool) -> None:
@@ -154,7 +154,7 @@ def list_command(job_id: str, storage: str, savepoint_root: str | None, endpoint
               help="look for scratch folders here instead of the temp dir ($TMPDIR); implies --scratch")
 @click.option("--delete", is_flag=True, help="delete the orphans (default: list them only)")
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
-@click.option("--region", default=None)
+@click.option("--region", default=None, help="S3 region")
 @click.option("--json", "as_json", is_flag=True, help="print the plain data as JSON")
 def clean_command(job_id: str, storage: str, savepoint_root: str | None, grace_s: int, job_stopped: bool,
                   outputs: tuple[str, ...], scratch: bool, scratch_dir: str | None, delete: bool,
@@ -217,9 +217,9 @@ def clean_command(job_id: str, storage: str, savepoint_root: str | None, grace_s
 @click.command("inspect")
 @click.argument("snapshot")
 @click.option("--verify", is_flag=True, help="also verify every file's sha256 (reads all state)")
-@click.option("--endpoint-url", default=None)
-@click.option("--region", default=None)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
+@click.option("--region", default=None, help="S3 region")
+@click.option("--json", "as_json", is_flag=True, help="print the plain data as JSON")
 def inspect_command(snapshot: str, verify: bool, endpoint_url: str | None, region: str | None, as_json: bool) -> None:
     """Show a checkpoint's or savepoint's metadata, sizes, key-group coverage, state counts and watermarks."""
     options = _store_options(endpoint_url, region) if snapshot.startswith("s3") else {}

@@ -87,3 +87,8 @@ class IndexUpdateOutcomeUnknown(StorageUnavailable):
     """The index write failed ambiguously (it may have landed) and the index could not be read back.
     Do not discard the checkpoint's files: the index decides, and orphan clean-up removes them later if
     they were not retained.  The next ``add_checkpoint`` of the same store resolves the outcome."""
+
+
+class NotASavepoint(CheckpointStorageError, ValueError):
+    """A folder given to be disposed of as a savepoint is not one (no readable ``_metadata``, or a checkpoint's):
+    nothing was deleted."""

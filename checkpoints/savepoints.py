@@ -25,8 +25,10 @@ from typing import Any
 
 from checkpoints import layout
 from checkpoints.backends import ObjectStore
-from checkpoints.errors import ObjectNotFound, PreconditionFailed
+from checkpoints.backends import open_store
+from checkpoints.errors import NotASavepoint, ObjectNotFound, PreconditionFailed, SnapshotNotFound
 from checkpoints.metadata import CheckpointMetadata, SnapshotProperties, StateFileHandle, SubtaskState
+from checkpoints.restore import _read_metadata, split_snapshot_uri
 from checkpoints.retention import SavepointHistoryPolicy, SavepointSummary, savepoints_to_discard
 from checkpoints.store import CheckpointStorage, _delete_snapshot_dir
 from engine.errors import CorruptSnapshotError
@@ -38,6 +40,7 @@ __all__ = [
     "SavepointInfo",
     "apply_savepoint_policy",
     "copy_snapshot",
+    "dispose_savepoint",
     "list_savepoints",
     "record_validation",
     "savepoint_from_checkpoint",
@@ -194,3 +197,35 @@ def record_validation(store: ObjectStore, folder: str, validation: dict[str, Any
             continue
     raise PreconditionFailed(f"{store.key_uri(key)} kept changing while recording its validation outcome")
 
+
+def dispose_savepoint(uri: str, **store_options: Any) -> int:
+    """Delete the savepoint folder at ``uri`` (Flink's ``flink savepoint --dispose``); returns objects deleted.
+
+    Only a savepoint: the folder's ``_metadata`` must be readable and of kind savepoint, else
+    :class:`NotASavepoint` says why and nothing is deleted (a retained checkpoint belongs to its job's index,
+    and a folder without ``_metadata`` may be a savepoint root holding many).  ``_metadata`` goes first, so an
+    interrupted delete leaves a folder no longer taken for a savepoint.  ``store_options`` go to the S3 store."""
+    parent_uri, name = split_snapshot_uri(uri)
+    if not name:
+        raise NotASavepoint(f"{uri!r} names no folder: give a savepoint's own folder, as `sluice savepoint` "
+                            "printed it")
+    store = open_store(parent_uri, **store_options)
+    folder = name + "/"
+    try:
+        metadata = _read_metadata(store, folder)
+    except SnapshotNotFound:
+        raise NotASavepoint(
+            f"{store.key_uri(name)} is not a savepoint: it holds no {layout.METADATA_FILE} (a savepoint root, or "
+            "a savepoint that never completed?). Give a savepoint's own folder, as `sluice savepoint` printed "
+            "it; nothing was deleted") from None
+    except CorruptSnapshotError as exc:
+        raise NotASavepoint(f"{store.key_uri(name)} is not a readable savepoint: {exc}; nothing was deleted") \
+            from None
+    if not metadata.is_savepoint():
+        raise NotASavepoint(
+            f"{store.key_uri(name)} is checkpoint {metadata.checkpoint_id} of job {metadata.job_id!r}, not a "
+            "savepoint: retained checkpoints belong to their job's index, which deletes them itself (orphans: "
+            "`sluice checkpoints clean`); nothing was deleted")
+    deleted = _delete_snapshot_dir(store, folder)
+    log.info("disposed of savepoint %s (%d objects)", store.key_uri(name), deleted)
+    return deleted

@@ -25,7 +25,8 @@ import click
               help="directory for the Data Docs HTML (default $SLUICE_DATA_DOCS_DIR or ./.sluice/data_docs)")
 @click.option("--expectations", "expectations_file", default=None, type=click.Path(dir_okay=False, exists=True),
               help="a user expectations file (JSON/YAML) instead of the one beside the job")
-@click.option("--engine", type=click.Choice(["auto", "pandas", "spark"]), default="auto", show_default=True)
+@click.option("--engine", type=click.Choice(["auto", "pandas", "spark"]), default="auto", show_default=True,
+              help="validate with pandas or Spark; auto: Spark above --spark-threshold rows of state")
 @click.option("--spark-threshold", type=int, default=None, help="rows of state above which --engine auto uses Spark")
 @click.option("--record/--no-record", default=False, show_default=True,
               help="write the outcome into the snapshot's _metadata (the validated tier of savepoints)")

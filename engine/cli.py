@@ -39,9 +39,11 @@ def main() -> None:
 @main.command()
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="where checkpoints, savepoints, output and Data Docs go (default: a new folder under .sluice/)")
-@click.option("--events-per-split", type=int, default=6_000, show_default=True)
-@click.option("--parallelism", type=int, default=2, show_default=True)
-@click.option("--restore-parallelism", type=int, default=3, show_default=True)
+@click.option("--events-per-split", type=int, default=6_000, show_default=True,
+              help="events in each of the job's four source splits")
+@click.option("--parallelism", type=int, default=2, show_default=True, help="parallelism of the first run")
+@click.option("--restore-parallelism", type=int, default=3, show_default=True,
+              help="parallelism of the run restored from the savepoint")
 def demo(workdir: str | None, events_per_split: int, parallelism: int, restore_parallelism: int) -> None:
     """Run the main job end to end on local Spark, reading a monitored folder a feeder lands files in: checkpoints,
     savepoint, stop, validate, restore, drain, verify against an uninterrupted local run; then

@@ -52,6 +52,13 @@ def _with_locate(fn: Any) -> Any:
     return fn
 
 
+def _with_locate_options(fn: Any) -> Any:
+    """``_locate`` without its JOB_ID argument, for a verb whose JOB_ID is optional."""
+    for decorator in reversed(_locate[1:]):
+        fn = decorator(fn)
+    return fn
+
+
 def _json_output(fn: Any) -> Any:
     """``--json``: the plain data for scripts instead of lines for a person (the default), as every verb spells it.
     The older ``--format json|human`` still works, hidden, with a deprecation note."""
@@ -185,9 +192,9 @@ def _human_status(s: dict[str, Any], now_ms: int | None = None) -> str:
 @_json_output
 def list_jobs(storage: str, as_json: bool) -> None:
     """List the jobs under a storage root: each one's state, heartbeat and last checkpoint from its status
-    document (the last one its master published; a job whose master died still says RUNNING there, with an
-    old heartbeat).  Lists every key under the root once: on a large bucket, point --storage at the jobs'
-    own prefix."""
+    document (the last one its master published).  A job whose document says it runs while no master holds its
+    lease (its master died: killed, or its host lost) is listed STALE.  Lists every key under the root once: on
+    a large bucket, point --storage at the jobs' own prefix."""
     import time
 
     from checkpoints.backends import open_store
@@ -206,10 +213,14 @@ def list_jobs(storage: str, as_json: bool) -> None:
             jobs.append({"job_id": job_id, "state": "UNREADABLE", "problem": f"{type(exc).__name__}: {exc}"})
             continue
         if document is not None:
-            jobs.append({"job_id": job_id, "state": document.state, "heartbeat_ms": document.heartbeat_ms,
-                         "last_completed_checkpoint": document.last_completed_checkpoint,
-                         "last_completed_ms": document.last_completed_ms,
-                         "runtime": document.extra.get("runtime"), "control_url": document.extra.get("control_url")})
+            job = {"job_id": job_id, "state": document.state, "heartbeat_ms": document.heartbeat_ms,
+                   "last_completed_checkpoint": document.last_completed_checkpoint,
+                   "last_completed_ms": document.last_completed_ms,
+                   "runtime": document.extra.get("runtime"), "control_url": document.extra.get("control_url")}
+            gone = _master_gone(store, job_id, document, now)
+            if gone:
+                job.update(state="STALE", published_state=document.state, note=gone)
+            jobs.append(job)
     if as_json:
         click.echo(json.dumps({"storage": storage, "jobs": jobs}, indent=2))
         return
@@ -226,6 +237,41 @@ def list_jobs(storage: str, as_json: bool) -> None:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+    for job in jobs:
+        if job["state"] == "STALE":
+            click.echo(f"STALE {job['job_id']}: {job['note']}")
+
+
+def _master_gone(store: Any, job_id: str, document: Any, now_ms: int) -> str | None:
+    """Why the master of a job whose status document says it runs is gone (None: it is not known to be).
+
+    A running master renews the job's lease (checkpoints.lease) every heartbeat; one that died stops, and its
+    lease expires after its ttl.  A document without a lease (a master without one: none was ever taken under
+    this root) is judged by its heartbeat against the default lease ttl."""
+    from checkpoints.lease import DEFAULT_TTL_MS, read_lease
+    from engine.master.client import ENDED_STATES
+
+    if document.state in ENDED_STATES:
+        return None
+    try:
+        view = read_lease(store, job_id)
+    except Exception:  # noqa: BLE001 - an unreadable lease proves nothing either way
+        return None
+    state = document.state
+    if view is not None:
+        lease = view.lease
+        if lease.is_live(now_ms):
+            return None
+        who = f"pid {lease.pid} on {lease.host or '?'}"
+        how = f"released its lease ({who})" if lease.released else \
+            f"stopped renewing its lease {_age(now_ms - lease.renewed_ms)} ago (ttl {lease.ttl_ms / 1000:g} s; {who})"
+        return (f"its master {how}, while its last status document "
+                f"says {state}. Restore the job from its newest retained checkpoint (`sluice "
+                f"checkpoints list {job_id}`), or let supervision restore it")
+    if now_ms - document.heartbeat_ms <= DEFAULT_TTL_MS:
+        return None
+    return (f"its master stopped publishing: heartbeat {_age(now_ms - document.heartbeat_ms)} ago, older than "
+            f"a lease's ttl ({DEFAULT_TTL_MS / 1000:g} s), while it says {state}; it holds no lease")
 
 
 @click.command()
@@ -259,22 +305,40 @@ def _wait_for(client: Any, kind: str, trigger_id: str) -> None:
 
 
 @click.command()
-@_with_locate
+@click.argument("job_id", required=False)
+@_with_locate_options
 @click.option("--savepoint-dir", "target", default=None, callback=_location,
               help="savepoint directory (default: the job's --savepoint-dir)")
 @deprecated_alias("--target", "target", "--savepoint-dir", default=None, callback=_location)
 @click.option("--trigger-id", default=None, help="idempotency key: retrying with it never takes a second savepoint")
-def savepoint(job_id: str, url: str | None, storage: str | None, token: str | None,
-           control_hosts: str | None, target: str | None,
-              trigger_id: str | None) -> None:
-    """Take a savepoint of a running job and print its location."""
+@click.option("--dispose", metavar="SAVEPOINT", default=None, callback=_location,
+              help="instead of taking one, delete this savepoint's folder (local or s3://, as savepoint or stop "
+                   "printed it); refused, deleting nothing, unless its _metadata says it is a savepoint")
+def savepoint(job_id: str | None, url: str | None, storage: str | None, token: str | None,
+              control_hosts: str | None, target: str | None, trigger_id: str | None, dispose: str | None) -> None:
+    """Take a savepoint of running job JOB_ID and print its location; or, with --dispose, delete one."""
+    if dispose is not None:
+        if job_id is not None:
+            raise click.UsageError("--dispose deletes the savepoint it names and takes no JOB_ID")
+        from checkpoints.errors import NotASavepoint
+        from checkpoints.savepoints import dispose_savepoint
+
+        try:
+            deleted = dispose_savepoint(dispose)
+        except NotASavepoint as exc:
+            raise click.ClickException(str(exc)) from None
+        click.echo(f"disposed of savepoint {dispose} ({deleted} objects deleted)")
+        return
+    if job_id is None:
+        raise click.UsageError("Missing argument 'JOB_ID' (or --dispose SAVEPOINT to delete a savepoint).")
     client = _client(job_id, url, storage, token, control_hosts)
     _wait_for(client, "savepoint", client.trigger_savepoint(target, trigger_id))
 
 
 @click.command()
 @_with_locate
-@click.option("--savepoint/--no-savepoint", "with_savepoint", default=True, show_default=True)
+@click.option("--savepoint/--no-savepoint", "with_savepoint", default=True, show_default=True,
+              help="take a savepoint as the job stops (--no-savepoint: cancel it)")
 @click.option("--drain", is_flag=True,
               help="emit MAX_WATERMARK first: fire all event-time windows (Flink --drain); for a job that will not "
                    "be resumed: restoring its savepoint needs --allow-drained")

@@ -67,8 +67,10 @@ def _run_options(fn: Any) -> Any:
                      help="the job's id: its folder in --storage, and JOB_ID in the other verbs (default: the spec's "
                           "module name)"),
         deprecated_alias("--name", "job_name", "--job-id", default=None),
-        click.option("--runtime", type=click.Choice(["local", "spark"]), default="local", show_default=True),
-        click.option("--parallelism", type=click.IntRange(min=1), default=None),
+        click.option("--runtime", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+                     help="run the job in this process (local) or on a local Spark session (spark)"),
+        click.option("--parallelism", type=click.IntRange(min=1), default=None,
+                     help="the job's default parallelism (default 1; a job's own set_parallelism wins)"),
         click.option("--storage", default=None, callback=_location,
                      help="checkpoint storage: s3://bucket/prefix or file:///path"),
         click.option("--savepoint-dir", default=None, callback=_location,
@@ -128,6 +130,10 @@ def _run_options(fn: Any) -> Any:
     return fn
 
 
+#: the command-line spelling of a MasterConfig parameter its check() names
+_FLAG_OF = {"job": "JOB", "token": "--token"}
+
+
 def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime: str, parallelism: int | None,
              storage: str | None, savepoint_dir: str | None, retained: int, interval_ms: int, output: str | None,
              host: str, port: int, token: str | None, params: tuple[str, ...], options: dict[str, Any],
@@ -136,9 +142,9 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
              log_level: str = "INFO", log_format: str = "human", status_interval_ms: int = 2_000,
              spark_conf: dict[str, str] | None = None, progress: bool | None = None) -> None:
     from checkpoints.errors import LeaseHeld
+    from engine.errors import JobDefinitionError
     from engine.logs import configure_logging
     from engine.master.master import JobMaster, MasterConfig
-    from engine.master.server import is_loopback
     from engine.master.signals import SuspendOnSignal
     from engine.progress import Progress
 
@@ -157,19 +163,7 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
         with shown.step(f"validating {from_savepoint}" if not skip_validation else f"checking {from_savepoint}"):
             ensure_restorable(from_savepoint, job_spec=job, skip_validation=skip_validation,
                               allow_drained=allow_drained, validated_digest=validated_digest)
-    # usage errors before anything touches storage: a lease and a desired state were written for a job that
-    # then never started
-    module, colon, function = job.partition(":")
-    if not colon or not module or not function:
-        raise click.BadParameter(f"expected module:function (e.g. engine.examples.purchases:build), got {job!r}",
-                                 param_hint="JOB")
-    if not is_loopback(host) and not token:
-        raise click.BadParameter(f"is required when the control API binds to a non-loopback address ({host!r}): "
-                                 "pass --token or SLUICE_CONTROL_TOKEN, or bind to 127.0.0.1", param_hint="--token")
-    if storage is None and interval_ms:
-        click.echo("WARNING: no --storage: checkpoints stay in this process's memory, so a restart starts from "
-                   "scratch, and status, list and stop cannot find the job", err=True)
-    name = job_name or module.rsplit(".", 1)[-1]
+    name = job_name or job.partition(":")[0].rsplit(".", 1)[-1]
     config = MasterConfig(job_spec=job, job_name=name, params=_parse_params(params), runtime=runtime,
                           parallelism=parallelism, checkpoint_interval_ms=interval_ms or None, storage_uri=storage,
                           savepoint_dir=savepoint_dir, retained_checkpoints=retained, from_savepoint=from_savepoint,
@@ -177,6 +171,14 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
                           runtime_options=options, started_by=started_by,
                           lease_ttl_ms=int(lease_ttl_s * 1000), lease_wait_s=lease_wait_s,
                           status_interval_ms=status_interval_ms)
+    # usage errors (the master's own rules) before anything touches storage, naming the flag: exit 2
+    try:
+        config.check()
+    except JobDefinitionError as exc:
+        raise click.BadParameter(str(exc), param_hint=_FLAG_OF.get(exc.parameter, exc.parameter)) from None
+    if storage is None and interval_ms:
+        click.echo("WARNING: no --storage: checkpoints stay in this process's memory, so a restart starts from "
+                   "scratch, and status, list and stop cannot find the job", err=True)
     master = JobMaster(config)
     master.on_fenced = _exit_fenced
     # SIGTERM / SIGINT suspend the job (engine/master/signals.py) for as long as the master lives

@@ -1,9 +1,15 @@
-"""Suite-wide fixtures: one SparkSession per test process, and a guard against leaked threads.
+"""Suite-wide fixtures: one SparkSession per test process, one moto S3 server, and a guard against leaked threads.
 
 One session: a JVM start costs seconds on a 2-core machine, and two fixtures each starting and
 stopping "their" session would stop each other's, since PySpark returns the process's active
 session to whoever asks.  The master is ``local[2]`` unless ``SLUICE_TEST_SPARK_MASTER`` says
 otherwise, e.g. ``SLUICE_TEST_SPARK_MASTER='local-cluster[2,1,1024]'`` for two executor JVMs.
+
+One moto S3 server: ``moto_endpoint`` is moto's ThreadedMotoServer over HTTP on a free loopback port, started
+once per test process (a start costs about a second, and moto's servers in one process share their state anyway,
+so a second server would isolate nothing).  Isolation is per test and by bucket: ``moto_s3`` gives a test a
+bucket of its own and sets the environment a deployment sets for boto3 (credentials, region,
+``AWS_ENDPOINT_URL``), undone after the test.
 
 The guard: a test module must not leave Sluice's threads running.
 
@@ -19,7 +25,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +52,48 @@ def spark():
                                   shuffle_partitions=2)
     yield session
     stop_spark(session)
+
+
+#: what boto3 needs to reach moto: fake credentials, never a real account's
+MOTO_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                    "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """The URL of the test process's moto S3 server (``http://127.0.0.1:<port>``), started on first use."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@dataclass(frozen=True)
+class MotoBucket:
+    """A fresh bucket on the moto server, and a boto3 client for it."""
+
+    endpoint: str
+    bucket: str
+    client: Any
+
+
+@pytest.fixture
+def moto_s3(moto_endpoint, monkeypatch) -> MotoBucket:
+    """A bucket of this test's own on the moto server, with boto3's environment pointing at the server: moto's
+    state outlives a test, so a fixed bucket name would hand a test the objects of the one before it."""
+    import boto3
+
+    for name, value in {**MOTO_CREDENTIALS, "AWS_ENDPOINT_URL": moto_endpoint}.items():
+        monkeypatch.setenv(name, value)
+    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    bucket = "sluice-" + uuid.uuid4().hex[:12]
+    client.create_bucket(Bucket=bucket)
+    return MotoBucket(moto_endpoint, bucket, client)
 
 
 def _sluice_threads() -> dict[int, threading.Thread]:

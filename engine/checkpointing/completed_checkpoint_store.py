@@ -57,6 +57,12 @@ class CompletedCheckpointStore(ABC):
     def num_checkpoints(self) -> int:
         return len(self.get_all_checkpoints())
 
+    def location_of(self, checkpoint_id: int) -> str | None:
+        """Where checkpoint ``checkpoint_id``, just added, was written (a savepoint: its own folder, below the
+        root it was asked for), or None when it is held in memory only."""
+        return next((c.external_pointer for c in self.get_all_checkpoints() if c.checkpoint_id == checkpoint_id),
+                    None)
+
 
 class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
     """In-memory store with N retention; discards go through the injected discarder."""

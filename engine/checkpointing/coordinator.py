@@ -414,8 +414,9 @@ class CheckpointCoordinator:
         duration_ms = completed.completion_timestamp_ms - completed.timestamp_ms
         alignment_ms = max((m.alignment_duration_ms for m in metrics), default=0)
         unaligned = any(m.unaligned for m in metrics)
-        stored = [c for c in self._store.get_all_checkpoints() if c.checkpoint_id == completed.checkpoint_id]
-        location = completed.external_pointer or (stored[0].external_pointer if stored else None)
+        # the store names the folder the checkpoint was written to; ``completed`` names only where it was asked
+        # for: a savepoint's root (the folder ``sluice restore`` takes is a level below)
+        location = self._store.location_of(completed.checkpoint_id) or completed.external_pointer
         log.info("job %s: %s %d completed in %d ms (alignment %d ms%s, %d tasks)%s", self.job_id, kind,
                  completed.checkpoint_id, duration_ms, alignment_ms, ", unaligned" if unaligned else "",
                  len(completed.task_states), f" at {location}" if location else "",

@@ -102,7 +102,7 @@ def trusted_control_url(url: str, allowed_hosts: Iterable[str] = (), *, source: 
 
 
 #: states a master publishes as it ends (engine/master/master.py): no master answers at its URL afterwards
-_ENDED = frozenset({"FINISHED", "CANCELED", "FAILED", "SUSPENDED"})
+ENDED_STATES = frozenset({"FINISHED", "CANCELED", "FAILED", "SUSPENDED"})
 
 
 def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) -> str:
@@ -114,7 +114,7 @@ def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) ->
     if status is None:
         raise ControlApiUnavailable(f"job {job_id!r} has published no status document under {storage_uri}: "
                                     "it never ran with this --storage, or its master has not started yet")
-    if status.state in _ENDED:  # its control URL is dead: say what the document knows
+    if status.state in ENDED_STATES:  # its control URL is dead: say what the document knows
         raise ControlApiUnavailable(f"job {job_id!r} is {status.state} (the status document its last master "
                                     f"published under {storage_uri}): no job master runs to ask")
     url = status.extra.get("control_url")

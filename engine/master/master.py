@@ -48,7 +48,7 @@ from engine.errors import JobDefinitionError
 from engine.master.api import create_app
 from engine.master.metrics import JobMetrics
 from engine.master.operations import OperationRegistry
-from engine.master.server import ControlServer
+from engine.master.server import ControlServer, is_loopback
 from engine.master.signals import exit_status
 from engine.master.timeline import CheckpointFailureLog, JobTimeline
 from engine.master.view import JobView, describe_operators
@@ -58,12 +58,18 @@ from engine.runtime.spark.session import stop_spark
 log = logging.getLogger(__name__)
 
 
-def load_job_spec(spec: str) -> Any:
-    """Import ``module:function``; errors name the spec and the accepted form."""
+def split_job_spec(spec: str) -> tuple[str, str]:
+    """``module:function`` as its two parts; an error names the spec and the accepted form."""
     module_name, sep, func_name = spec.partition(":")
     if not sep or not module_name or not func_name:
         raise JobDefinitionError("job", spec, "must be an import path 'package.module:function'",
                                  "e.g. engine.examples.purchases:build")
+    return module_name, func_name
+
+
+def load_job_spec(spec: str) -> Any:
+    """Import ``module:function``; errors name the spec and the accepted form."""
+    module_name, func_name = split_job_spec(spec)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -120,6 +126,17 @@ class MasterConfig:
     suspend_timeout_s: float = 20.0
     #: status samples the job view keeps (one per status publication): memory stays bounded
     view_samples: int = 720
+
+    def check(self) -> None:
+        """Refuse a config that cannot run, naming the parameter, before anything touches storage (JobMaster.start
+        calls it before it takes the lease; ``sluice run`` before it starts the master, to exit 2 naming the flag):
+        a job spec that is no ``module:function``, and a control API bound off loopback without a token."""
+        split_job_spec(self.job_spec)
+        if not is_loopback(self.host) and not self.token:
+            raise JobDefinitionError(
+                "token", self.token,
+                f"is required when the control API binds to a non-loopback address ({self.host!r})",
+                "Pass --token or SLUICE_CONTROL_TOKEN, or bind to 127.0.0.1")
 
 
 class JobMaster:
@@ -207,6 +224,7 @@ class JobMaster:
             raise
 
     def start(self) -> JobMaster:
+        self.config.check()  # before the lease: a config that cannot run leaves nothing in storage
         job_id = stable_job_id(self.config.job_name, self.config.runtime_options.get("job_id"))
         self._acquire_lease(job_id)
         try:
@@ -229,7 +247,7 @@ class JobMaster:
                             + (f" from {self.config.from_savepoint}" if self.config.from_savepoint else ""))
         app = create_app(control, self.operations, self.config.token,
                          self.metrics.render, savepoint_roots=self._savepoint_roots(), view=self.view)
-        self.server = ControlServer(app, self.config.host, self.config.port, self.config.token).start()
+        self.server = ControlServer(app, self.config.host, self.config.port).start()
         try:  # at once: until then the status document names the previous master's (dead) control URL
             self._publish_once()
         except Exception as exc:  # noqa: BLE001 - the publishing loop retries

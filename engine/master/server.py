@@ -10,8 +10,6 @@ from typing import Any
 
 import uvicorn
 
-from engine.errors import JobDefinitionError
-
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":
@@ -23,14 +21,12 @@ def is_loopback(host: str) -> bool:
 
 
 class ControlServer:
-    """Runs ``app`` on ``host:port`` (port 0 picks a free port); ``url`` is known once started."""
+    """Runs ``app`` on ``host:port`` (port 0 picks a free port); ``url`` is known once started.
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
-        if not is_loopback(host) and not token:
-            raise JobDefinitionError(
-                "token", token, f"is required when the control API binds to a non-loopback address ({host!r})",
-                "Pass --token or SLUICE_CONTROL_TOKEN, or bind to 127.0.0.1",
-            )
+    It serves what it is given: the rule that a control API off loopback needs a token is the master's
+    (MasterConfig.check, checked before the master takes its lease), and ``app`` enforces the token."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host = host
         self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -1,5 +1,5 @@
-"""Airflow test fixtures: an isolated AIRFLOW_HOME with a SQLite metadata DB, a moto S3 server over HTTP,
-the Sluice and AWS connections as environment variables, and a deployments file.
+"""Airflow test fixtures: an isolated AIRFLOW_HOME with a SQLite metadata DB, a bucket on the suite's moto S3
+server (``moto_endpoint`` in tests/conftest.py), the Sluice and AWS connections as environment variables, and a deployments file.
 
 Airflow reads its configuration when first imported, so the environment is set
 here, at collection time, before any test module imports Airflow.
@@ -48,17 +48,6 @@ def airflow_db():
 
     db.resetdb()
     yield _HOME
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 @pytest.fixture

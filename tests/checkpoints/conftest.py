@@ -1,9 +1,9 @@
 """Fixtures: one contract, three backends (STYLE section 6 "One suite, two runtimes", here backends).
 
 ``backend`` is parametrized over the local filesystem, moto in-process
-(``moto.mock_aws``) and moto's server over HTTP (``ThreadedMotoServer`` on an
-ephemeral port, with ``endpoint_url``), so every contract test runs against all
-three.  Faults are injected with botocore event hooks (``before-send``), which
+(``moto.mock_aws``) and moto's server over HTTP (the suite's ``moto_endpoint``
+in tests/conftest.py, with ``endpoint_url``), so every contract test runs
+against all three, each on a bucket of its own.  Faults are injected with botocore event hooks (``before-send``), which
 work the same for both moto modes.
 """
 
@@ -29,17 +29,6 @@ for _name, _value in {
     os.environ[_name] = _value
 
 BACKENDS = ("fs", "moto", "moto_server")
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 @dataclass

@@ -150,3 +150,17 @@ def test_a_savepoint_dir_no_backend_serves_is_refused_naming_the_flag(verb: str,
                                        "--savepoint-dir", "gs://bucket/prefix"])
     assert result.exit_code == 2, result.output
     assert "Invalid value for '--savepoint-dir': unsupported storage scheme 'gs'" in " ".join(result.output.split())
+
+
+def test_every_visible_option_says_what_it_does_in_help():
+    """A user reading ``--help`` found options listed with nothing beside them."""
+    def every(group: click.Group, path: str = "sluice") -> list[tuple[str, click.Command]]:  # groups too
+        found: list[tuple[str, click.Command]] = [(path, group)]
+        for name, command in sorted(group.commands.items()):
+            where = f"{path} {name}"
+            found += every(command, where) if isinstance(command, click.Group) else [(where, command)]
+        return found
+
+    silent = [(verb, "/".join(p.opts)) for verb, command in every(main) for p in command.params
+              if isinstance(p, click.Option) and not p.hidden and not (p.help or "").strip()]
+    assert silent == [], f"options without help text: {silent}"

@@ -1,4 +1,4 @@
-"""A moto S3 server over HTTP on 127.0.0.1 (any free port), and a boto3 client for it."""
+"""The suite's moto S3 server over HTTP (tests/conftest.py), with this folder's environment, and a boto3 client."""
 
 from __future__ import annotations
 
@@ -8,16 +8,10 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def moto_endpoint(monkeypatch_module):
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+def moto_endpoint(moto_endpoint, monkeypatch_module):
+    """The suite's server, with test credentials and no endpoint or profile of the caller's in the environment:
+    each test passes the endpoint itself, as the infra tools' users do."""
+    return moto_endpoint
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ import pytest
 from engine.errors import JobDefinitionError
 from engine.master.client import ControlApiError, ControlClient, discover_control_url
 from engine.master.master import JobMaster, MasterConfig
-from engine.master.server import ControlServer
 
 UNBOUNDED = {"events_per_split": None, "events_per_second": 50, "num_keys": 20}
 
@@ -200,9 +199,20 @@ def test_a_token_protected_master_refuses_requests_without_the_token(tmp_path: P
             ControlClient(master.url, "purchases", token="wrong").status()
 
 
-def test_binding_the_control_api_off_loopback_without_a_token_is_refused() -> None:
-    with pytest.raises(JobDefinitionError, match="`token`"):
-        ControlServer(app=None, host="0.0.0.0", port=0, token=None)
+@pytest.mark.parametrize("change, parameter", [
+    ({"host": "0.0.0.0"}, "token"),  # a control API off loopback without a token
+    ({"job_spec": "engine.examples.purchases"}, "job"),  # no :function
+])
+def test_a_master_refuses_a_bad_config_naming_the_parameter_before_it_touches_storage(
+        tmp_path: Path, change: dict, parameter: str) -> None:
+    """Library callers (and Airflow) got these refusals only from ``sluice run``: JobMaster.start() took the
+    lease and recorded the desired state 'running' first, and then failed (the token one left the lease held)."""
+    master = JobMaster(_config(tmp_path, token=None, **change))
+    with pytest.raises(JobDefinitionError, match=f"`{parameter}`"):
+        master.start()
+    assert not (tmp_path / "chk").exists() or not any((tmp_path / "chk").rglob("*")), \
+        sorted(str(p) for p in (tmp_path / "chk").rglob("*"))
+    assert master.lease is None
 
 
 def test_the_sluice_cli_runs_savepoints_and_stops_a_job(tmp_path: Path) -> None:

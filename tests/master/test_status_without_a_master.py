@@ -141,3 +141,36 @@ def test_control_verbs_on_an_ended_job_say_what_the_status_document_knows(tmp_pa
         assert result.exit_code != 0, result.output
         said = result.output + str(result.exception)  # the console entry point prints a SluiceError's message
         assert "job 'purchases' is CANCELED" in said and "is the job running" not in said, (verb, said)
+
+
+def test_list_marks_a_job_whose_master_was_killed_stale_once_its_lease_expires(tmp_path: Path) -> None:
+    """A master killed with SIGKILL publishes nothing more: its status document says RUNNING forever, and
+    ``sluice list`` showed the job as running.  The lease it stopped renewing says it is gone."""
+    import signal
+
+    from master_run import sluice_run, wait_for
+
+    storage = (tmp_path / "chk").as_uri()
+
+    def listed() -> dict:
+        result = CliRunner().invoke(sluice, ["list", "--storage", storage, "--json"])
+        assert result.exit_code == 0, result.output
+        return {job["job_id"]: job for job in json.loads(result.stdout)["jobs"]}
+
+    with sluice_run("engine.examples.purchases:build", "killed", tmp_path, "--lease-ttl", "2",
+                    "--status-interval", "200",
+                    params={"events_per_split": None, "events_per_second": 50, "num_keys": 20}) as master:
+        running = wait_for(lambda: listed().get("killed", {}).get("state") == "RUNNING" and listed()["killed"],
+                           60, "the master's first status document")
+        assert "stale" not in running  # a live master renews its lease
+        master["process"].send_signal(signal.SIGKILL)
+        master["process"].wait()
+    assert read_status(open_store(storage), "killed").state == "RUNNING"  # what the dead master left
+    stale = wait_for(lambda: listed()["killed"].get("state") == "STALE" and listed()["killed"], 30,
+                     "the job listed as stale")
+    assert stale["published_state"] == "RUNNING" and "lease" in stale["note"]
+    human = CliRunner().invoke(sluice, ["list", "--storage", storage])
+    rows = [line.split() for line in human.output.splitlines()]
+    assert rows[1][:2] == ["killed", "STALE"], human.output
+    assert any(line.startswith("STALE killed: its master stopped renewing its lease")
+               for line in human.output.splitlines()), human.output

@@ -17,6 +17,7 @@ import os
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -40,15 +41,13 @@ FAULTS = [("refuse", OUTAGE_S), ("error500", 4.0), ("slowdown", 4.0), ("reset", 
 
 
 def test_a_job_survives_refused_reset_hanging_500_and_throttled_s3_and_its_output_is_exact(tmp_path: Path,
-                                                                                            monkeypatch) -> None:
+                                                                                            monkeypatch,
+                                                                                            moto_endpoint) -> None:
     import boto3
-    from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    proxy = FaultProxy(host, port)
-    direct = f"http://{host}:{port}"
+    endpoint = urlsplit(moto_endpoint)  # the suite's moto server (tests/conftest.py)
+    proxy = FaultProxy(endpoint.hostname, endpoint.port)
+    direct = moto_endpoint
     for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                         "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": direct}.items():
         monkeypatch.setenv(name, value)  # the test reads storage directly, never through the faults
@@ -85,4 +84,3 @@ def test_a_job_survives_refused_reset_hanging_500_and_throttled_s3_and_its_outpu
         if master is not None:
             kill(master)
         proxy.stop()
-        server.stop()

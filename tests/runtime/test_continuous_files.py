@@ -71,17 +71,6 @@ class S3Folder:
         self.client.put_object(Bucket=self.bucket, Key=f"{self.prefix}/{name}", Body=data)
 
 
-@pytest.fixture(scope="module")
-def moto_server():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 class CountingMotoServer:
     """moto's server app on a thread, behind a WSGI layer that counts what reaches it by (method, path): how many
     times the job fetched each object (a GET of ``/bucket/key`` without a query; a listing has one)."""
@@ -127,7 +116,7 @@ def folders(request, tmp_path: Path, monkeypatch):
     """``folders(name)``: a fresh folder of the parametrized kind (not created yet)."""
     if request.param == "local":
         return lambda name: LocalFolder(tmp_path / name)
-    endpoint = request.getfixturevalue("moto_server")
+    endpoint = request.getfixturevalue("moto_endpoint")  # tests/conftest.py
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)  # the driver learns the endpoint now, as a deployment's does
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     bucket = "sluice-in-" + uuid.uuid4().hex[:10]

@@ -52,6 +52,8 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
         self.persistent = persistent
         self._retained = retained
         self._checkpoints: list[CompletedCheckpoint] = []
+        #: (id, folder) of the checkpoint or savepoint added last: savepoints are not kept in ``_checkpoints``
+        self._last_written: tuple[int, str] | None = None
 
     @property
     def max_retained(self) -> int:
@@ -63,6 +65,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
             self.persistent.check_fence(f"finalize checkpoint {checkpoint.checkpoint_id}")
         location = self.owner.locations.pop(checkpoint.checkpoint_id)
         uri = location.finalize(metadata)
+        self._last_written = (checkpoint.checkpoint_id, uri)
         owner, checkpoint_id = self.owner, checkpoint.checkpoint_id
         owner.latest_properties = checkpoint.properties
         entry = {
@@ -90,6 +93,10 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
 
     def get_all_checkpoints(self) -> Sequence[CompletedCheckpoint]:
         return tuple(self._checkpoints)
+
+    def location_of(self, checkpoint_id: int) -> str | None:
+        last = self._last_written
+        return last[1] if last is not None and last[0] == checkpoint_id else super().location_of(checkpoint_id)
 
     def max_checkpoint_id(self) -> int | None:
         highest = self.persistent.max_checkpoint_id()

@@ -170,25 +170,20 @@ def get_or_create_spark(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     global _owned_local_dir
-    if _owned_local_dir is None and not _exit_hook_registered:
-        _register_exit_hook()
-    _owned_local_dir = local_dir
-    return spark
-
-
-_exit_hook_registered = False
-
-
-def _register_exit_hook() -> None:
-    global _exit_hook_registered
+    _owned_local_dir = local_dir  # _stop_owned_session_at_exit stops it unless stop_spark did first
+    # registered once (unregister drops an earlier registration), when the session exists: atexit runs the newest
+    # hook first; registered at import instead, it ran after hooks registered since and a driver's exit hung
+    # (tests/runtime/spark/test_scratch_folders.py)
+    atexit.unregister(_stop_owned_session_at_exit)
     atexit.register(_stop_owned_session_at_exit)
-    _exit_hook_registered = True
+    return spark
 
 
 def _stop_owned_session_at_exit() -> None:
     """A process that started a session and ends without :func:`stop_spark` (``sluice demo``, ``sluice run``)
     left its ``spark.local.dir`` behind on every clean exit; only a killed driver should leave one (for
-    ``sluice checkpoints clean --scratch``)."""
+    ``sluice checkpoints clean --scratch``).  Registered by get_or_create_spark when it starts a session; with no
+    session of this process's own (``_owned_local_dir`` None: stop_spark stopped it) it does nothing."""
     global _owned_local_dir
     owned = _owned_local_dir
     if owned is None:

@@ -3,10 +3,8 @@ also at another parallelism (key groups are redistributed), and the committed ou
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -118,31 +116,14 @@ def test_cancel_stops_the_job_and_keeps_nothing_uncommitted(tmp_path: Path) -> N
     assert not list((tmp_path / "out" / "tumbling").glob("_staging/*/*"))  # open transactions were aborted
 
 
-def test_checkpoints_and_restore_work_on_s3_through_a_moto_server(golden: list, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    boto3 = pytest.importorskip("boto3")
-    from moto.server import ThreadedMotoServer
-
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(name, value)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
-        bucket = "sluice-" + uuid.uuid4().hex[:10]
-        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=bucket)
-        out = str(tmp_path / "out")
-        plan = FaultPlan([Fault(FaultKind.BEFORE_COMMIT, 2)])
-        env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE, storage_dir=f"s3://{bucket}/checkpoints",
-                        fault_plan=plan, restarts=2, interval_ms=200)
-        result = env.execute("on s3")
-        assert result.restarts == 1
-        assert committed(out) == golden
-    finally:
-        server.stop()
-        os.environ.pop("AWS_ENDPOINT_URL", None)
+def test_checkpoints_and_restore_work_on_s3_through_a_moto_server(golden: list, tmp_path: Path, moto_s3) -> None:
+    out = str(tmp_path / "out")  # moto_s3 (tests/conftest.py): a bucket of its own, AWS_ENDPOINT_URL set
+    plan = FaultPlan([Fault(FaultKind.BEFORE_COMMIT, 2)])
+    env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE, storage_dir=f"s3://{moto_s3.bucket}/checkpoints",
+                    fault_plan=plan, restarts=2, interval_ms=200)
+    result = env.execute("on s3")
+    assert result.restarts == 1
+    assert committed(out) == golden
 
 
 class _CorruptingPlan(FaultPlan):
@@ -219,3 +200,21 @@ def test_a_savepoint_requested_after_the_job_finished_is_refused_not_left_waitin
     with pytest.raises(JobFailedError, match="state 'finished'"):
         future.result(timeout=10)
     client.cancel()  # nothing to cancel: returns, does not raise
+
+
+def test_a_savepoints_completion_log_names_the_savepoint_folder_a_restore_takes(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The line named the savepoint root (``.../sp``), not the savepoint's own folder: a user copying it into
+    ``sluice restore`` was refused, the root holding no ``_metadata``."""
+    env = build_job(str(tmp_path / "out"), EVENTS, mode=CheckpointingMode.EXACTLY_ONCE,
+                    storage_dir=f"file://{tmp_path}/chk")
+    client = LocalRuntime(env).submit("savepointed", list(env._sinks))
+    while client.status().records_in < 300 and not client.done():
+        time.sleep(0.0002)
+    with caplog.at_level("INFO", logger="engine.checkpointing.coordinator"):
+        uri = client.trigger_savepoint(f"file://{tmp_path}/sp").result(timeout=30)
+        client.wait(30)
+    completed = [r for r in caplog.records if getattr(r, "event", None) == "savepoint_completed"]
+    assert [r.location for r in completed] == [uri]
+    assert uri.rstrip("/") != f"file://{tmp_path}/sp" and load_snapshot(uri).metadata.is_savepoint()
+    assert completed[0].getMessage().endswith(f" at {uri}")

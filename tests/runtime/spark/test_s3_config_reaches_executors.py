@@ -53,31 +53,24 @@ SCENARIO = textwrap.dedent('''
 ''')
 
 
-def test_executors_started_before_the_endpoint_was_set_still_write_snapshots_to_it(tmp_path: Path) -> None:
+def test_executors_started_before_the_endpoint_was_set_still_write_snapshots_to_it(tmp_path: Path,
+                                                                                   moto_endpoint: str) -> None:
     import boto3
-    from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}
-        bucket = "sluice-" + uuid.uuid4().hex[:10]
-        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-        s3.create_bucket(Bucket=bucket)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        env.update(credentials, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-        run = subprocess.run([sys.executable, "-c", SCENARIO, endpoint, bucket, str(tmp_path / "out")],
-                             capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
-        assert run.returncode == 0, run.stderr[-4000:]
-        checkpoints = json.loads(run.stdout.strip().splitlines()[-1])["checkpoints"]
-        assert checkpoints, "the job completed no checkpoint"
-        keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-                for o in page.get("Contents", [])]
-        state_files = [k for k in keys if "/chk-" in k and k.endswith(".parquet")]
-        assert state_files, f"no state file reached the endpoint: {keys[:20]}"
-    finally:
-        server.stop()
+    credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                   "AWS_DEFAULT_REGION": "us-east-1"}
+    bucket = "sluice-" + uuid.uuid4().hex[:10]
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1",
+                      aws_access_key_id="testing", aws_secret_access_key="testing")
+    s3.create_bucket(Bucket=bucket)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(credentials, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    run = subprocess.run([sys.executable, "-c", SCENARIO, moto_endpoint, bucket, str(tmp_path / "out")],
+                         capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-4000:]
+    checkpoints = json.loads(run.stdout.strip().splitlines()[-1])["checkpoints"]
+    assert checkpoints, "the job completed no checkpoint"
+    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+            for o in page.get("Contents", [])]
+    state_files = [k for k in keys if "/chk-" in k and k.endswith(".parquet")]
+    assert state_files, f"no state file reached the endpoint: {keys[:20]}"

@@ -7,7 +7,6 @@ run's output equals an uninterrupted run's (computed by the local runtime: a dif
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
@@ -48,24 +47,10 @@ def build(runtime: str, splits, parallelism: int, storage: str | None = None, op
 
 
 @pytest.fixture()
-def s3(monkeypatch):
-    boto3 = pytest.importorskip("boto3")
-    from moto.server import ThreadedMotoServer
-
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(name, value)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        client = boto3.client("s3", region_name="us-east-1", endpoint_url=endpoint, **CREDENTIALS)
-        bucket = "sluice-" + uuid.uuid4().hex[:10]
-        client.create_bucket(Bucket=bucket)
-        yield client, bucket, {"endpoint_url": endpoint, "region": "us-east-1", "client_options": dict(CREDENTIALS)}
-    finally:
-        server.stop()
+def s3(moto_s3):
+    """A bucket of its own on the suite's moto server (tests/conftest.py), and the store options naming it."""
+    return moto_s3.client, moto_s3.bucket, {"endpoint_url": moto_s3.endpoint, "region": "us-east-1",
+                                            "client_options": dict(CREDENTIALS)}
 
 
 def _checkpoint_folders(client, bucket: str, job_id: str) -> set[str]:
