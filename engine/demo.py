@@ -14,8 +14,9 @@ The story an operator lives, on one machine with no services to start:
    by itself (as Flink's): once the feeder has landed its last file and the job has read it, the
    demo stops the job with ``drain`` (``sluice stop --savepoint --drain``), which ends event
    time, fires every window, and lets the job finish;
-5. check the committed output against an uninterrupted run of the same job, fed the same way, on
-   the local runtime in ``epoch_records`` mode (the Spark runtime's watermark cadence): equal
+5. check the committed output against an uninterrupted run of the same job at the job's parallelism,
+   fed the same way, on the local runtime in ``epoch_records`` mode (the Spark runtime's watermark
+   cadence; a source subtask without a file holds event time back the same way on both): equal
    output means exactly-once across the stop/restore (each file read once) and the same semantics
    on both runtimes.  The feeder lands a file once the job has read the previous one, so each file
    is read in an epoch of its own and judged against the watermark the files before it left: the
@@ -108,15 +109,15 @@ def _committed(output: Path) -> dict[str, Counter]:
 
 def _reference(c: DemoConfig, files: list[tuple[str, list[dict[str, Any]]]], output: Path) -> dict[str, Counter]:
     """The same job, uninterrupted, on the local runtime with the Spark runtime's epoch cadence, fed the same
-    files the same way, then drained.  One subtask per operator: on the local runtime a source subtask with no
-    file to read holds event time back (as in Flink, without ``with_idleness``)."""
+    files the same way, then drained, at the job's parallelism: a source subtask with no file to read holds
+    event time back the same way on both runtimes (README, "read_files")."""
     from engine.api.environment import StreamExecutionEnvironment
     from engine.examples.purchase_files import FileFeeder
     from engine.master.master import build_job
 
     folder = c.workdir / "reference-input"
     env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(1)
+    env.set_parallelism(c.parallelism)
     env.set_runtime_option("epoch_records", c.epoch_records)
     env.enable_checkpointing(1000)
     env.get_checkpoint_config().set_checkpoint_storage_dir((c.workdir / "reference-checkpoints").as_uri())

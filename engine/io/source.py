@@ -188,8 +188,13 @@ def assigned_splits(splits: list[SourceSplit], parallelism: int, index: int, mon
     before it, and every subtask can list the folder itself without a coordinator."""
     ordered = sorted(splits, key=lambda s: s.split_id)
     if monitored:
-        return [s for s in ordered if zlib.crc32(str(s.split_id).encode()) % parallelism == index]
+        return [s for s in ordered if monitored_subtask(s.split_id, parallelism) == index]
     return [s for k, s in enumerate(ordered) if k % parallelism == index]
+
+
+def monitored_subtask(split_id: Any, parallelism: int) -> int:
+    """The source subtask (of ``parallelism``) that reads a monitored source's split: a stable hash of its id."""
+    return zlib.crc32(str(split_id).encode()) % parallelism
 
 
 def check_max_records(max_records: int) -> int:

@@ -14,8 +14,14 @@ one whenever a file has been read; this valve follows the local runtime's per-sp
   in one epoch leave together, so the result does not depend on the order their reports arrive in, as the
   source stage's rule, engine/operators/timestamps_watermarks.py ``monitored=True``).
 
+A monitored source subtask with no split left to read keeps its last watermark and holds the output back, as
+the local runtime's source subtask does (and Flink's source reader without a split): the driver gives it a
+*hold channel* (:meth:`add_hold_channel`) at that watermark while it has no split, which goes idle by the
+strategy's idleness and is released when a new split reaches the subtask (engine/runtime/spark/splits.py).
+
 Released channels are not part of the snapshot: the runtime releases the channels of finished splits again
-after a restore (a split's ``finished`` flag is in the snapshot).
+after a restore (a split's ``finished`` flag is in the snapshot).  Nor are hold channels: the runtime adds them
+again at the first epoch after a restore.
 """
 
 from __future__ import annotations
@@ -32,10 +38,25 @@ class SplitWatermarkValve(StatusWatermarkValve):
     def __init__(self, num_input_channels: int, output: Any) -> None:
         super().__init__(num_input_channels, output)
         self._released: set[int] = set()
+        self._holds: set[int] = set()
 
     def add_channel(self) -> int:
         """A new split's channel (active, aligned, at MIN_WATERMARK); returns its index."""
         self._channels.append(_Channel())
+        if self._last_output_status.is_idle():
+            self._last_output_status = WatermarkStatus.ACTIVE
+            self._output.emit_watermark_status(self._last_output_status)
+        return len(self._channels) - 1
+
+    def add_hold_channel(self, watermark: int) -> int:
+        """A channel for a monitored source subtask with no split to read, at that subtask's ``watermark``; returns
+        its index.  It is active, and aligned unless the output has passed it (as a channel back from idleness,
+        it then holds nothing back until it catches up, which a channel without input never does)."""
+        channel = _Channel()
+        channel.watermark = watermark
+        channel.is_watermark_aligned = watermark >= self._last_output_watermark
+        self._channels.append(channel)
+        self._holds.add(len(self._channels) - 1)
         if self._last_output_status.is_idle():
             self._last_output_status = WatermarkStatus.ACTIVE
             self._output.emit_watermark_status(self._last_output_status)
@@ -87,9 +108,15 @@ class SplitWatermarkValve(StatusWatermarkValve):
         if channel_index not in self._released:
             super().input_watermark_status(status, channel_index)
 
+    def snapshot(self) -> dict[str, Any]:
+        state = super().snapshot()
+        state["channels"] = [c for i, c in enumerate(state["channels"]) if i not in self._holds]
+        return state
+
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
         self._released = set()
+        self._holds = set()
 
     def _live(self) -> list[_Channel]:
         return [c for i, c in enumerate(self._channels) if i not in self._released]

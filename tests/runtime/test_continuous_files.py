@@ -25,9 +25,17 @@ from pathlib import Path
 import boto3
 import pytest
 
-from engine import Duration, StreamExecutionEnvironment, Time, TumblingEventTimeWindows, WatermarkStrategy
+from engine import (
+    Duration,
+    ProcessWindowFunction,
+    StreamExecutionEnvironment,
+    Time,
+    TumblingEventTimeWindows,
+    WatermarkStrategy,
+)
 from engine.errors import JobDefinitionError
 from engine.io.file_sink import FileSink, read_committed
+from engine.io.source import monitored_subtask
 from engine.runtime.local.runtime import LocalRuntime
 
 ROWS_PER_FILE = 300
@@ -362,6 +370,113 @@ def test_a_restored_s3_source_fetches_no_file_it_had_finished(tmp_path: Path, ru
     assert after[:3] == before, f"finished files fetched again after the restore: {after[:3]} (before: {before})"
     assert after[3] >= 1
     assert output_sums(out) == window_sums(rows)
+
+
+SMALL_ROWS = 30  # a file is read in one read on both runtimes: its watermark moves once, to its end
+
+
+def name_on(subtask: int, stem: str, parallelism: int = 2) -> str:
+    """A file name the monitored source hands to ``subtask`` (a hash of the name picks it)."""
+    return next(name for n in range(1000) if monitored_subtask(name := f"{stem}-{n}.jsonl", parallelism) == subtask)
+
+
+def land_small(folder, name: str, index: int) -> list[dict]:
+    rows = [{"key": f"k{i % 2}", "ts": index * FILE_SPAN_MS + i * FILE_SPAN_MS // SMALL_ROWS, "v": 1 + i % 7}
+            for i in range(SMALL_ROWS)]
+    folder.put(name, "".join(json.dumps(r) + "\n" for r in rows).encode())
+    return rows
+
+
+def fired(out: Path) -> set[tuple]:
+    return {(r["key"], r["start"], r["v"], r["watermark"]) for r in read_committed(str(out))}
+
+
+def run_with_a_quiet_subtask(folder, out: Path, storage: Path, runtime: str,
+                             idleness_ms: int | None) -> tuple[list[dict], set[tuple]]:
+    """Parallelism 2: subtask 0 reads one file and then has nothing to read; subtask 1 keeps receiving files, one
+    at a time, each read before the next lands (events after the quiet file's: none is late).  Drained at the
+    end; returns the rows landed and the windows fired before the drain."""
+
+    class Fired(ProcessWindowFunction):  # defined here: shipped to Spark's workers by value
+        """A window's sum and the watermark that fired it."""
+
+        def process(self, key, context, elements):
+            yield {"key": key, "start": context.window().start, "v": sum(r["v"] for r in elements),
+                   "watermark": context.current_watermark()}
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime(runtime)
+    env.set_parallelism(2)
+    env.enable_checkpointing(100)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(storage.as_uri())
+    strategy = WatermarkStrategy.for_monotonous_timestamps()
+    if idleness_ms is not None:
+        strategy = strategy.with_idleness(Duration.of_millis(idleness_ms))
+    (env.read_files(folder.uri, "jsonl", monitor_interval=Duration.of_millis(50))
+        .assign_timestamps_and_watermarks(strategy.with_timestamp_assigner("ts"))
+        .key_by("key")
+        .window(TumblingEventTimeWindows.of(Time.seconds(1)))
+        .process(Fired())
+        .sink_to(FileSink(str(out), "jsonl")))
+    client = submit(env, "quiet-subtask")
+    settle_s = 1.5  # well past the idle timeout and several listings: what fires while a subtask is quiet has fired
+    try:
+        time.sleep(settle_s)
+        rows = land_small(folder, name_on(0, "quiet"), 0)
+        wait_for(lambda: client.status().records_in == len(rows), 180, "the quiet subtask's file read", client)
+        time.sleep(settle_s)
+        for index in range(1, 5):
+            rows += land_small(folder, name_on(1, f"busy{index}"), index)
+            wait_for(lambda: client.status().records_in == len(rows), 180, f"busy file {index} read", client)
+            time.sleep(settle_s)
+        done = client.status().num_completed_checkpoints  # what fired so far is committed by the next two
+        wait_for(lambda: client.status().num_completed_checkpoints >= done + 2, 180, "two checkpoints", client)
+        before_drain = fired(out)
+        client.stop_with_savepoint((storage / "sp").as_uri(), drain=True).result(timeout=120)
+        client.wait(60)
+    finally:
+        if not client.done():
+            client.cancel()
+    return rows, before_drain
+
+
+@pytest.mark.parametrize("idleness_ms", [None, 300], ids=["without-idleness", "with-idleness"])
+def test_a_quiet_source_subtask_holds_event_time_back_the_same_way_on_both_runtimes(tmp_path: Path, spark, folders,
+                                                                                    idleness_ms) -> None:
+    """One monitored folder at parallelism 2; the file names pick the subtasks (a hash of the name)::
+
+        subtask 0  |quiet |..............................   (read to its end, then nothing more)
+        subtask 1         |busy 1|busy 2|busy 3|busy 4|
+                   0 s    3 s    6 s    9 s    12 s   15 s   event time
+
+    As in Flink (a source reader without a split keeps its last watermark): without idleness subtask 0 holds
+    event time at its file's watermark, so no window past it fires until the drain; with ``with_idleness`` it
+    goes idle and the busy subtask's windows fire as its files are read.  Both runtimes give the same windows,
+    fired at the same watermarks (the Spark runtime let a read file's channel leave its valve, so there a quiet
+    subtask never held event time back)."""
+    results, before_drain = {}, {}
+    for runtime in ("local", "spark"):
+        folder = folders(f"in-{runtime}")
+        folder.create()
+        out = tmp_path / f"out-{runtime}"
+        rows, before_drain[runtime] = run_with_a_quiet_subtask(folder, out, tmp_path / f"chk-{runtime}", runtime,
+                                                               idleness_ms)
+        results[runtime] = {(key, start, v) for key, start, v, _ in fired(out)}
+        assert Counter({(key, start // 1000): v for key, start, v in results[runtime]}) == window_sums(rows)
+        assert len(results[runtime]) == len(window_sums(rows))  # each window fired once
+    # the same windows fired at the same watermarks while the job ran; the drain fired the others (at the
+    # watermarks its end of input passed through: each source subtask's MAX_WATERMARK in turn on the local
+    # runtime, as in Flink, MAX_WATERMARK at once on Spark)
+    assert before_drain["spark"] == before_drain["local"]
+    assert results["spark"] == results["local"]
+    # a file's watermark: its last event's timestamp - 1 (monotonous timestamps)
+    quiet_watermark = FILE_SPAN_MS - FILE_SPAN_MS // SMALL_ROWS - 1
+    busy_watermark = 5 * FILE_SPAN_MS - FILE_SPAN_MS // SMALL_ROWS - 1
+    held_at = quiet_watermark if idleness_ms is None else busy_watermark
+    assert {(key, start) for key, start, _, _ in before_drain["local"]} == {
+        (key, start) for key, start, _ in results["local"] if start + 999 <= held_at}
+    assert {watermark for *_, watermark in before_drain["local"]} == (
+        {quiet_watermark} if idleness_ms is None else {quiet_watermark + k * FILE_SPAN_MS for k in range(5)})
 
 
 @pytest.mark.parametrize("interval", [0, -5, "1s", 1.5])

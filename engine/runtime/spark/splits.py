@@ -8,6 +8,12 @@ as MAX_WATERMARK when the input is bounded): its output is W(n) (:meth:`SplitTra
 folder (``read_files(..., monitor_interval=...)``) is listed again once its interval has passed: a new file
 gets a channel, a finished one releases its channel (engine/watermarks/split_valve.py).  Each split's state
 is a :class:`SplitEntry`.
+
+A monitored source's subtask with no split to read holds event time back at its last watermark, as the local
+runtime's source subtask does (``SourceTimestampsAndWatermarks(monitored=True)``, whose rule the tracker follows
+per subtask, :class:`SubtaskHold`): the splits a subtask reads are the ones a hash of their id gives it
+(engine/io/source.py ``monitored_subtask``), and while it has none its hold channel stands in the valve, at the
+subtask's watermark, until a new split reaches it or the strategy's idleness marks it idle.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Any
 
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from engine.errors import JobDefinitionError
-from engine.io.source import source_monitor_interval_ms
+from engine.io.source import monitored_subtask, source_monitor_interval_ms
 from engine.runtime.snapshot_metadata import source_split_key
 from engine.watermarks.split_valve import SplitWatermarkValve
 from engine.watermarks.valve import ValveOutput
@@ -56,6 +62,20 @@ class SplitEntry:
     inactive_since: int | None = None
 
 
+@dataclass(slots=True)
+class SubtaskHold:
+    """A monitored source subtask with no split to read: its hold channel in the valve, and its inactivity
+    period, which starts with the hold (the epoch that read its last records, or the first one it had nothing
+    to read in): the subtask is idle once the strategy's idle timeout has passed since, as the local source
+    stage's first periodic check without records starts the period (SourceTimestampsAndWatermarks
+    ``_check_idle_without_splits``).  The epoch's start stands for its time: the next epoch may come long after
+    (a Spark job under load), and starting the period there would hold event time back for an epoch more."""
+
+    channel: int
+    inactive_since: int
+    idle: bool = False
+
+
 class SplitTracker:
     """The splits of a plan's source vertices (``sources``), their valve channels and the valve."""
 
@@ -85,6 +105,11 @@ class SplitTracker:
         self.valve = SplitWatermarkValve(max(1, len(self.channel)), self._valve_output)
         if not self.channel and self.monitored:
             self.valve.release_channel(0)  # an empty monitored folder: the placeholder must not hold time back
+        #: (monitored source vertex, subtask index) -> the subtask's watermark, as its source stage combines it
+        self.subtask_watermark: dict[tuple[int, int], int] = {}
+        #: (monitored source vertex, subtask index) -> the hold of a subtask with no split to read; added at the
+        #: first epoch (after a restore too: holds are not in the valve's snapshot)
+        self.holds: dict[tuple[int, int], SubtaskHold] = {}
 
     @staticmethod
     def _entry(v: Any, uid: str, split: Any) -> SplitEntry:
@@ -97,9 +122,14 @@ class SplitTracker:
         """The entries of a source vertex's splits still to read, in channel order."""
         return [s for s in self.entries.values() if s.vertex == vertex_id and not s.finished]
 
+    def subtask_of(self, split: SplitEntry) -> tuple[int, int]:
+        """(vertex, subtask index) of the monitored source subtask that reads ``split``."""
+        v = self.monitored[split.vertex][0]
+        return split.vertex, monitored_subtask(split.split.split_id, v.parallelism)
+
     def discover(self, now_ms: int) -> None:
         """List each monitored source whose interval has passed; a new split gets a valve channel and is read
-        from this epoch on (engine/watermarks/split_valve.py)."""
+        from this epoch on (engine/watermarks/split_valve.py).  A subtask the new split goes to stops holding."""
         for entry in self.monitored.values():
             v, interval, due = entry
             if now_ms < due:
@@ -111,6 +141,21 @@ class SplitTracker:
                 if key not in self.entries:
                     self.channel[key] = self.valve.add_channel()
                     self.entries[key] = self._entry(v, uid, split)
+                    hold = self.holds.pop(self.subtask_of(self.entries[key]), None)
+                    if hold is not None:
+                        self.valve.release_channel(hold.channel)
+        self._hold_empty_subtasks(now_ms)
+
+    def _hold_empty_subtasks(self, now_ms: int) -> None:
+        """Every monitored subtask without a split to read and without a hold gets one: at its watermark, or
+        where the output stands (a subtask that never read, or one restored without splits, holds it there)."""
+        busy = {self.subtask_of(s) for s in self.entries.values() if s.vertex in self.monitored and not s.finished}
+        for vertex_id, (v, _, _) in self.monitored.items():
+            for index in range(v.parallelism):
+                sub = (vertex_id, index)
+                if sub not in busy and sub not in self.holds:
+                    watermark = max(self.subtask_watermark.get(sub, MIN_WATERMARK), self._valve_output.watermark)
+                    self.holds[sub] = SubtaskHold(self.valve.add_hold_channel(watermark), now_ms)
 
     def release_finished(self) -> None:
         """After a restore: finished splits of a monitored source no longer count in the valve."""
@@ -177,7 +222,41 @@ class SplitTracker:
                     split.idle = False
                 if r["watermark"] > MIN_WATERMARK:
                     valve.input_watermark(Watermark(r["watermark"]), ch)
+        if self.monitored:
+            self._follow_subtasks(reports, now_ms)
         valve.release_channels(leaving)
         if self.bounded and (not self.entries or self.all_finished()):
             return MAX_WATERMARK
         return max(watermark, self._valve_output.watermark)
+
+    def _follow_subtasks(self, reports: list[dict], now_ms: int) -> None:
+        """Each monitored subtask's watermark after the epoch, combined from its splits' reports as its source
+        stage combines them (SourceTimestampsAndWatermarks(monitored=True): the minimum over its non-idle splits,
+        never regressing; when its last splits leave together, the highest of theirs); a subtask left without
+        splits gets a hold channel at that watermark, before its splits' channels leave.  A hold whose subtask
+        read nothing for the idle timeout goes idle."""
+        by_subtask: dict[tuple[int, int], list[tuple[SplitEntry, dict]]] = {}
+        for r in reports:
+            split = self.entries[r["key"]]
+            if split.vertex in self.monitored:
+                by_subtask.setdefault(self.subtask_of(split), []).append((split, r))
+        for sub, hold in self.holds.items():
+            timeout = getattr(self.monitored[sub[0]][0].source_watermark_strategy, "idle_timeout_ms", None)
+            if not hold.idle and timeout is not None and now_ms - hold.inactive_since > timeout:
+                hold.idle = True
+                self.valve.input_watermark_status(WatermarkStatus.IDLE, hold.channel)
+        for sub, splits in by_subtask.items():
+            watermark = self.subtask_watermark.get(sub, MIN_WATERMARK)
+            active = [split.watermark for split, _ in splits if not split.idle]
+            if active:
+                watermark = max(watermark, min(active))
+            remaining = [split for split, _ in splits if not split.finished]
+            if remaining:
+                active = [split.watermark for split in remaining if not split.idle]
+                if active:
+                    watermark = max(watermark, min(active))
+            else:
+                watermark = max(watermark, max(r["watermark"] for _, r in splits if r["finished"]))
+                if sub not in self.holds:
+                    self.holds[sub] = SubtaskHold(self.valve.add_hold_channel(watermark), now_ms)
+            self.subtask_watermark[sub] = watermark

@@ -89,3 +89,31 @@ def test_splits_that_finish_in_one_epoch_leave_together_at_the_highest_of_their_
     valve.input_watermark(Watermark(400), 1)
     valve.release_channels([1])
     assert out.events == [100] and valve.last_output_watermark == 100
+
+
+def test_a_hold_channel_keeps_a_quiet_subtask_at_its_watermark_until_it_goes_idle() -> None:
+    """A monitored source subtask whose last split leaves: its hold channel stands for it at its watermark (the
+    split's channel leaves after the hold joined), and only idleness lets the others' progress through."""
+    out = Recorder()
+    valve = SplitWatermarkValve(2, out)
+    valve.input_watermark(Watermark(100), 0)  # subtask A's split
+    valve.input_watermark(Watermark(200), 1)  # subtask B's split
+    hold = valve.add_hold_channel(100)  # A's split is read to its end: A holds at 100
+    valve.release_channels([0])
+    valve.input_watermark(Watermark(900), 1)
+    assert out.events == [100] and valve.last_output_watermark == 100
+    valve.input_watermark_status(WatermarkStatus.IDLE, hold)
+    assert out.events == [100, 900]
+
+
+def test_a_hold_below_the_output_holds_nothing_back_and_hold_channels_stay_out_of_the_snapshot() -> None:
+    out = Recorder()
+    valve = SplitWatermarkValve(1, out)
+    valve.input_watermark(Watermark(500), 0)
+    valve.add_hold_channel(MIN_WATERMARK)  # as a channel back from idleness below the output: not aligned
+    valve.input_watermark(Watermark(700), 0)
+    assert out.events == [500, 700]
+    assert len(valve.snapshot()["channels"]) == 1
+    restored = SplitWatermarkValve(1, Recorder())
+    restored.restore(valve.snapshot())
+    assert restored.last_output_watermark == 700
