@@ -90,7 +90,8 @@ class DataStream:
 
     # -- transformations -----------------------------------------------------------------------
     def map(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
-        """``output_type`` (PyFlink's TypeInformation) is checked and otherwise only shapes ``print()``."""
+        """``output_type`` (PyFlink's TypeInformation) is checked and shapes ``print()``; ``func``'s results are
+        passed on as returned, not converted to it (engine/api/typeinfo.py)."""
         fn = check_callable(func, "func", "map")
         return self._add(MapTransformation(name="Map", inputs=[self._node], kind="map", fn=fn,
                                            output_type=check_type_info(output_type, "output_type")))

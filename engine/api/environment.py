@@ -12,7 +12,7 @@ from typing import Any, Iterable
 from engine.api.datastream import DataStream, TimeCharacteristic
 from engine.api.job_client import JobClient
 from engine.api.restart import RestartStrategyConfiguration
-from engine.api.typeinfo import check_type_info
+from engine.api.typeinfo import check_type_info, convert_collection
 from engine.checkpointing.config import CheckpointConfig, CheckpointingMode
 from engine.clock import SystemClock
 from engine.errors import JobDefinitionError
@@ -132,9 +132,11 @@ class StreamExecutionEnvironment:
     # -- sources -------------------------------------------------------------------------------
     def from_collection(self, collection: Iterable[Any], type_info: Any = None) -> DataStream:
         """A bounded source of ``collection``'s items.  ``type_info`` (PyFlink's TypeInformation of the
-        items) is checked and otherwise only shapes ``print()``: items stay the Python values given."""
+        items) converts them as PyFlink's source does (a ``Types.ROW`` item becomes a ``Row``, a ``Types.FLOAT``
+        field a 32-bit float; engine/api/typeinfo.py) and shapes ``print()``; an item that does not fit is
+        refused here, naming ``collection``."""
         check_type_info(type_info, "type_info")
-        items = list(collection)
+        items = convert_collection(list(collection), type_info)
         stream = self.from_source(CollectionSource(items), source_name="Collection Source")
         stream._node.output_type = type_info
         return stream
