@@ -173,23 +173,33 @@ class StreamExecutionEnvironment:
         if not self._sinks:
             raise JobDefinitionError("sinks", [], "must not be empty: add a sink (print(), write_files(), sink_to())")
 
+    def _take_sinks(self) -> list[SinkTransformation]:
+        """The sinks registered since the last ``execute``/``execute_async``, which this job consumes (Flink's
+        ``getStreamGraph(clearTransformations=true)``)."""
+        self._check_sinks()
+        sinks, self._sinks = list(self._sinks), []
+        return sinks
+
     def execute(self, job_name: str = "sluice-job", from_savepoint: str | None = None) -> JobExecutionResult:
         """Run the job to its end (bounded input, a stop or a failure) in this thread.
 
         ``from_savepoint`` restores state and source positions from a savepoint or a
         retained checkpoint folder; key groups are redistributed to this parallelism.
+
+        As in Flink, the job is made of the sinks added since the previous ``execute`` (or ``execute_async``):
+        a program that prints a stream and executes, then prints another and executes again (PyFlink's
+        ``basic_operations.py`` does) runs each print once.  To run the same sinks again, build them again.
         """
-        self._check_sinks()
-        return self._runtime_instance().execute(job_name, list(self._sinks), collect=[], from_savepoint=from_savepoint)
+        return self._runtime_instance().execute(job_name, self._take_sinks(), collect=[], from_savepoint=from_savepoint)
 
     def execute_async(self, job_name: str = "sluice-job", from_savepoint: str | None = None,
                       savepoint_dir: str | None = None) -> Any:
         """Start the job in the background and return its JobClient (PyFlink's ``execute_async``).
 
-        ``savepoint_dir`` is the default target of ``trigger_savepoint``/``stop_with_savepoint``.
+        ``savepoint_dir`` is the default target of ``trigger_savepoint``/``stop_with_savepoint``.  Like
+        ``execute``, it consumes the sinks added so far.
         """
-        self._check_sinks()
-        handle = self._runtime_instance().submit(job_name, list(self._sinks), collect=[], from_savepoint=from_savepoint)
+        handle = self._runtime_instance().submit(job_name, self._take_sinks(), collect=[], from_savepoint=from_savepoint)
         return JobClient(handle, job_name, savepoint_dir, self._parallelism)
 
     def _execute_collect(self, node: Transformation, job_name: str) -> list[Any]:
