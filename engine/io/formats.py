@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from engine.elements import TupleColumns
 from engine.errors import JobDefinitionError
 from engine.io.source import MalformedInput
+from engine.row import Row
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -305,6 +306,8 @@ def _infer(cell: str) -> Any:
 
 
 def _as_row(value: Any) -> dict:
+    if isinstance(value, Row):
+        value = _plain_row(value)
     if isinstance(value, dict):
         return value
     if isinstance(value, (tuple, list)):
@@ -388,13 +391,33 @@ def encode_chunks(fmt: str, chunks: Sequence[Any]) -> bytes:
     return encode(fmt, values)
 
 
+def _plain_row(row: Row) -> Any:
+    """A Row as a struct is written: its fields by name, or a list for a row without names; rows nested in it,
+    also in its lists and dicts, alike."""
+    def plain(v: Any) -> Any:
+        if isinstance(v, Row):
+            return _plain_row(v)
+        if isinstance(v, list):
+            return [plain(x) for x in v]
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return v
+
+    values = [plain(v) for v in row]
+    names = row.get_field_names()
+    return values if names is None else dict(zip(names, values))
+
+
 def _json_default(value: Any) -> Any:
     """What JSON lacks, written the way Spark's JSON writer does: dates and times as ISO 8601 text,
-    decimals as exact text (a float would round them), durations as seconds, bytes as base64."""
+    decimals as exact text (a float would round them), durations as seconds, bytes as base64, a ``Row`` as
+    the object of its fields (an array when it has no names)."""
     import base64
     import datetime as dt
     import decimal
 
+    if isinstance(value, Row):
+        return _plain_row(value)
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
