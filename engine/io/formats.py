@@ -14,7 +14,8 @@ rows that carry nothing.
 - ``parquet``: one row per table row, read a row group at a time.
 
 Writing (sinks): dict values become rows; a tuple or list becomes
-``{"f0": .., "f1": ..}`` for Parquet and a JSON array for JSON lines; any
+``{"f0": .., "f1": ..}`` for Parquet and a JSON array for JSON lines; a ``Row``
+is written as the dict of its fields (as a tuple when it has no names); any
 other value becomes ``{"value": v}`` for Parquet.
 """
 
