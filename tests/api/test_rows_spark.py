@@ -3,7 +3,8 @@
 A PyFlink program's ``Types.ROW_NAMED`` source hands out ``Row`` objects; on Spark they cross every stage as
 the codec's ``$row`` text (engine/runtime/spark/rows.py), are keyed by a ``Row`` key whose key group Spark
 computes from that text, kept in keyed state as ``Row`` values, summed in windows and rolling aggregates, and
-dead-lettered (by a key selector that rejects them).  Each must come back as the same ``Row`` (names, order, kind) as on the local runtime.
+dead-lettered (by a key selector that rejects them).  Each must come back as the same ``Row`` (names, order,
+kind) as on the local runtime.
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ def _seen(items, type_info, then=lambda s: s):
 
 
 def test_row_named_source_yields_rows_with_attribute_access() -> None:
-    assert _seen([(1, "a"), (2, "b")], RN) == [("Row", "Row(id=1, info='a')", "+I"), ("Row", "Row(id=2, info='b')", "+I")]
+    assert _seen([(1, "a"), (2, "b")], RN) == [("Row", "Row(id=1, info='a')", "+I"),
+                                               ("Row", "Row(id=2, info='b')", "+I")]
     assert _env().from_collection([(1, "a")], type_info=RN).map(lambda r: (r.id, r.info)).execute_and_collect() \
         == [(1, "a")]
 
@@ -56,7 +57,8 @@ def test_lists_are_taken_by_position_and_named_rows_by_name_keeping_their_kind()
 
 
 def test_nested_rows_and_rows_in_tuples() -> None:
-    nested = Types.ROW_NAMED(["k", "inner"], [Types.STRING(), Types.ROW_NAMED(["v", "w"], [Types.FLOAT(), Types.BOOLEAN()])])
+    inner = Types.ROW_NAMED(["v", "w"], [Types.FLOAT(), Types.BOOLEAN()])
+    nested = Types.ROW_NAMED(["k", "inner"], [Types.STRING(), inner])
     assert _seen([("a", (1.1, True))], nested) == [
         ("Row", "Row(k='a', inner=Row(v=1.100000023841858, w=True))", "+I")]
     assert _seen([(1, (2, "z"))], Types.TUPLE([Types.INT(), RN])) == [("tuple", "(1, Row(id=2, info='z'))", None)]
@@ -66,14 +68,16 @@ def test_nested_rows_and_rows_in_tuples() -> None:
 def test_float_fields_are_rounded_to_32_bits_at_the_source() -> None:
     assert _seen([("a", 110.1), ("b", 1.1)], Types.TUPLE([Types.STRING(), Types.FLOAT()])) == [
         ("tuple", "('a', 110.0999984741211)", None), ("tuple", "('b', 1.100000023841858)", None)]
-    assert _seen([1.1, 110.1], Types.FLOAT()) == [("float", "1.100000023841858", None), ("float", "110.0999984741211", None)]
+    assert _seen([1.1, 110.1], Types.FLOAT()) == [("float", "1.100000023841858", None),
+                                                  ("float", "110.0999984741211", None)]
     assert _seen([{"x": 1.1}], Types.MAP(Types.STRING(), Types.FLOAT())) == [("dict", "{'x': 1.100000023841858}", None)]
     assert _seen([("a", 110.1)], Types.TUPLE([Types.STRING(), Types.DOUBLE()])) == [("tuple", "('a', 110.1)", None)]
 
 
 def test_rolling_sum_over_rows_keeps_rows() -> None:
-    out = _env().from_collection([("a", 1), ("a", 2)], type_info=Types.ROW_NAMED(["user", "n"], [Types.STRING(), Types.INT()])) \
-        .key_by(lambda r: r.user).sum("n").execute_and_collect()
+    named = Types.ROW_NAMED(["user", "n"], [Types.STRING(), Types.INT()])
+    out = _env().from_collection([("a", 1), ("a", 2)], type_info=named).key_by(lambda r: r.user).sum("n") \
+        .execute_and_collect()
     assert out == [Row(user="a", n=1), Row(user="a", n=3)]
 
 

@@ -65,7 +65,8 @@ def test_a_row_a_key_selector_rejects_is_written_as_its_repr(tmp_path: Path) -> 
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_runtime_option("dead_letter_dir", str(tmp_path / "dl"))
-    rows = env.from_collection([(1, "a"), (2, "b")], type_info=Types.ROW_NAMED(["id", "info"], [Types.INT(), Types.STRING()]))
+    row_type = Types.ROW_NAMED(["id", "info"], [Types.INT(), Types.STRING()])
+    rows = env.from_collection([(1, "a"), (2, "b")], type_info=row_type)
     assert rows.key_by(reject_b).map(lambda r: r.id).execute_and_collect() == [1]
     assert env.get_last_result().dead_letters[0]["value"] == Row(id=2, info="b")
     [letter] = _written(tmp_path / "dl")

@@ -60,9 +60,11 @@ def rows(draw, inner):
     return row
 
 
-values = st.recursive(scalars, lambda inner: st.one_of(rows(inner), st.tuples(inner, inner), st.lists(inner, max_size=3),
-                                                       st.dictionaries(st.text(max_size=3), inner, max_size=3)),
-                      max_leaves=8)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(rows(inner), st.tuples(inner, inner), st.lists(inner, max_size=3),
+                            st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+    max_leaves=8)
 
 
 @settings(max_examples=300, deadline=None)
