@@ -21,6 +21,12 @@ An item that does not fit (a wrong number of fields, a named Row without a decla
 ``FLOAT``/``DOUBLE``) is refused when the job is built, naming ``collection``; PyFlink fails on those too,
 when the job runs.  Other basic types are passed as given.
 
+**Conversion of a declared key.**  ``key_by(f, key_type=T)``: PyFlink sends the key to Java as ``T``, so
+``ctx.get_current_key()`` sees it converted (``Types.FLOAT()``: 1.1 becomes 1.100000023841858; a named Row key
+is renamed by ``Types.ROW_NAMED``); Sluice converts the key the same way (:class:`KeyTypeSelector`), and keys
+it by the converted key.  PyFlink fails on a tuple key declared ``ROW`` or a list declared ``TUPLE``, which
+Sluice converts; a key that does not fit at all is a dead letter of the key selector.
+
 **Operator outputs are not converted**, and that follows PyFlink too: ``map(f, output_type=Types.ROW_NAMED(...))``
 hands ``f``'s tuple to a chained next operator as the tuple (and PyFlink fails where the tuple must be
 serialised, at a shuffle or a print; Sluice passes it on), and a ``FLOAT`` output reaches a chained operator
@@ -48,7 +54,7 @@ from typing import Any, Sequence
 from engine.errors import JobDefinitionError
 from engine.row import Row
 
-__all__ = ["TypeInformation", "Types", "check_type_info", "convert_collection"]
+__all__ = ["TypeInformation", "Types", "check_type_info", "convert_collection", "typed_key_selector"]
 
 
 class _NotConvertible(Exception):
@@ -417,6 +423,41 @@ def convert_collection(items: list[Any], type_info: TypeInformation | None, para
             raise JobDefinitionError(parameter, item, f"must hold items of the declared type_info {type_info!r}: "
                                      f"{exc}") from None
     return out
+
+
+class KeyTypeSelector:
+    """``key_by(f, key_type=T)``: the key ``f`` returns, converted by ``T`` as PyFlink's key is when it crosses
+    into Java (module docstring); plain data, so it pickles to Spark tasks with ``f``."""
+
+    __slots__ = ("selector", "key_type")
+
+    def __init__(self, selector: Any, key_type: TypeInformation) -> None:
+        self.selector = selector
+        self.key_type = key_type
+
+    def get_key(self, value: Any) -> Any:
+        key = self.selector(value)
+        try:
+            return self.key_type.convert(key, "the key")
+        except _NotConvertible as exc:
+            raise TypeError(f"key_by's key_type {self.key_type!r}: {exc}") from None
+
+    __call__ = get_key
+
+    def __getstate__(self) -> tuple:
+        return self.selector, self.key_type
+
+    def __setstate__(self, state: tuple) -> None:
+        self.selector, self.key_type = state
+
+
+def typed_key_selector(selector: Any, key_type: TypeInformation | None) -> Any:
+    """``selector``, or a :class:`KeyTypeSelector` when ``key_type`` converts keys (a ROW, TUPLE, FLOAT, ... type;
+    ``STRING``, ``INT`` and the other basic types pass keys as they are, so the selector stays as given)."""
+    if key_type is None or type(key_type).convert is TypeInformation.convert or (
+            isinstance(key_type, BasicTypeInfo) and key_type.type_name not in ("Float", "Double")):
+        return selector
+    return KeyTypeSelector(selector, key_type)
 
 
 def _check_arity(value: Any, arity: int, path: str, type_info: TypeInformation) -> None:

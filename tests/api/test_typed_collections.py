@@ -123,3 +123,39 @@ def test_print_writes_rows_as_pyflink_prints_them(capsys) -> None:
         "(a,110.1)",
         "(1.1E10,1.1E-5,1.6777216E7)",  # JDK 17 printed 1.10000005E10 for the first (JDK 19+ prints 1.1E10)
         "+I[[1, 2],{'a': 1}]"]
+
+
+class _CurrentKey:
+    """A KeyedProcessFunction's view of its key: ``(type name, repr)`` of ``ctx.get_current_key()``."""
+
+    @staticmethod
+    def of(keyed) -> list:
+        from engine import KeyedProcessFunction
+
+        class Show(KeyedProcessFunction):
+            def process_element(self, value, ctx):
+                key = ctx.get_current_key()
+                yield type(key).__name__, repr(key)
+
+        return keyed.process(Show()).execute_and_collect()
+
+
+def test_a_declared_key_type_converts_the_key_as_it_crosses_into_java() -> None:
+    """PyFlink 2.3.0: ``key_by(f, key_type=Types.FLOAT())`` gives ``get_current_key()`` 1.100000023841858 for
+    1.1, and a named Row key comes back named by ``key_type``; without a key_type the key is as returned."""
+    src = _env().from_collection([("a", 1.1)], type_info=Types.TUPLE([Types.STRING(), Types.DOUBLE()]))
+    assert _CurrentKey.of(src.key_by(lambda r: r[1], key_type=Types.FLOAT())) == [("float", "1.100000023841858")]
+    assert _CurrentKey.of(src.key_by(lambda r: r[1])) == [("float", "1.1")]
+    assert _CurrentKey.of(src.key_by(lambda r: Row(k=r[0]))) == [("Row", "Row(k='a')")]
+    named = Types.ROW_NAMED(["name", "n"], [Types.STRING(), Types.INT()])
+    assert _CurrentKey.of(src.key_by(lambda r: Row(n=1, name=r[0]), key_type=named)) == [
+        ("Row", "Row(name='a', n=1)")]
+
+
+def test_a_key_that_does_not_fit_its_key_type_is_a_dead_letter_of_the_key_selector() -> None:
+    env = _env()
+    keyed = env.from_collection([("a", 1.5), ("b", 2)]).key_by(lambda r: r[1], key_type=Types.FLOAT())
+    assert keyed.map(lambda r: r[0]).execute_and_collect() == ["a"]
+    [dead] = env.get_last_result().dead_letters
+    assert dead["value"] == ("b", 2) and dead["stage"] == "key_selector"
+    assert "key_type Float" in dead["error"] and "must be a float" in dead["error"]
