@@ -32,6 +32,7 @@ from pyspark import cloudpickle  # noqa: E402
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
+COUNTRY = Types.ROW_NAMED(["country"], [Types.STRING()])
 CALLS = Types.ROW_NAMED(["country", "city", "tel", "t"], [Types.STRING(), Types.STRING(), Types.INT(), Types.LONG()])
 PLACES = [("China", "Shanghai"), ("China", "Hangzhou"), ("Germany", "Berlin"), ("USA", "NewYork"), ("Chile", "Lima")]
 EVENTS = [(*PLACES[(i * 3) % 5], (i * 37) % 50, 1_000 * i) for i in range(200)]
@@ -76,6 +77,8 @@ def _run(runtime: str, parallelism: int):
         "window": keyed.window(TumblingEventTimeWindows.of(Time.seconds(30))).sum("tel"),
         "rolling": calls.key_by(lambda r: r.city).sum(2),
         "mapped": calls.key_by(_country_but_not_lima).map(lambda r: (r, r.as_dict())),  # Lima: a dead letter
+        # a tuple key made a Row by its declared key_type
+        "typed_key": calls.key_by(lambda r: (r.country,), key_type=COUNTRY).process(CityChanges()),
     }
     got, result = env.execute_and_collect_streams(streams)
     return got, result.dead_letters
@@ -107,6 +110,7 @@ def test_spark_gives_the_local_runtimes_rows(spark, parallelism: int) -> None:
     assert first.get_row_kind() is RowKind.UPDATE_AFTER and isinstance(first.key, Row)
     assert first.previous.get_field_names() == ["country", "city", "tel", "t"]
     assert all(isinstance(r, Row) for r in on_spark["window"] + on_spark["rolling"])
+    assert _canonical(on_spark["typed_key"]) == _canonical(on_spark["process"])  # Row(country=...) keys either way
     # dead letters keep the Row on both runtimes
     assert len(local_dead) == len(spark_dead) == 40
     assert _canonical([(d["value"], d["stage"]) for d in spark_dead]) == \
