@@ -233,7 +233,8 @@ class DataStream:
         return self.sink_to(FileSink(path, format=format))
 
     def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> list[Any]:
-        """Run the job (bounded input) and return this stream's records as a list."""
+        """Run the job (bounded input) and return this stream's records as a list.  As in Flink, the job also runs
+        the sinks added since the previous job (``print()`` ...), and consumes them: a later job does not rerun them."""
         result = self._env._execute_collect(self._node, job_name)
         return result if limit is None else result[:limit]
 

@@ -173,10 +173,11 @@ class StreamExecutionEnvironment:
         if not self._sinks:
             raise JobDefinitionError("sinks", [], "must not be empty: add a sink (print(), write_files(), sink_to())")
 
-    def _take_sinks(self) -> list[SinkTransformation]:
-        """The sinks registered since the last ``execute``/``execute_async``, which this job consumes (Flink's
-        ``getStreamGraph(clearTransformations=true)``)."""
-        self._check_sinks()
+    def _take_sinks(self, required: bool = True) -> list[SinkTransformation]:
+        """The sinks registered since the last job, which this job consumes (Flink's
+        ``getStreamGraph(clearTransformations=true)``); ``required``: refuse a job without any."""
+        if required:
+            self._check_sinks()
         sinks, self._sinks = list(self._sinks), []
         return sinks
 
@@ -186,7 +187,8 @@ class StreamExecutionEnvironment:
         ``from_savepoint`` restores state and source positions from a savepoint or a
         retained checkpoint folder; key groups are redistributed to this parallelism.
 
-        As in Flink, the job is made of the sinks added since the previous ``execute`` (or ``execute_async``):
+        As in Flink, the job is made of the sinks added since the previous job (``execute``, ``execute_async``,
+        ``execute_and_collect``):
         a program that prints a stream and executes, then prints another and executes again (PyFlink's
         ``basic_operations.py`` does) runs each print once.  To run the same sinks again, build them again.
         """
@@ -203,15 +205,16 @@ class StreamExecutionEnvironment:
         return JobClient(handle, job_name, savepoint_dir, self._parallelism)
 
     def _execute_collect(self, node: Transformation, job_name: str) -> list[Any]:
-        result = self._runtime_instance().execute(job_name, list(self._sinks), collect=[node])
+        result = self._runtime_instance().execute(job_name, self._take_sinks(required=False), collect=[node])
         self._last_result = result
         return result.collected[node.id]
 
     def execute_and_collect_streams(self, streams: dict[str, DataStream],
                                     job_name: str = "collect") -> tuple[dict[str, list[Any]], JobExecutionResult]:
-        """Run the job once and collect several streams (e.g. a window result and its late side output)."""
+        """Run the job once and collect several streams (e.g. a window result and its late side output).  As
+        ``execute_and_collect``, the job also runs, and consumes, the sinks added since the previous job."""
         nodes = [s._node for s in streams.values()]
-        result = self._runtime_instance().execute(job_name, list(self._sinks), collect=nodes)
+        result = self._runtime_instance().execute(job_name, self._take_sinks(required=False), collect=nodes)
         self._last_result = result
         return {name: result.collected[s._node.id] for name, s in streams.items()}, result
 

@@ -33,3 +33,14 @@ def test_execute_async_consumes_the_sinks_too(capsys) -> None:
     assert capsys.readouterr().out.splitlines() == ["1"]
     with pytest.raises(JobDefinitionError):
         env.execute("nothing new")
+
+
+def test_execute_and_collect_runs_and_consumes_the_sinks_added_before_it(capsys) -> None:
+    """Flink's ``executeAndCollect`` executes the environment's job, its other sinks included, and takes them."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    source = env.from_collection([1, 2])
+    source.print()
+    assert source.map(lambda x: x + 1).execute_and_collect() == [2, 3]
+    assert capsys.readouterr().out.splitlines() == ["1", "2"]
+    assert source.map(lambda x: x + 2).execute_and_collect() == [3, 4]
+    assert capsys.readouterr().out == ""  # the print ran with the first job only
