@@ -80,5 +80,6 @@ from engine.windowing.triggers import (
     TriggerResult,
 )
 from engine.windowing.windows import CountWindow, GlobalWindow, TimeWindow
+from engine.row import Row, RowKind
 
 __all__ = [name for name in dir() if not name.startswith("_") and name[0].isupper()]

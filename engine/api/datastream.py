@@ -14,7 +14,7 @@ from engine.api.connected_streams import BroadcastConnectedStream, BroadcastStre
 from engine.api.fields import FieldKeySelector, check_field_of_input, is_field
 from engine.api.functions import KeyedProcessFunction, OutputTag, ProcessFunction, ReduceFunction, check_callable
 from engine.api.time import SizeLike, positive_millis
-from engine.api.typeinfo import check_type_info
+from engine.api.typeinfo import check_type_info, typed_key_selector
 from engine.api.windowed_stream import AllWindowedStream, WindowedStream
 from engine.errors import JobDefinitionError
 from engine.graph.transformations import (
@@ -90,7 +90,8 @@ class DataStream:
 
     # -- transformations -----------------------------------------------------------------------
     def map(self, func: Any, output_type: Any = None) -> SingleOutputStreamOperator:
-        """``output_type`` (PyFlink's TypeInformation) is checked and otherwise only shapes ``print()``."""
+        """``output_type`` (PyFlink's TypeInformation) is checked and shapes ``print()``; ``func``'s results are
+        passed on as returned, not converted to it (engine/api/typeinfo.py)."""
         fn = check_callable(func, "func", "map")
         return self._add(MapTransformation(name="Map", inputs=[self._node], kind="map", fn=fn,
                                            output_type=check_type_info(output_type, "output_type")))
@@ -106,13 +107,16 @@ class DataStream:
 
     def key_by(self, key_selector: Any, key_type: Any = None) -> KeyedStream:
         """Key by a function (or a KeySelector) or by a field: ``key_by("user")`` (a dict key) or
-        ``key_by(0)`` (a tuple position).  ``key_type`` (PyFlink's TypeInformation of the key) is checked and
-        otherwise unused: keys are hashed from their Python value whatever type is declared."""
+        ``key_by(0)`` (a tuple position).  ``key_type`` (PyFlink's TypeInformation of the key) converts the key
+        as PyFlink's does when the key crosses into Java: a ``Types.FLOAT()`` key is rounded to 32 bits, a
+        ``Types.ROW_NAMED`` key becomes a Row with those names (engine/api/typeinfo.py); a key that does not
+        fit is a dead letter of the key selector."""
         check_type_info(key_type, "key_type")
         if is_field(key_selector):
             fn = FieldKeySelector(key_selector).get_key
         else:
             fn = check_callable(key_selector, "key_selector", "get_key")
+        fn = typed_key_selector(fn, key_type)
         node = PartitionTransformation(name="KeyBy", inputs=[self._node], partitioning=Partitioning.HASH, key_selector=fn)
         return KeyedStream(self._env, node, fn)
 
@@ -239,7 +243,8 @@ class DataStream:
         return self.sink_to(FileSink(path, format=format))
 
     def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> list[Any]:
-        """Run the job (bounded input) and return this stream's records as a list."""
+        """Run the job (bounded input) and return this stream's records as a list.  As in Flink, the job also runs
+        the sinks added since the previous job (``print()`` ...), and consumes them: a later job does not rerun them."""
         result = self._env._execute_collect(self._node, job_name)
         return result if limit is None else result[:limit]
 

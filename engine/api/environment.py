@@ -13,7 +13,7 @@ from engine.api.datastream import DataStream, TimeCharacteristic
 from engine.api.execution_mode import RuntimeExecutionMode, resolve_runtime_mode
 from engine.api.job_client import JobClient
 from engine.api.restart import RestartStrategyConfiguration
-from engine.api.typeinfo import check_type_info
+from engine.api.typeinfo import check_type_info, convert_collection
 from engine.checkpointing.config import CheckpointConfig, CheckpointingMode
 from engine.clock import SystemClock
 from engine.errors import JobDefinitionError
@@ -149,9 +149,11 @@ class StreamExecutionEnvironment:
     # -- sources -------------------------------------------------------------------------------
     def from_collection(self, collection: Iterable[Any], type_info: Any = None) -> DataStream:
         """A bounded source of ``collection``'s items.  ``type_info`` (PyFlink's TypeInformation of the
-        items) is checked and otherwise only shapes ``print()``: items stay the Python values given."""
+        items) converts them as PyFlink's source does (a ``Types.ROW`` item becomes a ``Row``, a ``Types.FLOAT``
+        field a 32-bit float; engine/api/typeinfo.py) and shapes ``print()``; an item that does not fit is
+        refused here, naming ``collection``."""
         check_type_info(type_info, "type_info")
-        items = list(collection)
+        items = convert_collection(list(collection), type_info)
         stream = self.from_source(CollectionSource(items), source_name="Collection Source")
         stream._node.output_type = type_info
         return stream
@@ -189,37 +191,50 @@ class StreamExecutionEnvironment:
             raise JobDefinitionError("sinks", [], "must not be empty: add a sink (print(), write_files(), sink_to())")
         self.is_batch(list(self._sinks))
 
+    def _take_sinks(self, required: bool = True) -> list[SinkTransformation]:
+        """The sinks registered since the last job, which this job consumes (Flink's
+        ``getStreamGraph(clearTransformations=true)``); ``required``: refuse a job without any."""
+        if required:
+            self._check_sinks()
+        sinks, self._sinks = list(self._sinks), []
+        return sinks
+
     def execute(self, job_name: str = "sluice-job", from_savepoint: str | None = None) -> JobExecutionResult:
         """Run the job to its end (bounded input, a stop or a failure) in this thread.
 
         ``from_savepoint`` restores state and source positions from a savepoint or a
         retained checkpoint folder; key groups are redistributed to this parallelism.
+
+        As in Flink, the job is made of the sinks added since the previous job (``execute``, ``execute_async``,
+        ``execute_and_collect``):
+        a program that prints a stream and executes, then prints another and executes again (PyFlink's
+        ``basic_operations.py`` does) runs each print once.  To run the same sinks again, build them again.
         """
-        self._check_sinks()
-        return self._runtime_instance().execute(job_name, list(self._sinks), collect=[], from_savepoint=from_savepoint)
+        return self._runtime_instance().execute(job_name, self._take_sinks(), collect=[], from_savepoint=from_savepoint)
 
     def execute_async(self, job_name: str = "sluice-job", from_savepoint: str | None = None,
                       savepoint_dir: str | None = None) -> Any:
         """Start the job in the background and return its JobClient (PyFlink's ``execute_async``).
 
-        ``savepoint_dir`` is the default target of ``trigger_savepoint``/``stop_with_savepoint``.
+        ``savepoint_dir`` is the default target of ``trigger_savepoint``/``stop_with_savepoint``.  Like
+        ``execute``, it consumes the sinks added so far.
         """
-        self._check_sinks()
-        handle = self._runtime_instance().submit(job_name, list(self._sinks), collect=[], from_savepoint=from_savepoint)
+        handle = self._runtime_instance().submit(job_name, self._take_sinks(), collect=[], from_savepoint=from_savepoint)
         return JobClient(handle, job_name, savepoint_dir, self._parallelism)
 
     def _execute_collect(self, node: Transformation, job_name: str) -> list[Any]:
         self.is_batch([*self._sinks, node])
-        result = self._runtime_instance().execute(job_name, list(self._sinks), collect=[node])
+        result = self._runtime_instance().execute(job_name, self._take_sinks(required=False), collect=[node])
         self._last_result = result
         return result.collected[node.id]
 
     def execute_and_collect_streams(self, streams: dict[str, DataStream],
                                     job_name: str = "collect") -> tuple[dict[str, list[Any]], JobExecutionResult]:
-        """Run the job once and collect several streams (e.g. a window result and its late side output)."""
+        """Run the job once and collect several streams (e.g. a window result and its late side output).  As
+        ``execute_and_collect``, the job also runs, and consumes, the sinks added since the previous job."""
         nodes = [s._node for s in streams.values()]
         self.is_batch([*self._sinks, *nodes])
-        result = self._runtime_instance().execute(job_name, list(self._sinks), collect=nodes)
+        result = self._runtime_instance().execute(job_name, self._take_sinks(required=False), collect=nodes)
         self._last_result = result
         return {name: result.collected[s._node.id] for name, s in streams.items()}, result
 

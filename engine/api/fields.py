@@ -1,7 +1,7 @@
 """A record's field named instead of a function: ``key_by("user")``, ``key_by(0)``,
 ``with_timestamp_assigner("ts")`` (ARCHITECTURE section 2).
 
-A field is a dict key (a ``str``) or a tuple/list position (an ``int`` >= 0).  The selector objects are
+A field is a dict or ``Row`` key (a ``str``) or a tuple/list/``Row`` position (an ``int`` >= 0).  The selector objects are
 plain data: they pickle to Spark tasks, and a runtime can see ``field`` and key or stamp records by column
 without calling Python per record (issue 16's column form).  A record without the field is a dead letter
 with the reason, as for any key selector or timestamp assigner that raises.
@@ -23,6 +23,7 @@ from engine.graph.transformations import (
     declared_output_type,
 )
 from engine.io.collection_source import CollectionSource
+from engine.row import Row
 
 
 def is_field(value: Any) -> bool:
@@ -85,7 +86,7 @@ def check_field_of_input(node: Any, field: str | int, parameter: str = "field") 
             raise JobDefinitionError(parameter, field, f"must be a field name of the declared record type "
                                      f"{type_info!r}" + ("" if names else ", which has positions, not names"))
     for record in _collection_records(node):
-        if isinstance(record, (tuple, list, dict)):
+        if isinstance(record, (tuple, list, dict, Row)):
             try:
                 record[field]
                 continue

@@ -16,7 +16,8 @@ rows that carry nothing.
   (PyFlink's ``StreamFormat.text_line_format()``); a line that is not UTF-8 is a MalformedInput.
 
 Writing (sinks): dict values become rows; a tuple or list becomes
-``{"f0": .., "f1": ..}`` for Parquet and a JSON array for JSON lines; any
+``{"f0": .., "f1": ..}`` for Parquet and a JSON array for JSON lines; a ``Row``
+is written as the dict of its fields (as a tuple when it has no names); any
 other value becomes ``{"value": v}`` for Parquet.
 """
 
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from engine.elements import TupleColumns
 from engine.errors import JobDefinitionError
 from engine.io.source import MalformedInput
+from engine.row import Row
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -332,6 +334,8 @@ def _infer(cell: str) -> Any:
 
 
 def _as_row(value: Any) -> dict:
+    if isinstance(value, Row):
+        value = _plain_row(value)
     if isinstance(value, dict):
         return value
     if isinstance(value, (tuple, list)):
@@ -415,13 +419,33 @@ def encode_chunks(fmt: str, chunks: Sequence[Any]) -> bytes:
     return encode(fmt, values)
 
 
+def _plain_row(row: Row) -> Any:
+    """A Row as a struct is written: its fields by name, or a list for a row without names; rows nested in it,
+    also in its lists and dicts, alike."""
+    def plain(v: Any) -> Any:
+        if isinstance(v, Row):
+            return _plain_row(v)
+        if isinstance(v, list):
+            return [plain(x) for x in v]
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return v
+
+    values = [plain(v) for v in row]
+    names = row.get_field_names()
+    return values if names is None else dict(zip(names, values))
+
+
 def _json_default(value: Any) -> Any:
     """What JSON lacks, written the way Spark's JSON writer does: dates and times as ISO 8601 text,
-    decimals as exact text (a float would round them), durations as seconds, bytes as base64."""
+    decimals as exact text (a float would round them), durations as seconds, bytes as base64, a ``Row`` as
+    the object of its fields (an array when it has no names)."""
     import base64
     import datetime as dt
     import decimal
 
+    if isinstance(value, Row):
+        return _plain_row(value)
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, decimal.Decimal):

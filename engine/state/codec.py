@@ -17,6 +17,8 @@ date        ``{"$d": "YYYY-MM-DD"}``
 time        ``{"$tm": "<ISO 8601>"}`` (fold as for datetime)
 timedelta   ``{"$td": [days, seconds, microseconds]}``
 Decimal     ``{"$dec": "<str(d)>"}`` (exact, trailing zeros kept)
+Row         ``{"$row": ["<kind>", ["<name>", ...] or null, [values]]}`` (engine/row.py; kind ``+I``, ``-U``,
+            ``+U`` or ``-D``; null for a row of positions only)
 ==========  ===================================
 
 The date and time types and ``Decimal`` are what Parquet and CSV readers hand out for timestamp,
@@ -33,7 +35,9 @@ builds only these types, so reading a snapshot never runs code.
 are derived from its bytes and must agree across processes and runtimes.  Keys that are equal
 but written differently get one text: an aware datetime key is written in UTC (12:00+01:00 and
 11:00Z are the same key; a wall time its zone repeats or skips has no single instant and is
-refused as a key), a ``Decimal`` key without trailing zeros (``1.50`` and ``1.5``).
+refused as a key), a ``Decimal`` key without trailing zeros (``1.50`` and ``1.5``), a named ``Row`` key with
+its fields in name order (``Row(a=1, b=2) == Row(b=2, a=1)``, as PyFlink compares rows; such a key reads
+back with its names sorted).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgspec
 
 from engine.errors import CorruptSnapshotError, StateSerializationError
+from engine.row import Row, RowKind
 from engine.windowing.windows import Window
 
 _TEMPORAL_TAGS = frozenset(("$dt", "$dz", "$d", "$tm", "$td", "$dec"))
@@ -73,6 +78,8 @@ def _to_jsonable(value: Any, path: str, key: bool = False) -> Any:
         return {"$f": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
     if isinstance(value, list):
         return [_to_jsonable(v, f"{path}[{i}]", key) for i, v in enumerate(value)]
+    if isinstance(value, Row):
+        return _row_jsonable(value, path, key)
     if isinstance(value, tuple):
         if isinstance(value, Window):  # a TimeWindow is a tuple underneath, but a window is no state value
             raise StateSerializationError(
@@ -97,9 +104,45 @@ def _to_jsonable(value: Any, path: str, key: bool = False) -> Any:
     raise StateSerializationError(
         f"cannot store {type(value).__module__}.{type(value).__qualname__} at {path} in state: Sluice persists "
         "state without pickle and accepts None, bool, int, float, str, bytes, list, tuple, dict, datetime, date, "
-        "time, timedelta and Decimal. "
+        "time, timedelta, Decimal and Row. "
         "Convert the value (e.g. dataclasses.asdict(obj) or a tuple) before emitting it into a window."
     )
+
+
+def _row_jsonable(row: Row, path: str, key: bool) -> dict:
+    """A Row as ``{"$row": [kind, names, values]}``; for a key, named fields in name order (module docstring)."""
+    names, values = row.get_field_names(), list(row)
+    if names is not None:
+        if len(names) != len(values) or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+            raise StateSerializationError(
+                f"cannot store the row {row!r} at {path} in state: its field names {names!r} must be distinct "
+                f"strings, one per value ({len(values)}); fix them with row.set_field_names([...])")
+        if key:
+            pairs = sorted(zip(names, values), key=lambda pair: pair[0])
+            names, values = [n for n, _ in pairs], [v for _, v in pairs]
+    labels = names if names is not None else range(len(values))
+    return {"$row": [row.get_row_kind().short_string, names,
+                     [_to_jsonable(v, f"{path}[{label!r}]" if names else f"{path}[{label}]", key)
+                      for label, v in zip(labels, values)]]}
+
+
+def _row(inner: Any) -> Row:
+    """Decode a ``$row`` tag; anything malformed is a corrupt snapshot."""
+    if type(inner) is list and len(inner) == 3 and type(inner[0]) is str and type(inner[2]) is list:
+        short, names, values = inner
+        if names is None or (type(names) is list and len(names) == len(values)
+                             and all(type(n) is str for n in names) and len(set(names)) == len(names)):
+            try:
+                kind = RowKind.from_short_string(short)
+            except ValueError:
+                pass
+            else:
+                row = Row(*(_from_jsonable(v) for v in values))
+                row.set_field_names(names)
+                row.set_row_kind(kind)
+                return row
+    raise CorruptSnapshotError(f"malformed $row value {inner!r} in encoded state: must be [kind (+I, -U, +U or -D), "
+                               "distinct names, one per value, or null, [values]]")
 
 
 def _temporal_jsonable(value: Any, key: bool) -> dict:
@@ -186,6 +229,8 @@ def _from_jsonable(value: Any) -> Any:
                 return float(inner)
             if tag in _TEMPORAL_TAGS:
                 return _tagged(tag, inner)
+            if tag == "$row":
+                return _row(inner)
         for k in value:
             if k.startswith("$"):
                 raise CorruptSnapshotError(f"unknown tag {k!r} in encoded state value {value!r}")

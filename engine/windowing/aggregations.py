@@ -10,7 +10,7 @@ Flink's ``SumAggregator`` and ``ComparableAggregator`` with Java semantics:
 * ``min_by(field)`` / ``max_by(field)`` return the whole element holding the
   minimum / maximum, the first one on ties.
 
-``field`` is a tuple (or list) position or a dict key; position 0 of a plain
+``field`` is a tuple (list, Row) position or a dict (Row) key; position 0 of a plain
 scalar stream means the scalar itself (Flink's rule for basic types).  Results
 are new values: elements are never mutated.  Accumulators are the partial
 result element itself (or None before the first element), so they are plain
@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 from engine.api.functions import AggregateFunction, ReduceFunction
 from engine.errors import JobDefinitionError
+from engine.row import Row
 
 AGGREGATION_KINDS = ("sum", "min", "max", "min_by", "max_by")
 
@@ -58,9 +59,9 @@ def _check_field(field: Any) -> int | str:
 
 
 def get_field(value: Any, field: int | str) -> Any:
-    """The aggregated field of ``value`` (tuple/list position, dict key, or the scalar itself for position 0)."""
+    """The aggregated field of ``value`` (tuple/list/Row position, dict/Row key, or the scalar itself for position 0)."""
     try:
-        if isinstance(value, (tuple, list)):
+        if isinstance(value, (tuple, list, Row)):
             return value[field]  # type: ignore[index]
         if isinstance(value, dict):
             return value[field]
@@ -84,6 +85,12 @@ def set_field(value: Any, field: int | str, new: Any) -> Any:
     if isinstance(value, list):
         copy = list(value)
         copy[field] = new  # type: ignore[index]
+        return copy
+    if isinstance(value, Row):  # same names and kind
+        copy = Row(*value)
+        copy.set_field_names(value.get_field_names())
+        copy.set_row_kind(value.get_row_kind())
+        copy[field] = new
         return copy
     if isinstance(value, dict):
         copy = dict(value)

@@ -161,14 +161,16 @@ def test_map_flat_map_and_print_render_a_declared_type_as_pyflink_prints_it(caps
     pairs.map(lambda row: {"word": row[0]}).print()  # no type declared: Python's str, as PyFlink's pickled type
     env.execute()
     lines = capsys.readouterr().out.splitlines()
-    assert sorted(lines) == sorted(["+I[to, 2, false]", "+I[be, 2, true]", "+I[or, 2, false]",
+    # PyFlink prints a row-typed stream in Python, ``{kind}[{str(field),...}]`` (checked on PyFlink 2.3.0); it
+    # fails on a tuple where a Row is declared, which Sluice prints as an INSERT row
+    assert sorted(lines) == sorted(["+I[to,2,False]", "+I[be,2,True]", "+I[or,2,False]",
                                     "{'word': 'to'}", "{'word': 'be'}", "{'word': 'or'}"])
 
 
 @pytest.mark.parametrize("type_info, value, printed", [
     (Types.TUPLE([Types.STRING(), Types.INT()]), ("hi", 4), "(hi,4)"),
     (Types.TUPLE([Types.STRING(), Types.DOUBLE()]), ("x", 1e10), "(x,1.0E10)"),
-    (Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LIST(Types.INT())]), {"k": "a", "v": [1, 2]}, "+I[a, [1, 2]]"),
+    (Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.LIST(Types.INT())]), {"k": "a", "v": [1, 2]}, "+I[a,[1, 2]]"),
     (Types.MAP(Types.STRING(), Types.BOOLEAN()), {"a": True}, "{a=true}"),
     (Types.STRING(), None, "null"),
     (Types.PICKLED_BYTE_ARRAY(), ("hi", 4), "('hi', 4)"),

@@ -56,6 +56,8 @@ from dataclasses import dataclass
 from math import gcd
 from typing import Any
 
+from engine.row import Row
+
 #: ints beyond this magnitude take the element path (see the module docstring, "Exactness")
 INT_LIMIT = 2**31
 
@@ -90,7 +92,7 @@ class PreAggregation:
         """The aggregated field when it may be folded in SQL, else None (the element path)."""
         field = self.field
         try:
-            if isinstance(value, (tuple, list, dict)):
+            if isinstance(value, (tuple, list, dict, Row)):
                 x = value[field]  # type: ignore[index]
             elif field == 0:
                 x = value

@@ -52,3 +52,22 @@ def test_a_write_the_storage_refuses_stays_pending_and_never_fails_the_checkpoin
 def test_without_a_folder_the_history_is_memory_only() -> None:
     assert type(dead_letter_history({}, 5, "job")) is BoundedHistory
     assert isinstance(dead_letter_history({"dead_letter_dir": "/tmp/x"}, 5, "job"), DeadLetterOutput)
+
+
+def test_a_row_a_key_selector_rejects_is_written_as_its_repr(tmp_path: Path) -> None:
+    """A PyFlink program's Row records (issue 19) reach the dead-letter folder readable, names and all."""
+    from engine import Row, StreamExecutionEnvironment, Types
+
+    def reject_b(row):
+        if row.info == "b":
+            raise ValueError("no b")
+        return row.id
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime_option("dead_letter_dir", str(tmp_path / "dl"))
+    row_type = Types.ROW_NAMED(["id", "info"], [Types.INT(), Types.STRING()])
+    rows = env.from_collection([(1, "a"), (2, "b")], type_info=row_type)
+    assert rows.key_by(reject_b).map(lambda r: r.id).execute_and_collect() == [1]
+    assert env.get_last_result().dead_letters[0]["value"] == Row(id=2, info="b")
+    [letter] = _written(tmp_path / "dl")
+    assert letter["value"] == "Row(id=2, info='b')" and letter["error"] == "ValueError: no b"
