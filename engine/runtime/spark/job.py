@@ -21,7 +21,7 @@ Epoch n, driven by :meth:`SparkJob.step`:
    layout does not take, first folded per (key, pane) in Spark SQL
    (engine/runtime/spark/preaggregation.py) — plus its keyed state rows from
    epoch n-1, ``_kg`` computed in Spark SQL, shuffled so Spark partition i holds subtask i's key
-   groups (engine/runtime/spark/epochs.py; the DataFrames and SQL: epoch_frames.py), and runs the shared WindowOperator once per (vertex,
+   groups (the DataFrames and SQL: epoch_frames.py), and runs the shared WindowOperator once per (vertex,
    subtask) over its key groups: records judged against W(n-1), then W(n) fires timers.  The new
    state rows stay in Spark, materialized with ``localCheckpoint`` so lineage never grows across
    epochs; every window stage of the epoch is computed by one more Spark job.  A
