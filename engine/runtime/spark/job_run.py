@@ -199,7 +199,7 @@ class SparkJobRun:
         if previous is not None:
             old, new = previous.checkpointing.coordinator, job.checkpointing.coordinator
             if old is not None and new is not None:  # ids continue: a pending id of the failed attempt is not reused
-                new._counter.set_count(max(new._counter.get(), old._counter.get()))
+                new.restore_checkpoint_id_counter(old.next_checkpoint_id() - 1)  # continue after its last id
         # parts staged by a failed attempt, or by a killed process before this one, that no restored handle
         # named are garbage: the restored handles were committed when the sinks were initialized just now
         discard_orphaned_staging(self.sinks, job.checkpointing.storage)
