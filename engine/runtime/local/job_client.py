@@ -63,7 +63,7 @@ class LocalJobClient:
 
     def checkpoint_history(self) -> list[Any]:
         """Completed checkpoints and savepoints of every attempt, oldest first (CheckpointRecord): the newest
-        ``max_checkpoint_history`` (engine/runtime/histories.py)."""
+        ``max_checkpoint_history`` (engine/histories.py)."""
         return list(self._run.history)
 
     def wait(self, timeout_s: float | None = None) -> Any:

@@ -27,7 +27,7 @@ from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter
 from engine.runtime.control import ControlQueue, ControlRequest
 from engine.runtime.restore import RestorePoint, load_restore_point
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id  # noqa: F401 - re-exported
-from engine.runtime.histories import BoundedHistory, history_limits
+from engine.histories import BoundedHistory, history_limits
 from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.local.faults import FaultKind
 from engine.runtime.recovery import (
@@ -85,7 +85,7 @@ class JobRun:
         #: the mailbox, between two scheduling rounds
         self.requests = ControlQueue(wake=lambda: self.control.post(self.serve_control_requests))
         max_history, max_dead_letters = history_limits(self.env.get_runtime_options())
-        #: the newest dead letters and checkpoint records, with exact totals (engine/runtime/histories.py)
+        #: the newest dead letters and checkpoint records, with exact totals (engine/histories.py)
         self.dead_letters: BoundedHistory[dict[str, Any]] = dead_letter_history(
             self.env.get_runtime_options(), max_dead_letters, job_name)
         self.history: BoundedHistory[CheckpointRecord] = BoundedHistory(max_history)

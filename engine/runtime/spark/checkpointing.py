@@ -52,7 +52,7 @@ from engine.checkpointing.task_state import TaskStateSnapshot
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.runtime.checkpoint_storage import MetadataBuilder
 from engine.runtime.control import ControlQueue, ControlRequest
-from engine.runtime.histories import BoundedHistory, history_limits
+from engine.histories import BoundedHistory, history_limits
 from engine.runtime.spark.checkpoint_store import (
     RestorableCheckpoint,
     StorageCompletedCheckpointStore,
@@ -116,7 +116,7 @@ class SparkCheckpointing:
         self.config = env.get_checkpoint_config()
         self.storage_options = job.runtime.storage_options
         max_history, _ = history_limits(env.get_runtime_options())
-        #: the newest completed checkpoints and savepoints, oldest first (engine/runtime/histories.py)
+        #: the newest completed checkpoints and savepoints, oldest first (engine/histories.py)
         self.history: BoundedHistory[dict[str, Any]] = BoundedHistory(max_history)
         #: completed checkpoints (not savepoints) of this attempt, exact
         self.num_completed = 0

@@ -78,7 +78,7 @@ from engine.graph.plan import PhysicalPlan
 from engine.graph.transformations import SinkTransformation, WindowTransformation
 from engine.runtime.duration_histogram import DurationHistogram
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
-from engine.runtime.histories import BoundedHistory, history_limits
+from engine.histories import BoundedHistory, history_limits
 from engine.runtime.spark.chains import build_routes
 from engine.runtime.spark.epoch_frames import KEYED_VERTICES, EpochFrames, union
 from engine.runtime.spark.operator_counts import OperatorCounts
@@ -128,7 +128,7 @@ class SparkJob:
         self.clock = self.env.get_clock()
         self.spark = get_or_create_spark(runtime.master, conf=runtime.spark_conf)
         self.max_parallelism = plan.max_parallelism
-        #: the newest dead letters, with their exact total (engine/runtime/histories.py)
+        #: the newest dead letters, with their exact total (engine/histories.py)
         self.dead_letters: BoundedHistory[dict[str, Any]] = (
             BoundedHistory(history_limits(self.env.get_runtime_options())[1]) if dead_letters is None else dead_letters)
         self.counters: dict[str, int] = {}

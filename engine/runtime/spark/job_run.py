@@ -46,7 +46,7 @@ from engine.checkpointing.job_status import JobStatus
 from engine.errors import CorruptSnapshotError, JobFailedError
 from engine.io.dead_letter_output import dead_letter_history
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
-from engine.runtime.histories import BoundedHistory, history_limits
+from engine.histories import BoundedHistory, history_limits
 from engine.runtime.recovery import (
     discard_orphaned_staging,
     newest_readable_restore_point,
@@ -283,7 +283,7 @@ class SparkJobRun:
 
     def checkpoint_history(self) -> list[CheckpointRecord]:
         """Completed checkpoints and savepoints of every attempt, oldest first: the newest
-        ``max_checkpoint_history`` (engine/runtime/histories.py)."""
+        ``max_checkpoint_history`` (engine/histories.py)."""
         job = self.job
         current: list[CheckpointRecord] = []
         if job is not None and self.state not in ("restarting", "failed"):
