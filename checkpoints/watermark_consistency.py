@@ -5,8 +5,8 @@ A watermark cannot be checked against the data's event time: replayed or future-
 snapshot holds no clock of the data.  What can be checked is that the snapshot is one consistent whole, since a
 job records several facts that only move together:
 
-- **copies agree.**  On the local runtime a window operator's watermark is recorded in its subtask's metadata
-  (``current_watermark``, what a restore uses) and again in ``watermarks.operators`` (what validation reads).  The Spark runtime records
+- **copies agree.**  On both runtimes a window operator's watermark is recorded in its subtask's metadata
+  (``current_watermark``, what a restore uses) and again in ``watermarks.operators`` (what validation reads).  The Spark runtime also records
   each split's watermark beside the split's own watermark state, and the job's watermark beside the watermark
   valve whose output it is.  Each pair must be equal.
 - **no split ahead of its data.**  A split's watermark comes from its watermark generator, and the built-in

@@ -159,6 +159,19 @@ class CheckpointCoordinator:
         """What a restarting job restores from (seed 002 "Recovery": the latest completed checkpoint k)."""
         return self._store.get_latest_checkpoint()
 
+    def next_checkpoint_id(self) -> int:
+        """The id the next checkpoint or savepoint will get (the counter does not move)."""
+        return self._counter.get()
+
+    def restore_checkpoint_id_counter(self, restored_checkpoint_id: int) -> None:
+        """A restore from snapshot ``restored_checkpoint_id``: ids continue after it (Flink's restoreSavepoint sets
+        the CheckpointIDCounter to the savepoint's id + 1), so no new checkpoint reuses its id; the counter never
+        moves back (ids already handed out, or stored, stay behind it)."""
+        if restored_checkpoint_id < 0:
+            raise IllegalStateError(f"restored_checkpoint_id must be >= 0, got {restored_checkpoint_id}")
+        if self._counter.get() <= restored_checkpoint_id:
+            self._counter.set_count(restored_checkpoint_id + 1)
+
     def get_failure_manager(self) -> CheckpointFailureManager:
         return self._failure_manager
 

@@ -1,7 +1,7 @@
 """Dead letters that outlive the process: written to a folder as JSON lines, checkpoint by checkpoint.
 
 Before, a record that could not be processed (a malformed line, a raising timestamp assigner or key
-selector) was kept only in the driver's memory (engine/runtime/histories.py): its reason was lost with the
+selector) was kept only in the driver's memory (engine/histories.py): its reason was lost with the
 process and only a count survived.  With the runtime option ``dead_letter_dir`` (``sluice run --output``
 sets ``<output>/_dead_letters``), the run's dead letters are a :class:`DeadLetterOutput`: still the bounded
 in-memory history the results and the control API read, and every dead letter is also written, once the
@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 from engine.io.storage import check_folder_uri, open_folder
-from engine.runtime.histories import BoundedHistory
+from engine.histories import BoundedHistory
 
 
 class DeadLetterOutput(BoundedHistory[dict]):

@@ -5,7 +5,7 @@ attempt built by ``SparkRuntime.start``, offers the same) offer
 ``job_id``, ``status() -> JobStatusReport``, ``checkpoint_history() -> list[CheckpointRecord]``,
 ``trigger_savepoint(target_dir) -> Future[str]``, ``stop_with_savepoint(target_dir, drain) -> Future[str]``,
 ``cancel()``, ``wait(timeout_s) -> JobExecutionResult`` and ``done()``.  ``checkpoint_history()`` holds the
-newest ``max_checkpoint_history`` records only (engine/runtime/histories.py); counts in the status are exact.
+newest ``max_checkpoint_history`` records only (engine/histories.py); counts in the status are exact.
 :class:`JobHandle` states that contract as a protocol; :class:`JobExecutionResult` is what ``wait`` and
 ``StreamExecutionEnvironment.execute`` return.  Both live here, below the API and the runtimes, so a runtime
 never imports the API that chose it (engine/runtime/registry.py).
@@ -59,7 +59,7 @@ class JobStatusReport:
     #: recent failures, newest last, as "ExceptionType: message"
     failures: tuple[str, ...] = ()
     #: completed checkpoints (not savepoints) of every attempt: exact, while checkpoint_history() keeps
-    #: only the newest records (engine/runtime/histories.py)
+    #: only the newest records (engine/histories.py)
     num_completed_checkpoints: int = 0
     #: checkpoints and savepoints that failed, of every attempt (subsumed ones are not failures)
     num_failed_checkpoints: int = 0
@@ -102,7 +102,7 @@ class JobExecutionResult:
     #: counters summed over subtasks: records in/out, late records dropped, dead letters, checkpoints ...
     metrics: dict[str, int] = field(default_factory=dict)
     #: records that could not be processed: dicts with value, error, stage; the newest ``max_dead_letters``
-    #: (runtime option, 10,000 by default: engine/runtime/histories.py), oldest first
+    #: (runtime option, 10,000 by default: engine/histories.py), oldest first
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
     #: collected records per collect target node id (execute_and_collect)
     collected: dict[int, list[Any]] = field(default_factory=dict)

@@ -2,7 +2,7 @@
 
 One registry, so ``sluice run`` can refuse a key no runtime reads (a typo used to be ignored silently) and
 list the known ones in its ``--help``.  Each entry names the runtimes that read it (engine/runtime/local/
-runtime.py, engine/runtime/spark/runtime.py and job.py, engine/runtime/histories.py, engine/io/dead_letter_output.py)
+runtime.py, engine/runtime/spark/runtime.py and job.py, engine/histories.py, engine/io/dead_letter_output.py)
 and its type; a test checks the registry against the keys those modules read, so a new option cannot be
 forgotten here.
 

@@ -4,8 +4,9 @@ Validation (checkpoints.validation) and compatibility checks read how the state
 was produced from ``_metadata`` only, never from the job's code: the window
 operator's configuration (assigner, trigger, evictor, function, allowed
 lateness), its live entry counts per state at snapshot time, the state kinds,
-and each subtask's watermark.  One module so the local and Spark runtimes write
-the same document and name state files the same way.
+and each subtask's watermark.  The pieces of that document, and the functions that read either runtime's,
+live here; the one ``MetadataBuilder`` both runtimes build it with is engine/runtime/checkpoint_storage.py,
+and the one restore path that reads it back is engine/runtime/restore.py.
 
 **The portable core.**  A snapshot taken on one runtime restores on the other (issue 15), so
 both write, besides ``source_positions`` and the window operators' state files:
@@ -20,10 +21,11 @@ both write, besides ``source_positions`` and the window operators' state files:
   :func:`sink_states` (Spark: ``"kind": "sink"`` with ``two_phase_commit``; local: each sink
   subtask's ``sink_state``, merged as the local SinkOperator merges them when rescaled).
 
-Each runtime also writes what only it needs: the local runtime a valve per task
-(``v<vertex>.valve``), one watermark stage per source subtask (``v<vertex>.watermarks``) and
-per-subtask operator metadata (``config.subtask_metadata``); Spark its one valve over all
-splits (``watermarks.valve``) and the epoch.  A restore uses its own runtime's extras when the
+Each runtime also writes what only it needs (``RUNTIME_EXTRAS`` in engine/runtime/checkpoint_storage.py):
+the local runtime a valve per task
+(``v<vertex>.valve``) and one watermark stage per source subtask (``v<vertex>.watermarks``);
+Spark its one valve over all splits (``watermarks.valve``) and the epoch.  Both write each operator
+subtask's snapshot metadata (``config.subtask_metadata``).  A restore uses its own runtime's extras when the
 snapshot has them (exact, also for in-flight data) and otherwise rebuilds them from the core
 (:func:`split_states`, :func:`restored_watermark`, :func:`valve_state_for_splits`,
 :func:`stage_state_for_splits`): the one path both shapes are read through.  Snapshots written

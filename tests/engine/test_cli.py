@@ -99,7 +99,7 @@ _READS = re.compile(r"""(?:opts|options|get_runtime_options\(\)|runtime_options)
 
 def _keys_the_runtimes_read() -> set[str]:
     """Every ``.get("key"`` on a runtime-options dict in engine/, and what history_limits reads."""
-    from engine.runtime.histories import history_limits
+    from engine.histories import history_limits
 
     keys = set()
     for path in (ROOT / "engine").rglob("*.py"):
@@ -116,7 +116,7 @@ def _keys_the_runtimes_read() -> set[str]:
 
 
 def test_the_registry_lists_exactly_the_keys_the_runtimes_read_with_their_defaults():
-    from engine.runtime import histories
+    from engine import histories
     from engine.runtime.local import runtime as local
     from engine.runtime.options import BY_NAME
 

@@ -1,7 +1,8 @@
 """The control handle of a running local job, for the job master (savepoints, stop, cancel, status).
 
-The job runs on its own scheduler thread; every request is posted to the run's
-control mailbox and executed there between scheduling rounds, so the protocol
+The job runs on its own scheduler thread; every request is queued on the run's
+control-request queue (engine/runtime/control.py, shared with the Spark runtime) and served there
+between scheduling rounds, so the protocol
 objects (coordinator, tasks) stay single-threaded (seed 001: the coordinator runs
 in the job master's main thread).  Requests that take time return a
 :class:`concurrent.futures.Future`.
@@ -50,13 +51,11 @@ class LocalJobClient:
         if not isinstance(drain, bool):
             raise JobDefinitionError("drain", drain, "must be a bool")
         target = validate_checkpoint_storage_dir(target_dir)
-        future: Future = Future()
-        self._run.control.post(lambda: self._run.do_trigger_savepoint(target, future, stop, drain))
-        return future
+        return self._run.requests.submit("stop" if stop else "savepoint", target, drain)
 
     def cancel(self) -> None:
         """Stop the job without a savepoint; retained checkpoints follow ExternalizedCheckpointRetention."""
-        self._run.control.post(self._run.do_cancel)
+        self._run.requests.submit("cancel")
 
     def status(self) -> Any:
         """A JobStatusReport: state, attempt, restarts, last completed checkpoint, watermark, records in/out."""
@@ -64,7 +63,7 @@ class LocalJobClient:
 
     def checkpoint_history(self) -> list[Any]:
         """Completed checkpoints and savepoints of every attempt, oldest first (CheckpointRecord): the newest
-        ``max_checkpoint_history`` (engine/runtime/histories.py)."""
+        ``max_checkpoint_history`` (engine/histories.py)."""
         return list(self._run.history)
 
     def wait(self, timeout_s: float | None = None) -> Any:

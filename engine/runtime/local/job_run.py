@@ -24,9 +24,11 @@ from engine.checkpointing.job_status import JobStatus
 from engine.errors import JobFailedError
 from engine.graph.plan import PhysicalPlan, build_plan
 from engine.io.dead_letter_output import dead_letter_history
-from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter, RestorePoint, load_restore_point
+from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter
+from engine.runtime.control import ControlQueue, ControlRequest
+from engine.runtime.restore import RestorePoint, load_restore_point
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id  # noqa: F401 - re-exported
-from engine.runtime.histories import BoundedHistory, history_limits
+from engine.histories import BoundedHistory, history_limits
 from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.local.faults import FaultKind
 from engine.runtime.recovery import (
@@ -37,7 +39,6 @@ from engine.runtime.recovery import (
     sinks_that_committed,
     wait_restart_delay,
 )
-from engine.runtime.snapshot_metadata import window_configs
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,11 @@ class JobRun:
         self.counter = StandaloneCheckpointIDCounter.continue_after(start_after)
         self.executor: ThreadPoolExecutor | None = None
         self.control = Mailbox()
+        #: savepoint, stop and cancel requests (engine/runtime/control.py), served on the scheduler thread through
+        #: the mailbox, between two scheduling rounds
+        self.requests = ControlQueue(wake=lambda: self.control.post(self.serve_control_requests))
         max_history, max_dead_letters = history_limits(self.env.get_runtime_options())
-        #: the newest dead letters and checkpoint records, with exact totals (engine/runtime/histories.py)
+        #: the newest dead letters and checkpoint records, with exact totals (engine/histories.py)
         self.dead_letters: BoundedHistory[dict[str, Any]] = dead_letter_history(
             self.env.get_runtime_options(), max_dead_letters, job_name)
         self.history: BoundedHistory[CheckpointRecord] = BoundedHistory(max_history)
@@ -125,7 +129,7 @@ class JobRun:
                         target.clear()  # from scratch: nothing of a failed attempt counts
                     discard_orphaned_staging(self.roots, self.adapter.storage)
                 plan = build_plan(self.roots, self.env.get_parallelism(), self.env.get_max_parallelism())
-                self.adapter.operator_configs = window_configs(n for v in plan.vertices for n in v.nodes)
+                self.adapter.set_plan_nodes(n for v in plan.vertices for n in v.nodes)
                 # a snapshot the Spark runtime took gets the per-task states it lacks from its portable core
                 job = self._new_attempt(self, plan, restore.for_plan(plan) if restore is not None else None)
                 if restore is not None:
@@ -169,7 +173,9 @@ class JobRun:
         finally:
             if self.checkpointing_enabled and self.job is not None:
                 self.job.coordinator.shutdown(final_status)
-            self.control.close()  # requests still queued, and any that come later, are answered, not left waiting
+            # control requests still queued, and any that come later, are answered (refused), not left waiting
+            self.requests.close(self._serve_control)
+            self.control.close()
             for future in self._savepoint_futures.values():
                 if not future.done():
                     future.set_exception(JobFailedError(f"job {self.job_name!r} ended before the savepoint completed"))
@@ -236,6 +242,16 @@ class JobRun:
             self.runtime.fault_plan.fire(FaultKind.BEFORE_COMMIT, checkpoint_id)
 
     # -- control (called on the scheduler thread through ``control``) -------------------------------
+    def serve_control_requests(self) -> None:
+        self.requests.serve(self._serve_control)
+
+    def _serve_control(self, request: ControlRequest) -> None:
+        if request.kind == "cancel":
+            self.do_cancel()
+            request.future.set_result(None)
+        else:
+            self.do_trigger_savepoint(request.target, request.future, request.kind == "stop", request.drain)
+
     def do_trigger_savepoint(self, target_dir: str, future: Future, stop: bool, drain: bool) -> None:
         job = self.job
         if job is None or not self.checkpointing_enabled or self.state != "running":

@@ -52,7 +52,7 @@ from engine.graph.plan import PhysicalPlan
 from engine.graph.transformations import Transformation
 from engine.operators.base import Metrics
 from engine.operators.simple import CollectOperator, SinkOperator
-from engine.runtime.checkpoint_storage_adapter import RestorePoint
+from engine.runtime.restore import RestorePoint
 from engine.runtime.local.checkpointing import LocalTaskGateway, Mailbox
 from engine.runtime.local.faults import FaultKind
 from engine.runtime.local.job_client import LocalJobClient

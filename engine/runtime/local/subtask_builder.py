@@ -39,7 +39,7 @@ from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBr
 from engine.operators.keyed_process import KeyedProcessOperator, RollingAggregation
 from engine.operators.simple import CollectOperator, SinkOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
-from engine.runtime.checkpoint_storage_adapter import task_id_of
+from engine.runtime.restore import task_id_of
 from engine.runtime.local.channels import Channel, InputGate
 from engine.runtime.local.checkpointing import JsonStateOperator
 from engine.runtime.local.tasks import SourceTask, SplitState, StreamTask, Subtask

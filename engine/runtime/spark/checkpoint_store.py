@@ -120,51 +120,15 @@ class RestorableCheckpoint:
 
 
 def build_metadata(owner: SparkCheckpointing, checkpoint: CompletedCheckpoint) -> Any:
-    """The ``_metadata`` of a completed checkpoint or savepoint: every task's acknowledged state and the driver's
-    state at its barrier (``owner.boundaries``, taken by SparkCheckpointing._snapshot)."""
-    from checkpoints.metadata import (
-        CheckpointMetadata,
-        SnapshotProperties,
-        OperatorState,
-        StateFileHandle,
-        SubtaskState,
-    )
-    from checkpoints._documents import Fields
-    from engine.state.key_groups import key_group_range_for_operator
-
-    from engine.runtime.snapshot_metadata import operator_config, operator_watermarks, window_configs
-
+    """The ``_metadata`` of a completed checkpoint or savepoint (engine/runtime/checkpoint_storage.py
+    ``MetadataBuilder``, as on the local runtime): every window subtask's acknowledged state, the sinks'
+    two-phase-commit states and the driver's state at its barrier (``owner.boundaries``, taken by
+    SparkCheckpointing._snapshot): the splits, the job's watermark and Spark's own epoch and valve."""
     job = owner.job
-    operators = []
-    static_configs = window_configs(v.head for v in job.windows)
-    operator_marks: dict[str, dict[str, int]] = {}
-    for v in job.windows:
-        uid = window_uid(v)
-        subtasks = []
-        subtask_metadata: dict[int, dict[str, Any]] = {}
-        for i in range(v.parallelism):
-            ack = checkpoint.task_states[f"{uid}#{i}"].operator_states[uid]
-            rng = key_group_range_for_operator(job.max_parallelism, v.parallelism, i)
-            files = tuple(StateFileHandle.from_dict(Fields(f, "ack")) for f in ack["files"])
-            subtasks.append(SubtaskState(i, (rng.start_key_group, rng.end_key_group), files))
-            subtask_metadata[i] = ack.get("metadata", {})
-        config = {"kind": "window", **operator_config(static_configs.get(uid), subtask_metadata)}
-        if marks := operator_watermarks(subtask_metadata):
-            operator_marks[uid] = marks
-        operators.append(OperatorState(uid, v.head.name, v.parallelism, job.max_parallelism,
-                                       config, tuple(subtasks)))
-    for task_id in owner.sink_tasks:
-        state = checkpoint.task_states[task_id].operator_states[task_id]
-        operators.append(OperatorState(task_id, task_id, 1, job.max_parallelism,
-                                       {"kind": "sink", "two_phase_commit": state}, ()))
-    props = SnapshotProperties.savepoint() if checkpoint.is_savepoint() else SnapshotProperties.checkpoint(
-        retain_on_cancellation=not checkpoint.properties.discard_cancelled)
+    acks = [checkpoint.task_states[f"{window_uid(v)}#{i}"].operator_states[window_uid(v)]
+            for v in job.windows for i in range(v.parallelism)]
+    sinks = {task_id: checkpoint.task_states[task_id].operator_states[task_id] for task_id in owner.sink_tasks}
     boundary = owner.boundaries.pop(checkpoint.checkpoint_id)
-    return CheckpointMetadata(
-        job_id=job.job_id, checkpoint_id=checkpoint.checkpoint_id, job_name=job.job_name, properties=props,
-        trigger_timestamp_ms=checkpoint.timestamp_ms, complete_timestamp_ms=checkpoint.completion_timestamp_ms,
-        source_positions=dict(checkpoint.source_positions),
-        watermarks={"watermark": boundary["watermark"], "epoch": boundary["epoch"], "valve": boundary["valve"],
-                    "splits": boundary["splits"],
-                    "operators": operator_marks},
-        operators=tuple(operators))
+    return owner.metadata_builder.build(checkpoint, acks, boundary["splits"], watermark=boundary["watermark"],
+                                        extra_watermarks={"epoch": boundary["epoch"], "valve": boundary["valve"]},
+                                        sink_states=sinks)

@@ -25,7 +25,8 @@ At a boundary the driver runs the real :class:`CheckpointCoordinator` (engine/ch
   then).  Savepoints go to a self-contained savepoint folder and are never retained or subsumed.
 
 Restore (runtime option ``restore_from``) is engine/runtime/spark/restore.py.  :class:`SparkCheckpointing`
-also serves the job's control requests (savepoint, stop with savepoint, cancel) at the epoch boundary.
+also serves the job's control requests (savepoint, stop with savepoint, cancel) at the epoch boundary, from the
+control-request queue both runtimes share (engine/runtime/control.py).
 
 The upload of window state is the asynchronous part: it runs as its own Spark job on a driver
 thread while the next epoch runs, and the tasks' acknowledgements reach the coordinator only once
@@ -49,13 +50,15 @@ from engine.checkpointing.job_status import JobStatus
 from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
 from engine.errors import IllegalStateError, JobDefinitionError
-from engine.runtime.histories import BoundedHistory, history_limits
+from engine.runtime.checkpoint_storage import MetadataBuilder
+from engine.runtime.control import ControlQueue, ControlRequest
+from engine.histories import BoundedHistory, history_limits
 from engine.runtime.spark.checkpoint_store import (
     RestorableCheckpoint,
     StorageCompletedCheckpointStore,
     StorageDiscarder,
 )
-from engine.runtime.spark.state_files import ACK_DDL, window_uid, write_state_files
+from engine.runtime.spark.state_files import ACK_DDL, operator_state_ack, window_uid, write_state_files
 
 
 # ---- the coordinator's task gateway ------------------------------------------------------------------
@@ -101,14 +104,6 @@ class _Upload:
     finished: float | None = None
 
 
-@dataclass
-class _Request:
-    kind: str  # "savepoint" | "stop" | "cancel"
-    target: str | None
-    drain: bool
-    future: Future
-
-
 # ---- the job master's checkpointing ------------------------------------------------------------------------
 
 
@@ -121,7 +116,7 @@ class SparkCheckpointing:
         self.config = env.get_checkpoint_config()
         self.storage_options = job.runtime.storage_options
         max_history, _ = history_limits(env.get_runtime_options())
-        #: the newest completed checkpoints and savepoints, oldest first (engine/runtime/histories.py)
+        #: the newest completed checkpoints and savepoints, oldest first (engine/histories.py)
         self.history: BoundedHistory[dict[str, Any]] = BoundedHistory(max_history)
         #: completed checkpoints (not savepoints) of this attempt, exact
         self.num_completed = 0
@@ -134,10 +129,10 @@ class SparkCheckpointing:
         self.savepoint_uris: dict[int, str] = {}
         self.locations: dict[int, Any] = {}
         self.triggered: dict[int, list[str]] = {}
-        self.requests: list[_Request] = []
-        self.requests_lock = threading.Lock()
         #: set by every control request: wakes an epoch loop waiting out ``epoch_interval_ms``
         self.request_arrived = threading.Event()
+        #: savepoint, stop and cancel requests, served at epoch boundaries (engine/runtime/control.py)
+        self.control = ControlQueue(wake=self.request_arrived.set)
         #: checkpoints whose state upload overlaps the following epochs, oldest first
         self.uploads: list[_Upload] = []
         #: checkpoint id -> the driver's state at its barrier (watermark, valve, split generators)
@@ -162,6 +157,9 @@ class SparkCheckpointing:
         self.sink_tasks = {f"sink-{nid}": w for nid, w in job.sink_writers.items()}
         self.all_tasks = [*self.source_tasks, *self.window_tasks, *self.sink_tasks]
         self.storage_dir = self.config.get_checkpoint_storage_dir()
+        #: the _metadata builder both runtimes share (engine/runtime/checkpoint_storage.py)
+        self.metadata_builder = MetadataBuilder(job.job_id, job.job_name, job.max_parallelism,
+                                                [n for v in job.plan.vertices for n in v.nodes])
         self.coordinator: CheckpointCoordinator | None = None
         self.storage = None
         if self.storage_dir is not None:
@@ -240,7 +238,7 @@ class SparkCheckpointing:
         if job.finished:
             if self.coordinator is not None:  # end-of-input commits count as a last checkpoint: fenced, none
                 self.store.persistent.check_fence("commit its sink transactions at end of input")
-            final_id = (self.coordinator._counter.get() if self.coordinator is not None else 1)
+            final_id = self.coordinator.next_checkpoint_id() if self.coordinator is not None else 1
             for writer in job.sink_writers.values():
                 if hasattr(writer, "finish"):
                     writer.finish(final_id)  # end of bounded input: commit, as a last checkpoint would
@@ -251,11 +249,13 @@ class SparkCheckpointing:
         if self.coordinator is not None:  # a stop-with-savepoint ends FINISHED, as in Flink and on the local runtime
             self.coordinator.shutdown(JobStatus.FINISHED if job.finished or self.stopped
                                       else JobStatus.CANCELED if self.cancelled else JobStatus.FAILED)
-        with self.requests_lock:
-            pending, self.requests = self.requests, []
-        for r in pending:
-            if not r.future.done():
-                r.future.set_exception(IllegalStateError(f"job {job.job_name!r} ended before the {r.kind} request ran"))
+        job_name = job.job_name
+
+        def refuse(request: ControlRequest) -> None:
+            request.future.set_exception(IllegalStateError(f"job {job_name!r} has ended; its {request.kind} request "
+                                                           "did not run"))
+
+        self.control.close(refuse)  # what is queued, and any request that comes later, is refused, not left waiting
 
     def apply_retention(self, job_status: JobStatus, latest: Any) -> None:
         """The whole run ended in ``job_status``: delete the retained checkpoints if the job's
@@ -269,30 +269,24 @@ class SparkCheckpointing:
 
     # ---- control requests ----------------------------------------------------------------------------------
     def submit(self, kind: str, target: str | None = None, drain: bool = False) -> Future:
-        future: Future = Future()
-        with self.requests_lock:
-            self.requests.append(_Request(kind, target, drain, future))
-        self.request_arrived.set()  # an epoch loop waiting out epoch_interval_ms serves it now
-        return future
+        """Queue a control request (``savepoint``, ``stop``, ``cancel``) for the next epoch boundary."""
+        return self.control.submit(kind, target, drain)
 
     def _serve_requests(self) -> None:
-        with self.requests_lock:
-            pending, self.requests = self.requests, []
-        for r in pending:
-            try:
-                if r.kind == "cancel":
-                    self.cancelled = True
-                    r.future.set_result(None)
-                elif r.kind == "savepoint":
-                    r.future.set_result(self.take_savepoint(r.target))
-                elif r.kind == "stop":
-                    if r.drain:
-                        self._drain()
-                    uri = self.take_savepoint(r.target, terminate=True, drain=r.drain)
-                    self.stopped = True
-                    r.future.set_result(uri)
-            except BaseException as exc:  # noqa: BLE001 - the caller of the control handle gets the error
-                r.future.set_exception(exc)
+        self.control.serve(self._serve)
+
+    def _serve(self, r: ControlRequest) -> None:
+        if r.kind == "cancel":
+            self.cancelled = True
+            r.future.set_result(None)
+        elif r.kind == "savepoint":
+            r.future.set_result(self.take_savepoint(r.target))
+        elif r.kind == "stop":
+            if r.drain:
+                self._drain()
+            uri = self.take_savepoint(r.target, terminate=True, drain=r.drain)
+            self.stopped = True
+            r.future.set_result(uri)
 
     def _drain(self) -> None:
         """stop --drain: end event time (MAX_WATERMARK) so every window fires before the savepoint (Flink)."""
@@ -383,11 +377,12 @@ class SparkCheckpointing:
                 uid = window_uid(v)
                 written: dict[int, dict] = {}
                 if state is not None:
-                    fn = write_state_files(location, uid, v.parallelism, job.max_parallelism)
+                    fn = write_state_files(location, uid, v.parallelism, job.max_parallelism, checkpoint_id)
                     for subtask, ack in state.mapInArrow(fn, ACK_DDL).collect():
                         written[subtask] = json.loads(ack)
                 for i in range(v.parallelism):
-                    window_acks[f"{uid}#{i}"] = TaskStateSnapshot({uid: written.get(i, {"subtask": i, "files": []})})
+                    window_acks[f"{uid}#{i}"] = TaskStateSnapshot({uid: operator_state_ack(
+                        uid, i, written.get(i), v.parallelism, job.max_parallelism, checkpoint_id)})
             return window_acks
 
         if pending.properties.is_savepoint() or not self.async_uploads:

@@ -8,7 +8,7 @@
   the records routed to them — built-in min/max, and a sum the columnar layout does not take, first folded per
   (key, pane) in Spark SQL (engine/runtime/spark/preaggregation.py) — plus their state rows of the epoch before,
   ``_kg`` computed in Spark SQL and shuffled so Spark partition i holds subtask i's key groups
-  (engine/runtime/spark/epochs.py), a broadcast row copied to every subtask; the new state rows are
+  (:func:`subtask_expr`, :func:`partition_preimages`), a broadcast row copied to every subtask; the new state rows are
   materialized with ``localCheckpoint`` so lineage never grows across epochs;
 * the rows the driver collects (sink records, dead letters, counters, split reports), one Spark job per call.
 """
@@ -39,6 +39,7 @@ from engine.runtime.spark.rows import (
 )
 from engine.runtime.spark.splits import SplitEntry
 from engine.runtime.spark.stages import WINDOW_STAGE_COLUMNS, source_stage, window_stage
+from engine.state.key_groups import check_parallelism
 from engine.watermarks.strategy import WatermarkStrategy
 
 #: vertices that run per key group with state carried between epochs (stages.py window_stage)
@@ -68,6 +69,45 @@ def union(frames: list[Any]) -> Any:
     for f in frames[1:]:
         out = out.unionByName(f)
     return out
+
+
+
+# ---- placement by subtask -----------------------------------------------------------------------------------
+# Flink's placement: key group g belongs to subtask ``g * parallelism // max_parallelism``
+# (``operator_index_for_key_group``), and Spark partition i *is* subtask i.  ``repartition(n, col)`` places a
+# row at ``pmod(murmur3(col), n)``, so each subtask index is replaced by a *preimage*: an int whose murmur3
+# hash lands in that partition.  The shuffle stays in the JVM.
+
+_PREIMAGES: dict[int, tuple[int, ...]] = {}
+
+
+def partition_preimages(spark: Any, parallelism: int) -> tuple[int, ...]:
+    """For each partition i < parallelism, an int v with ``pmod(hash(v), parallelism) == i``.
+
+    ``hash`` is Spark's Murmur3 (seed 42), the function ``repartition(n, col)`` places rows with,
+    so repartitioning by v sends the row to partition i exactly.  Computed once per parallelism
+    with a tiny Spark query, so it is whatever this Spark version really does.
+    """
+    if parallelism in _PREIMAGES:
+        return _PREIMAGES[parallelism]
+    found: dict[int, int] = {}
+    width = 64 * parallelism
+    while len(found) < parallelism:
+        rows = (
+            spark.range(0, width, numPartitions=1)
+            .selectExpr("CAST(id AS INT) AS v", f"pmod(hash(CAST(id AS INT)), {parallelism}) AS part")
+            .groupBy("part").min("v").collect()
+        )
+        found = {int(r[0]): int(r[1]) for r in rows}
+        width *= 4
+    _PREIMAGES[parallelism] = tuple(found[i] for i in range(parallelism))
+    return _PREIMAGES[parallelism]
+
+
+def subtask_expr(parallelism: int, max_parallelism: int, kg_col: str = "_kg") -> str:
+    """Spark SQL for ``operator_index_for_key_group`` (Flink's computeOperatorIndexForKeyGroup)."""
+    check_parallelism(parallelism, max_parallelism)
+    return f"CAST(({kg_col} * {parallelism}) DIV {max_parallelism} AS INT)"
 
 
 class EpochFrames:
@@ -158,8 +198,6 @@ class EpochFrames:
     def _window_frame(self, group: list[Any], state: dict[int, Any], stage_outputs: list[Any], before: int,
                       after: int, now_ms: int, epoch: int, staging: dict[int, Any]) -> Any:
         from pyspark.sql import functions as F
-
-        from engine.runtime.spark.epochs import partition_preimages, subtask_expr
 
         from engine.state.key_groups import key_group_range_for_operator
 

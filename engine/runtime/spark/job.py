@@ -21,7 +21,7 @@ Epoch n, driven by :meth:`SparkJob.step`:
    layout does not take, first folded per (key, pane) in Spark SQL
    (engine/runtime/spark/preaggregation.py) — plus its keyed state rows from
    epoch n-1, ``_kg`` computed in Spark SQL, shuffled so Spark partition i holds subtask i's key
-   groups (engine/runtime/spark/epochs.py; the DataFrames and SQL: epoch_frames.py), and runs the shared WindowOperator once per (vertex,
+   groups (the DataFrames and SQL: epoch_frames.py), and runs the shared WindowOperator once per (vertex,
    subtask) over its key groups: records judged against W(n-1), then W(n) fires timers.  The new
    state rows stay in Spark, materialized with ``localCheckpoint`` so lineage never grows across
    epochs; every window stage of the epoch is computed by one more Spark job.  A
@@ -79,7 +79,7 @@ from engine.graph.plan import PhysicalPlan
 from engine.graph.transformations import SinkTransformation, WindowTransformation
 from engine.runtime.duration_histogram import DurationHistogram
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
-from engine.runtime.histories import BoundedHistory, history_limits
+from engine.histories import BoundedHistory, history_limits
 from engine.runtime.spark.chains import build_routes
 from engine.runtime.spark.epoch_frames import KEYED_VERTICES, EpochFrames, union
 from engine.runtime.spark.operator_counts import OperatorCounts
@@ -129,7 +129,7 @@ class SparkJob:
         self.clock = self.env.get_clock()
         self.spark = get_or_create_spark(runtime.master, conf=runtime.spark_conf)
         self.max_parallelism = plan.max_parallelism
-        #: the newest dead letters, with their exact total (engine/runtime/histories.py)
+        #: the newest dead letters, with their exact total (engine/histories.py)
         self.dead_letters: BoundedHistory[dict[str, Any]] = (
             BoundedHistory(history_limits(self.env.get_runtime_options())[1]) if dead_letters is None else dead_letters)
         self.counters: dict[str, int] = {}

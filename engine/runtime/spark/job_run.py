@@ -46,7 +46,7 @@ from engine.checkpointing.job_status import JobStatus
 from engine.errors import CorruptSnapshotError, JobFailedError
 from engine.io.dead_letter_output import dead_letter_history
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
-from engine.runtime.histories import BoundedHistory, history_limits
+from engine.histories import BoundedHistory, history_limits
 from engine.runtime.recovery import (
     discard_orphaned_staging,
     newest_readable_restore_point,
@@ -199,7 +199,7 @@ class SparkJobRun:
         if previous is not None:
             old, new = previous.checkpointing.coordinator, job.checkpointing.coordinator
             if old is not None and new is not None:  # ids continue: a pending id of the failed attempt is not reused
-                new._counter.set_count(max(new._counter.get(), old._counter.get()))
+                new.restore_checkpoint_id_counter(old.next_checkpoint_id() - 1)  # continue after its last id
         # parts staged by a failed attempt, or by a killed process before this one, that no restored handle
         # named are garbage: the restored handles were committed when the sinks were initialized just now
         discard_orphaned_staging(self.sinks, job.checkpointing.storage)
@@ -283,7 +283,7 @@ class SparkJobRun:
 
     def checkpoint_history(self) -> list[CheckpointRecord]:
         """Completed checkpoints and savepoints of every attempt, oldest first: the newest
-        ``max_checkpoint_history`` (engine/runtime/histories.py)."""
+        ``max_checkpoint_history`` (engine/histories.py)."""
         job = self.job
         current: list[CheckpointRecord] = []
         if job is not None and self.state not in ("restarting", "failed"):

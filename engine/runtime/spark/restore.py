@@ -1,6 +1,8 @@
 """Restore on Spark (runtime option ``restore_from``): a job's splits, valve, keyed state and sinks from a snapshot.
 
-Split offsets, watermark-generator snapshots and the valve come from ``_metadata``; each new subtask's Spark
+The snapshot is read by the one restore path both runtimes use (engine/runtime/restore.py
+``load_restore_point``, without materializing state): split offsets, watermark-generator snapshots, the
+watermark and the valve come from its RestorePoint and ``_metadata``; each new subtask's Spark
 task reads the files of the old subtasks overlapping its key-group range (``Snapshot.state_tables(uid, range)``,
 rows filtered by key group; engine/runtime/spark/state_files.py), so restoring with another parallelism
 redistributes key groups.  A local runtime's snapshot restores here too (engine/runtime/snapshot_metadata.py).
@@ -26,47 +28,39 @@ def restore_if_requested(checkpointing: SparkCheckpointing) -> None:
     uri = job.restore_from
     if uri is None:
         return
-    from checkpoints import load_snapshot
-    from engine.runtime.checkpoint_storage_adapter import CHANNEL_STATE_SUFFIX
-    from engine.runtime.snapshot_metadata import (
-        restored_watermark,
-        saved_split_key,
-        sink_states,
-        split_states,
-        valve_state_for_splits,
-    )
+    from engine.runtime.checkpoint_storage import CHANNEL_STATE_SUFFIX
+    from engine.runtime.restore import load_restore_point
+    from engine.runtime.snapshot_metadata import saved_split_key, sink_states, valve_state_for_splits
 
     options = checkpointing.storage_options if uri.startswith(("s3://", "s3a://")) else {}
-    snapshot = job.restore_snapshot
-    if snapshot is None:
-        snapshot = load_snapshot(uri, verify_checksums=True, **options)
-    meta = snapshot.metadata
+    # the one restore path (engine/runtime/restore.py); the tasks read the state files themselves
+    point = load_restore_point(uri, snapshot=job.restore_snapshot, materialize=False, **options)
+    meta = point.metadata
     in_flight = [op.uid for op in meta.operators if op.uid.endswith(CHANNEL_STATE_SUFFIX) and any(op.files())]
     if in_flight:  # records between the barriers of an unaligned checkpoint: dropping them would lose them
         raise JobDefinitionError(
-            "runtime", "spark", f"cannot restore snapshot {snapshot.uri}: it holds in-flight records of an "
+            "runtime", "spark", f"cannot restore snapshot {point.snapshot_uri}: it holds in-flight records of an "
             f"unaligned checkpoint ({', '.join(in_flight)}), which only the local runtime replays",
             "Restore it with env.set_runtime('local'), or restore from a savepoint (always aligned)")
     # the portable core (engine/runtime/snapshot_metadata.py): a local runtime's snapshot restores here too
-    saved_splits = split_states(meta)
-    job.watermark = restored_watermark(meta)
+    job.watermark = point.watermark
     in_channel_order: list[dict[str, Any] | None] = [None] * len(job.splits.channel)
     for key_now, s in job.splits.entries.items():
-        key = saved_split_key(meta.source_positions, s.source_uid, s.split.split_id)
+        key = saved_split_key(point.source_positions, s.source_uid, s.split.split_id)
         if key is None:
             continue  # a split the snapshot never saw starts from its beginning
-        saved = saved_splits.get(key)
+        saved = point.split_states.get(key)
         if saved is None:
             raise CorruptSnapshotError(
-                f"snapshot {snapshot.uri} has a position for split {key!r} but no watermark state for it "
+                f"snapshot {point.snapshot_uri} has a position for split {key!r} but no watermark state for it "
                 "(watermarks.splits); it cannot be restored")
-        s.offset, s.watermarks = meta.source_positions[key], saved["watermarks"]
+        s.offset, s.watermarks = point.source_positions[key], saved["watermarks"]
         s.finished, s.idle, s.watermark = saved["finished"], saved["idle"], saved["watermark"]
         in_channel_order[job.splits.channel[key_now]] = saved
     # Spark's own valve over all splits when the snapshot has it; else (a local snapshot) rebuilt from the splits
     job.splits.restore_valve(meta.watermarks.get("valve") or valve_state_for_splits(in_channel_order, job.watermark),
                              job.watermark)
-    uids = set(snapshot.operator_uids())
+    uids = {op.uid for op in meta.operators}
     saved_windows = [op.uid for op in meta.operators if op.config.get("kind") == "window"]
     for position, v in enumerate(job.windows):
         uid = window_uid(v)
@@ -76,7 +70,7 @@ def restore_if_requested(checkpointing: SparkCheckpointing) -> None:
             # what Flink's generated ids amount to for an unchanged topology.
             if len(saved_windows) != len(job.windows):
                 raise CorruptSnapshotError(
-                    f"snapshot {snapshot.uri} has window operators {saved_windows}, the job has "
+                    f"snapshot {point.snapshot_uri} has window operators {saved_windows}, the job has "
                     f"{[window_uid(w) for w in job.windows]}; give each window .uid(...) "
                     "so state can be matched")
             uid = saved_windows[position]
@@ -97,7 +91,6 @@ def restore_if_requested(checkpointing: SparkCheckpointing) -> None:
             writer.initialize_state(meta.operator(saved).config.get("two_phase_commit"))
         elif (state := local_sinks.get(nodes[int(task_id.split("-", 1)[1])].operator_uid())) is not None:
             writer.initialize_state(state)
-    coordinator = checkpointing.coordinator
-    if coordinator is not None:
-        coordinator._counter.set_count(max(coordinator._counter.get(), meta.checkpoint_id + 1))
-    checkpointing.restored_from = snapshot.uri
+    if checkpointing.coordinator is not None:
+        checkpointing.coordinator.restore_checkpoint_id_counter(point.checkpoint_id)
+    checkpointing.restored_from = point.snapshot_uri

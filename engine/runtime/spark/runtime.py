@@ -15,7 +15,7 @@ from engine.errors import JobDefinitionError
 from engine.graph.plan import build_plan
 from engine.graph.transformations import Transformation
 from engine.runtime.handle import JobExecutionResult
-from engine.runtime.histories import BoundedHistory
+from engine.histories import BoundedHistory
 from engine.runtime.spark.job import CollectNode, SparkJob
 
 DEFAULT_EPOCH_RECORDS = 10_000
@@ -52,7 +52,7 @@ class SparkRuntime:
     trigger: an epoch starts no sooner than N ms after the previous one started, at once if that one
     took longer, so an idle unbounded job costs one epoch per N ms instead of a busy loop; a control
     request — savepoint, stop, cancel — cuts the wait short), ``max_checkpoint_history`` and ``max_dead_letters``
-    (what the driver keeps in memory, engine/runtime/histories.py), ``spark_conf`` (``{"spark.ui.enabled":
+    (what the driver keeps in memory, engine/histories.py), ``spark_conf`` (``{"spark.ui.enabled":
     "true", ...}``: settings for the session this runtime starts, over Sluice's defaults; ``sluice run
     --spark-conf``; a session already active keeps its settings).  engine/runtime/options.py lists them all.
     """

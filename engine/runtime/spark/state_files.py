@@ -56,17 +56,28 @@ def _one_copy(table: pa.Table) -> pa.Table:
     return table if len(first) == len(keys) else table.take(sorted(first.values()))
 
 
-def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism: int):
-    """``mapInArrow`` over a window vertex's state rows (partition i = subtask i): one file per table."""
+def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism: int, checkpoint_id: int):
+    """``mapInArrow`` over a window vertex's state rows (partition i = subtask i): one file per table.
+
+    Each task acknowledges with its files and the snapshot metadata the local runtime's window subtask would
+    have written for the same key groups (engine/runtime/checkpoint_storage.py ``OperatorStateAck``): the key
+    groups' snapshots merged, their entry counts summed and their lowest watermark.
+    """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
+        from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION
+        from engine.state.key_groups import key_group_range_for_operator
+
         subtask = TaskContext.get().partitionId()
+        rng = key_group_range_for_operator(max_parallelism, parallelism, subtask)
         tables: dict[str, list[pa.Table]] = {}
         rows: dict[str, int] = {}
         kinds: dict[str, str] = {}
         watermarks: list[int] = []
+        metadata: dict[str, Any] = {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION,
+                                    "operator_class": "WindowOperator"}
         for batch in batches:
             headers = batch.column("_value").to_pylist()
             blobs = batch.column("_blob").to_pylist()
@@ -80,18 +91,52 @@ def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism
                 kinds.update(snap.metadata.get("state_kinds") or {})
                 if "current_watermark" in snap.metadata:
                     watermarks.append(int(snap.metadata["current_watermark"]))
+                metadata.update({k: v for k, v in snap.metadata.items() if k not in _PER_KEY_GROUP})
         files = []
+        stored_names: dict[str, str] = {}
         for name in sorted(tables):
             table = pa.concat_tables(tables[name], promote_options="default")
             handle = location.write_state_file(uid, subtask, _file_table(name), table)
+            stored_names[handle.table] = name
             files.append(handle.to_dict())
-        ack = {"subtask": subtask, "files": files, "metadata": {"state_rows": rows, "state_kinds": kinds}}
+        metadata.update({"operator_id": uid, "checkpoint_id": checkpoint_id, "max_parallelism": max_parallelism,
+                         "key_group_range": [rng.start_key_group, rng.end_key_group], "state_rows": rows,
+                         "state_kinds": kinds, "__tables__": stored_names})
         if watermarks:
-            ack["metadata"]["current_watermark"] = min(watermarks)
+            metadata["current_watermark"] = min(watermarks)
+        ack = {"subtask": subtask, "files": files, "metadata": metadata}
         yield pa.RecordBatch.from_pydict({"subtask": [subtask], "ack": [json.dumps(ack)]},
                                          schema=pa.schema([("subtask", pa.int32()), ("ack", pa.string())]))
 
     return run
+
+
+def operator_state_ack(uid: str, subtask: int, ack: dict[str, Any] | None, parallelism: int, max_parallelism: int,
+                       checkpoint_id: int) -> Any:
+    """The ``OperatorStateAck`` of a window subtask from its task's acknowledgement row (None: the vertex had no
+    state yet, so the subtask holds none)."""
+    from checkpoints import StateFileHandle
+    from checkpoints._documents import Fields
+    from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION
+    from engine.runtime.checkpoint_storage import OperatorStateAck
+    from engine.state.key_groups import key_group_range_for_operator
+
+    rng = key_group_range_for_operator(max_parallelism, parallelism, subtask)
+    if ack is None:
+        metadata = {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid,
+                    "operator_class": "WindowOperator", "checkpoint_id": checkpoint_id,
+                    "max_parallelism": max_parallelism, "key_group_range": [rng.start_key_group, rng.end_key_group],
+                    "state_rows": {}, "state_kinds": {}, "__tables__": {}}
+        files: tuple = ()
+    else:
+        metadata = ack["metadata"]
+        files = tuple(StateFileHandle.from_dict(Fields(f, "ack")) for f in ack["files"])
+    return OperatorStateAck(uid, subtask, metadata, files, (rng.start_key_group, rng.end_key_group))
+
+
+#: snapshot metadata a key group's snapshot has of its own, merged per subtask by :func:`write_state_files`
+_PER_KEY_GROUP = frozenset({"state_rows", "state_kinds", "current_watermark", "key_group_range", "checkpoint_id",
+                            "operator_id", "max_parallelism"})
 
 
 def read_state_rows(uri: str, options: dict, uid: str, node_id: int, parallelism: int, max_parallelism: int,

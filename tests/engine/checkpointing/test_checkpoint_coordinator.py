@@ -358,6 +358,21 @@ def test_checkpoint_ids_strictly_increase_and_continue_after_a_restart_from_stor
     assert third.gateway.triggered_ids() == [4]
 
 
+def test_ids_continue_after_a_restored_snapshot_and_never_move_back():
+    """Restoring savepoint 7 into a fresh job: its next checkpoint is 8 (Flink's restoreSavepoint sets the
+    CheckpointIDCounter); restoring an older snapshot after ids moved on leaves the counter where it is."""
+    h = Harness()
+    assert h.coordinator.next_checkpoint_id() == 1
+    h.coordinator.restore_checkpoint_id_counter(7)
+    assert h.coordinator.next_checkpoint_id() == 8
+    h.coordinator.trigger_checkpoint()
+    assert h.gateway.triggered_ids() == [8]
+    h.coordinator.restore_checkpoint_id_counter(3)
+    assert h.coordinator.next_checkpoint_id() == 9
+    with pytest.raises(IllegalStateError, match="restored_checkpoint_id"):
+        h.coordinator.restore_checkpoint_id_counter(-1)
+
+
 def test_shutdown_discards_checkpoints_per_retention_and_fails_pending_ones():
     c = config()
     from engine.checkpointing.config import ExternalizedCheckpointRetention as E

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from engine.io.dead_letter_output import DeadLetterOutput, dead_letter_history
-from engine.runtime.histories import BoundedHistory
+from engine.histories import BoundedHistory
 from engine.runtime.recovery import persist_dead_letters
 
 

@@ -1,6 +1,6 @@
 """The local runtime keeps the newest checkpoint records and dead letters, and exact totals (issue 17).
 
-engine/runtime/histories.py: runtime options ``max_checkpoint_history`` and ``max_dead_letters`` bound what the
+engine/histories.py: runtime options ``max_checkpoint_history`` and ``max_dead_letters`` bound what the
 driver holds for the life of a job.  The same job runs twice, with small bounds and with the defaults (which it
 does not reach); with a manual clock both runs are the same, so the bounded one must keep exactly the newest
 items of the unbounded one and report the same totals.

@@ -1,6 +1,6 @@
 """The Spark driver keeps the newest checkpoint records and dead letters, and exact totals (issue 17).
 
-engine/runtime/histories.py through engine/runtime/spark/job_run.py: one job with ``max_dead_letters`` 3 and
+engine/histories.py through engine/runtime/spark/job_run.py: one job with ``max_dead_letters`` 3 and
 ``max_checkpoint_history`` 2 completes a checkpoint per epoch and fails once in a Spark task late in the input,
 so the run restarts from its newest checkpoint.  The restart cuts the dead letters back to that checkpoint's
 mark, a total: with only the newest 3 kept, a mark taken as a list length would cut back to the wrong place.

@@ -1,0 +1,214 @@
+"""The one ``_metadata`` builder both runtimes use, fed by one acknowledgement type (issue 15).
+
+A task acknowledges a persisted checkpoint with one :class:`OperatorStateAck` per operator it runs
+(Flink's OperatorSubtaskState handle): the operator's uid, the subtask, the key groups it covers,
+the state files it wrote and its snapshot metadata.  The local runtime's writer threads produce
+them (engine/runtime/checkpoint_storage_adapter.py), the Spark tasks return them as rows
+(engine/runtime/spark/state_files.py).  :class:`MetadataBuilder` turns a completed checkpoint's acks
+plus the portable core the driver recorded (``watermarks.splits``, engine/runtime/snapshot_metadata.py)
+into the ``checkpoints.CheckpointMetadata`` both runtimes finalize, so for the same job and the same
+snapshot point they write the same document (tests/runtime/spark/test_metadata_golden.py compares
+both with tests/runtime/spark/metadata_golden.json):
+
+- operators in plan order (then the runtime's own states, sorted by uid), each named as its plan
+  node (``Window(sum)``); an operator whose subtasks wrote no file and hold nothing beyond the base
+  snapshot metadata (a collect, a map) is left out: there is nothing to restore;
+- per operator ``config``: window operators' static config and ``"kind": "window"``
+  (checkpoints.validation reads them), ``state_rows``/``state_kinds`` summed over subtasks, and
+  ``subtask_metadata`` (each subtask's snapshot metadata, ``__tables__`` naming its state files'
+  tables), which is what a restore on either runtime hands back to the operator;
+- ``watermarks``: ``watermark`` (the lowest window subtask's, else the given one), ``splits``,
+  ``operators`` (each window subtask's watermark).
+
+What stays runtime-specific is named by :data:`RUNTIME_EXTRAS` and :func:`runtime_extras` (the golden
+test checks there is nothing else): the local runtime's per-task JSON states (``v<vertex>.valve``,
+``v<vertex>.watermarks``, ``v<vertex>.channel-state``: exact per-task valves and in-flight data of
+unaligned checkpoints, which a Spark job cannot have) and Spark's ``watermarks.epoch`` and
+``watermarks.valve`` (its one valve over all splits).  Either runtime restores the other's snapshot
+without them (engine/runtime/snapshot_metadata.py rebuilds them from the core).
+
+Not yet alike (partial): two-phase-commit sinks.  Spark's driver-side sink writers are listed as one
+``"kind": "sink"`` operator each (``sink_states``, named by task id ``sink-<node>``), the local runtime's
+sink subtasks acknowledge as operators with ``sink_state`` in their metadata; both are read through
+``snapshot_metadata.sink_states``, so they restore across runtimes, but a job with such a sink does not
+write identical documents yet.  Nor does the golden job cover a window subtask without any key (Spark
+acknowledges it with empty counts and no file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+
+from checkpoints import CheckpointMetadata, OperatorState, SnapshotProperties, StateFileHandle, SubtaskState
+from engine.checkpointing.channel_state import InputChannelState
+from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
+from engine.elements import StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
+from engine.errors import CorruptSnapshotError
+from engine.graph.transformations import safe_name
+from engine.runtime.snapshot_metadata import (
+    SOURCE_STAGE_SUFFIX,
+    VALVE_SUFFIX,
+    operator_config,
+    operator_watermarks,
+    snapshot_watermark,
+    window_configs,
+)
+from engine.state import codec
+
+#: uid suffix of the local runtime's in-flight channel state of an unaligned checkpoint, and its table
+CHANNEL_STATE_SUFFIX = ".channel-state"
+CHANNEL_STATE_TABLE = "channel_state"
+
+#: the runtime-specific parts of ``_metadata``: operator uid suffixes (local) and ``watermarks`` keys (Spark)
+RUNTIME_EXTRAS = {"operator_suffixes": (VALVE_SUFFIX, SOURCE_STAGE_SUFFIX, CHANNEL_STATE_SUFFIX),
+                  "watermarks": ("epoch", "valve")}
+
+#: keys every operator snapshot's metadata has (engine/operators/base.py); an operator with nothing else and
+#: no state file holds no state
+_BASE_METADATA = frozenset({"format_version", "operator_id", "operator_class", "checkpoint_id", "max_parallelism",
+                            "key_group_range", "__tables__"})
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorStateAck:
+    """One operator's persisted state of one subtask: what a task acknowledges a checkpoint with, on either runtime."""
+
+    uid: str
+    subtask: int
+    #: the operator's snapshot metadata (``__tables__``: stored table name -> the operator's table name)
+    metadata: Mapping[str, Any]
+    files: tuple[StateFileHandle, ...]
+    #: [start, end] for keyed operators, None otherwise
+    key_group_range: tuple[int, int] | None
+
+    def holds_state(self) -> bool:
+        return bool(self.files) or any(k not in _BASE_METADATA for k in self.metadata)
+
+
+def is_runtime_extra(uid: str) -> bool:
+    """Whether an operator uid is one of the local runtime's per-task states (see :data:`RUNTIME_EXTRAS`)."""
+    return uid.endswith(RUNTIME_EXTRAS["operator_suffixes"])
+
+
+def runtime_extras(document: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(portable, extras)``: a ``_metadata`` document (``CheckpointMetadata.to_dict()``) split into what both
+    runtimes write alike and the runtime-specific parts named by :data:`RUNTIME_EXTRAS`."""
+    portable = dict(document)
+    operators = list(document.get("operators") or [])
+    portable["operators"] = [op for op in operators if not is_runtime_extra(op["uid"])]
+    marks = dict(document.get("watermarks") or {})
+    extras = {"operators": [op for op in operators if is_runtime_extra(op["uid"])],
+              "watermarks": {k: marks.pop(k) for k in RUNTIME_EXTRAS["watermarks"] if k in marks}}
+    portable["watermarks"] = marks
+    return portable, extras
+
+
+class MetadataBuilder:
+    """Builds the ``_metadata`` of one job's completed checkpoints and savepoints; see the module docstring.
+
+    ``nodes``: the plan's transformations in plan order (after build_plan assigned their uids).
+    """
+
+    def __init__(self, job_id: str, job_name: str, max_parallelism: int, nodes: Iterable[Any]) -> None:
+        self.job_id = job_id
+        self.job_name = job_name
+        self.max_parallelism = max_parallelism
+        nodes = list(nodes)
+        #: uid -> static window-operator config (checkpoints.validation reads it)
+        self.window_configs = window_configs(nodes)
+        #: stored uid -> the plan node's name, in plan order
+        self.names = {safe_name(n.operator_uid()): n.name for n in nodes}
+
+    def build(self, checkpoint: CompletedCheckpoint, acks: Iterable[OperatorStateAck],
+              splits: Mapping[str, Mapping[str, Any]], watermark: int | None = None,
+              extra_watermarks: Mapping[str, Any] | None = None,
+              sink_states: Mapping[str, Any] | None = None) -> CheckpointMetadata:
+        """The ``_metadata`` of ``checkpoint``.
+
+        ``splits``: the portable core's per-split states (``watermarks.splits``); ``watermark``: the job's
+        watermark, given by a runtime that keeps one (Spark: its valve's output, which every window operator
+        runs at); else the lowest window subtask's (records after the snapshot are judged against it), else the
+        lowest operator's, else the lowest valve output; ``extra_watermarks``: the runtime's own
+        ``watermarks`` entries (:data:`RUNTIME_EXTRAS`); ``sink_states``: Spark's driver-side sink writers'
+        two-phase-commit states by task id (the local runtime's sinks acknowledge as operators).
+        """
+        by_uid: dict[str, list[OperatorStateAck]] = {}
+        for ack in acks:
+            by_uid.setdefault(safe_name(ack.uid), []).append(ack)
+        order = {uid: i for i, uid in enumerate(self.names)}
+        operators = []
+        operator_marks: dict[str, dict[str, int]] = {}
+        for uid in sorted(by_uid, key=lambda u: (u not in order, order.get(u, 0), u)):
+            subtask_acks = sorted(by_uid[uid], key=lambda a: a.subtask)
+            if not any(a.holds_state() for a in subtask_acks):
+                continue
+            metas = {a.subtask: dict(a.metadata) for a in subtask_acks}
+            window = uid in self.window_configs
+            config = {**({"kind": "window"} if window else {}), **operator_config(self.window_configs.get(uid), metas),
+                      "subtask_metadata": {str(s): m for s, m in metas.items()}}
+            if marks := operator_watermarks(metas):
+                operator_marks[uid] = marks
+            operators.append(OperatorState(
+                uid=uid, name=self.names.get(uid, uid), parallelism=len(subtask_acks),
+                max_parallelism=self.max_parallelism, config=config,
+                subtasks=tuple(SubtaskState(a.subtask, a.key_group_range, a.files) for a in subtask_acks)))
+        for task_id, state in (sink_states or {}).items():
+            operators.append(OperatorState(task_id, task_id, 1, self.max_parallelism,
+                                           {"kind": "sink", "two_phase_commit": state}, ()))
+        if watermark is None:  # the lowest window subtask's, else any operator's, else the lowest valve output
+            windows = {u: m for u, m in operator_marks.items() if u in self.window_configs}
+            valves = [m["task_state"] for uid, subtask_acks in by_uid.items() if uid.endswith(VALVE_SUFFIX)
+                      for a in subtask_acks for m in [a.metadata] if "task_state" in m]
+            watermark = snapshot_watermark(windows or operator_marks, valves)
+        watermarks: dict[str, Any] = {"watermark": watermark, "splits": {k: dict(v) for k, v in sorted(splits.items())},
+                                      "operators": operator_marks, **(extra_watermarks or {})}
+        properties = SnapshotProperties.savepoint() if checkpoint.is_savepoint() else SnapshotProperties.checkpoint(
+            retain_on_cancellation=not checkpoint.properties.discard_cancelled)
+        return CheckpointMetadata(
+            job_id=self.job_id, checkpoint_id=checkpoint.checkpoint_id, job_name=self.job_name, properties=properties,
+            trigger_timestamp_ms=checkpoint.timestamp_ms, complete_timestamp_ms=checkpoint.completion_timestamp_ms,
+            source_positions=dict(checkpoint.source_positions), operators=tuple(operators), watermarks=watermarks)
+
+
+# -- channel state as a table ----------------------------------------------------------------------
+
+def encode_channel_state(state: InputChannelState) -> pa.Table:
+    channels, seqs, kinds, payloads = [], [], [], []
+    for channel, elements in state.elements.items():
+        for seq, element in enumerate(elements):
+            if isinstance(element, list):
+                kind, payload = "records", codec.encode([[r.value, r.timestamp] for r in element])
+            elif isinstance(element, StreamRecord):
+                kind, payload = "records", codec.encode([[element.value, element.timestamp]])
+            elif isinstance(element, Watermark):
+                kind, payload = "watermark", str(element.timestamp)
+            elif isinstance(element, WatermarkStatusElement):
+                kind, payload = "status", element.status.value
+            else:
+                raise CorruptSnapshotError(f"cannot persist in-flight element {element!r} of channel {channel}")
+            channels.append(int(channel))
+            seqs.append(seq)
+            kinds.append(kind)
+            payloads.append(payload)
+    return pa.table({"channel": pa.array(channels, pa.int64()), "seq": pa.array(seqs, pa.int64()),
+                     "kind": pa.array(kinds, pa.string()), "payload": pa.array(payloads, pa.string())})
+
+
+def decode_channel_state(checkpoint_id: int, table: pa.Table) -> InputChannelState:
+    per_channel: dict[int, list[tuple[int, Any]]] = {}
+    for row in table.to_pylist():
+        kind, payload = row["kind"], row["payload"]
+        if kind == "records":
+            element: Any = [StreamRecord(v, ts) for v, ts in codec.decode(payload)]
+        elif kind == "watermark":
+            element = Watermark(int(payload))
+        elif kind == "status":
+            element = WatermarkStatusElement(WatermarkStatus(payload))
+        else:
+            raise CorruptSnapshotError(f"unknown in-flight element kind {kind!r} in channel state")
+        per_channel.setdefault(int(row["channel"]), []).append((int(row["seq"]), element))
+    return InputChannelState(checkpoint_id, {c: [e for _, e in sorted(items, key=lambda t: t[0])]
+                                             for c, items in per_channel.items()})

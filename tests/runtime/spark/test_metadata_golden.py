@@ -1,0 +1,116 @@
+"""One ``_metadata`` golden file that both runtimes must write identically for the same job (issue 15).
+
+The job (metadata_golden_job.py): two held splits of keyed events into a tumbling 10 s sum with
+uid ``sums``, parallelism 2, max parallelism 8.  Each runtime reads every record, then a savepoint
+is taken (id 1: periodic checkpoints are an hour apart); its ``_metadata`` is read back.
+
+Both runtimes build ``_metadata`` with the one ``MetadataBuilder`` (engine/runtime/checkpoint_storage.py).
+What the comparison normalises, and why:
+
+- ``trigger_timestamp_ms`` and ``complete_timestamp_ms`` (wall clock of the run): set to 0;
+- the runtime-specific parts named by ``RUNTIME_EXTRAS`` (the local runtime's per-task valve and
+  source-stage states, Spark's ``watermarks.epoch`` and ``watermarks.valve``): split off with
+  ``runtime_extras`` and checked on their own below, so anything else that differs fails;
+- against the checked-in golden file only, each state file's ``bytes`` and ``sha256``: a Parquet
+  footer names the writer's version (``created_by parquet-cpp-arrow version ...``), so an upgrade of
+  pyarrow changes them with no change in Sluice.  Between the two runtimes they are compared as they
+  are: both wrote byte-identical files.
+
+Paths are relative to the snapshot folder, and the job id is the job's name: neither needs normalising.
+Set ``SLUICE_UPDATE_GOLDEN=1`` to rewrite the golden file after a deliberate format change (and review
+its diff).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkpoints import load_snapshot
+from engine.runtime.checkpoint_storage import RUNTIME_EXTRAS, runtime_extras
+from engine.runtime.snapshot_metadata import SOURCE_STAGE_SUFFIX, VALVE_SUFFIX, valve_state_for_splits
+from metadata_golden_job import NUM_RECORDS, build
+
+GOLDEN = Path(__file__).with_name("metadata_golden.json")
+
+
+def _local_savepoint(tmp: Path) -> dict[str, Any]:
+    from engine.runtime.local.runtime import LocalRuntime
+
+    env, stream = build("local", f"file://{tmp}/local-chk")
+    client = LocalRuntime(env).submit("golden", [], [stream._node])
+    deadline = time.monotonic() + 60
+    while client.status().records_in < NUM_RECORDS:
+        assert time.monotonic() < deadline and not client.done(), "the local job did not read its records"
+        time.sleep(0.005)
+    uri = client.stop_with_savepoint(f"file://{tmp}/sp-local").result(timeout=60)
+    client.wait(60)
+    return load_snapshot(uri).metadata.to_dict()
+
+
+def _spark_savepoint(tmp: Path) -> dict[str, Any]:
+    from engine.runtime.spark.runtime import SparkRuntime
+
+    env, stream = build("spark", f"file://{tmp}/spark-chk")
+    job = SparkRuntime(env).start("golden", [], [stream._node])
+    for _ in range(3):  # the first epoch reads everything; the others find nothing new
+        assert job.run_epoch()
+    uri = job.stop_with_savepoint(f"file://{tmp}/sp-spark").result(timeout=120)
+    return load_snapshot(uri).metadata.to_dict()
+
+
+def _without_timestamps(document: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(document)
+    out["trigger_timestamp_ms"] = out["complete_timestamp_ms"] = 0
+    return out
+
+
+def _without_file_bytes(document: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(document)
+    for op in out["operators"]:
+        for subtask in op["subtasks"]:
+            for f in subtask["files"]:
+                f["bytes"], f["sha256"] = "<parquet bytes>", "<sha256 of the file>"
+    return out
+
+
+@pytest.fixture(scope="module")
+def documents(spark, tmp_path_factory) -> dict[str, dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("golden")
+    return {"local": _local_savepoint(tmp), "spark": _spark_savepoint(tmp)}
+
+
+def test_both_runtimes_write_the_same_metadata_but_for_their_named_extras(documents) -> None:
+    local, _ = runtime_extras(_without_timestamps(documents["local"]))
+    spark, _ = runtime_extras(_without_timestamps(documents["spark"]))
+    assert [op["uid"] for op in local["operators"]] == ["sums"]
+    assert local == spark  # state files too: same rows, bytes and sha256
+
+
+def test_the_metadata_matches_the_checked_in_golden_file(documents) -> None:
+    portable, _ = runtime_extras(_without_file_bytes(_without_timestamps(documents["local"])))
+    if os.environ.get("SLUICE_UPDATE_GOLDEN") == "1":
+        GOLDEN.write_text(json.dumps(portable, indent=1, sort_keys=True) + "\n")
+    assert portable == json.loads(GOLDEN.read_text())
+    spark, _ = runtime_extras(_without_file_bytes(_without_timestamps(documents["spark"])))
+    assert spark == json.loads(GOLDEN.read_text())
+
+
+def test_the_runtime_extras_are_the_named_ones_and_follow_from_the_portable_core(documents) -> None:
+    _, local = runtime_extras(documents["local"])
+    _, spark = runtime_extras(documents["spark"])
+    # local: one watermark stage per source subtask and one valve per other task, nothing in watermarks
+    assert local["watermarks"] == {}
+    assert sorted(op["uid"].rsplit(".", 1)[1] for op in local["operators"]) == ["valve", "valve", "watermarks"]
+    assert all(op["uid"].endswith((VALVE_SUFFIX, SOURCE_STAGE_SUFFIX)) for op in local["operators"])
+    # Spark: nothing in operators; its valve over all splits is the one the core rebuilds
+    assert spark["operators"] == [] and sorted(spark["watermarks"]) == sorted(RUNTIME_EXTRAS["watermarks"])
+    core = documents["spark"]["watermarks"]
+    splits = [core["splits"][key] for key in sorted(core["splits"])]
+    assert spark["watermarks"]["valve"] == valve_state_for_splits(splits, core["watermark"])
