@@ -49,7 +49,7 @@ class _NonKeyedTimerService(_TimerService):
         self._refuse("delete_event_time_timer", timestamp)
 
 
-class _ProcessContext(_Context, ProcessFunction.Context):
+class _ProcessOperatorContext(_Context, ProcessFunction.Context):
     """The keyed process context with the non-keyed timer service; there is no current key."""
 
     __slots__ = ()
@@ -73,7 +73,7 @@ class ProcessOperator(OneInputStreamOperator):
     def open(self, context: Any, output: Any) -> None:
         super().open(context, output)
         self.watermark = MIN_WATERMARK
-        self._ctx = _ProcessContext(self)
+        self._ctx = _ProcessOperatorContext(self)
         self.function.open(NonKeyedRuntimeContext(self, f"a {type(self.function).__name__} on a non-keyed stream",
                                                   _KEYED_HINT))
 
