@@ -18,6 +18,7 @@ from engine.api.functions import (
     KeyedCoProcessFunction,
     KeyedProcessFunction,
     OutputTag,
+    Partitioner,
     ProcessWindowFunction,
     ReduceFunction,
     RuntimeContext,

@@ -200,7 +200,7 @@ class SubtaskBuilder:
         for edge in v.outputs:
             channels = edge_channels[id(edge)][index]
             writer = RecordWriter(channels, edge.partitioning, edge.key_selector, self.plan.max_parallelism,
-                                  self.dead_letter, start=index)
+                                  self.dead_letter, start=index, producers=v.parallelism)
             out = outputs[edge.source_node.id]
             if edge.tag is None:
                 out.writers_main.append(writer)

@@ -3,8 +3,10 @@
 The physical plan (engine/graph/plan.py) is shared with the local runtime.  On Spark a task
 runs one source split's slice or one key group, and everything downstream of it that needs no
 shuffle runs right there: chained map/filter/flat_map nodes, and also stateless vertices
-reached over a FORWARD or REBALANCE edge (a map after a union, say) — a stateless operator
-gives the same records wherever it runs — and over a BROADCAST edge, once per consumer subtask.
+reached over a FORWARD, REBALANCE, RESCALE, SHUFFLE or CUSTOM edge (a map after a union, say) — a
+stateless operator gives the same records wherever it runs; over a CUSTOM edge the user's partitioner
+still runs per record, so a bad partition index is a dead letter as on the local runtime — and over a
+BROADCAST edge, once per consumer subtask.
 A HASH edge into a window vertex becomes rows with the record's encoded key, shuffled by key
 group in Spark SQL; a BROADCAST edge into a broadcast process vertex becomes broadcast rows the
 job master copies to every subtask; sinks and collect targets become rows for the driver.
@@ -143,6 +145,12 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
                     c = Consumer(c.kind, c.node_id, copies=edge.target_vertex.parallelism)
             if edge.partitioning is Partitioning.HASH and edge.key_selector is not None and c.kind != WINDOW:
                 c = Consumer(c.kind, c.node_id, edge.key_selector)  # a window keys its records (Router._to_window)
+            elif edge.partitioning is Partitioning.CUSTOM:
+                if c.kind == WINDOW:
+                    raise IllegalStateError(f"Bug: a CUSTOM edge into keyed vertex {target.name!r}")
+                # the user's partitioner runs per record, as locally: a bad index is the same dead letter
+                # (engine/graph/partitioners.py); the stateless consumer then runs in this task like REBALANCE's
+                c = Consumer(c.kind, c.node_id, edge.key_selector.bound(edge.target_vertex.parallelism))
             routes.consumers.setdefault((edge.source_node.id, _tag_id(edge.tag)), []).append(c)
     return routes
 
