@@ -328,6 +328,10 @@ class DataStream:
     def get_execution_environment(self) -> StreamExecutionEnvironment:
         return self._env
 
+    def get_execution_config(self) -> Any:
+        """The environment's ExecutionConfig (engine/api/execution_config.py), as PyFlink's."""
+        return self._env.get_config()
+
     def _add(self, node: Transformation) -> SingleOutputStreamOperator:
         return SingleOutputStreamOperator(self._env, node)
 
