@@ -86,4 +86,5 @@ def run(runtime: str, how: str, records: int, splits: int, consumers: int) -> di
         "dead_letters": sorted(result.dead_letters, key=repr),
         "records_in": spread["records_in"],
         "subtasks": [s["records_in"] for s in spread["subtasks"]],
+        "subtasks_out": [s["records_out"] for s in spread["subtasks"]],
     }

@@ -2,9 +2,10 @@
 
 On Spark a stateless operator reached over a RESCALE, SHUFFLE or CUSTOM edge runs in its producer's task, as
 over a REBALANCE edge (engine/runtime/spark/chains.py): the records and the vertex's totals match the local
-runtime's, and a custom partitioner still runs per record, so the same records become dead letters.
-**Partial**: per-subtask counts of such a vertex are not listed on Spark (engine/runtime/operator_metrics.py),
-so the per-subtask comparison is local-only (tests/api/test_partitioners.py).
+runtime's, and a custom partitioner still runs per record, so the same records become dead letters and each
+subtask of the next operator gets the same records (counted per subtask, as locally).  **Partial**: over a
+RESCALE or SHUFFLE edge Spark lists no subtasks (engine/runtime/operator_metrics.py), so those per-subtask
+counts are compared on the local runtime only (tests/api/test_partitioners.py).
 """
 
 from __future__ import annotations
@@ -35,5 +36,11 @@ def test_spark_gives_the_local_runtimes_records_dead_letters_and_totals(spark, h
     assert on_spark["values"] == local["values"]
     assert on_spark["dead_letters"] == local["dead_letters"]
     assert on_spark["records_in"] == local["records_in"] == len(local["values"])
+    if how.startswith("custom"):
+        assert on_spark["subtasks"] == local["subtasks"]
+        assert on_spark["subtasks_out"] == local["subtasks_out"] == local["subtasks"]  # map -> sink: one out per in
+    else:
+        assert on_spark["subtasks"] == []
     if how == "custom":
+        assert on_spark["subtasks"] == [7, 5, 6]
         assert [d["stage"] for d in on_spark["dead_letters"]] == ["partition_custom"] * 2
