@@ -8,10 +8,11 @@ selection, sinks), unless chaining is off for the job
 (``disable_operator_chaining``) or the node (``disable_chaining``,
 ``start_new_chain``).  An explicit ``forward()`` between different
 parallelisms is refused, as Flink refuses it.  ``key_by``, ``rebalance``,
-``rescale``, ``shuffle``, ``partition_custom`` and ``broadcast`` become network edges; a union is virtual (its consumer reads
-channels from every union input); a window starts a new vertex after its hash
-edge.  A timestamps/watermarks node directly after a source is folded into the
-source so watermarks are generated per split (ARCHITECTURE section 4).
+``rescale``, ``shuffle``, ``partition_custom`` and ``broadcast`` become network
+edges; a union is virtual (its consumer reads channels from every union input);
+a window starts a new vertex after its hash edge.  A timestamps/watermarks
+node directly after a source is folded into the source so watermarks are
+generated per split (ARCHITECTURE section 4), whatever the chaining settings.
 """
 
 from __future__ import annotations
