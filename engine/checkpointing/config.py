@@ -227,7 +227,8 @@ class CheckpointConfig:
         tolerates any number (2147483647, Java's Integer.MAX_VALUE): checkpoints fail, the job goes on."""
         if not isinstance(fail_on_checkpointing_errors, bool):
             raise JobDefinitionError("fail_on_checkpointing_errors", fail_on_checkpointing_errors, "must be a bool")
-        self.set_tolerable_checkpoint_failure_number(0 if fail_on_checkpointing_errors else UNLIMITED_TOLERABLE_FAILURES)
+        tolerated = 0 if fail_on_checkpointing_errors else UNLIMITED_TOLERABLE_FAILURES
+        self.set_tolerable_checkpoint_failure_number(tolerated)
 
     def is_fail_on_checkpointing_errors(self) -> bool:
         return self._tolerable_failures == 0
