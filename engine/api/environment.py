@@ -328,6 +328,27 @@ class StreamExecutionEnvironment:
         self._no_meaning("set_python_executable", python_exec,
                          "the job runs in the master's Python; on Spark set PYSPARK_PYTHON")
 
+    def register_cached_file(self, file_path: str, name: str) -> None:
+        self._no_meaning("register_cached_file", file_path, "nothing is shipped to workers; read the file by its "
+                         "path (a shared folder or s3://) in open()")
+
+    def enable_changelog_state_backend(self, enabled: bool) -> StreamExecutionEnvironment:
+        """Only ``False`` is accepted: Sluice's snapshots are full copies of each operator's state (Flink's changelog
+        state backend has no counterpart)."""
+        if enabled is not False:
+            raise JobDefinitionError("enable_changelog_state_backend", enabled, "cannot be enabled in Sluice: "
+                                     "snapshots are full copies of each operator's state, there is no changelog")
+        return self
+
+    def is_changelog_state_backend_enabled(self) -> bool:
+        return False
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return self._checkpoint_config.is_unaligned_checkpoints_enabled()
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return self._checkpoint_config.is_force_unaligned_checkpoints()
+
 
 def _interval_ms(name: str, value: Any) -> int:
     """A ``Duration``/``Time`` (``to_milliseconds``), a ``timedelta`` or an int of ms, as a positive int of ms."""

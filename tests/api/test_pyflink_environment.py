@@ -208,7 +208,7 @@ def test_a_keyed_stream_refuses_operator_settings(method):
 @pytest.mark.parametrize(("method", "args"), [
     ("add_jars", ("file:///x.jar",)), ("add_classpaths", ("file:///x",)), ("add_python_file", ("a.py",)),
     ("add_python_archive", ("venv.zip",)), ("set_python_requirements", ("req.txt",)),
-    ("set_python_executable", ("python3",)),
+    ("set_python_executable", ("python3",)), ("register_cached_file", ("/x", "x")),
 ])
 def test_methods_without_meaning_in_sluice_are_refused_naming_the_method(method, args):
     with pytest.raises(JobDefinitionError, match="has no meaning in Sluice") as e:
@@ -269,3 +269,15 @@ def test_checkpoint_configs_pyflink_names_map_onto_its_settings():
         with pytest.raises(JobDefinitionError) as e:
             call()
         assert e.value.parameter == parameter
+
+
+def test_changelog_state_backend_can_only_stay_off_and_unaligned_getters_follow_the_checkpoint_config():
+    env = _env()
+    assert env.enable_changelog_state_backend(False) is env and not env.is_changelog_state_backend_enabled()
+    with pytest.raises(JobDefinitionError) as e:
+        env.enable_changelog_state_backend(True)
+    assert e.value.parameter == "enable_changelog_state_backend"
+    assert not env.is_unaligned_checkpoints_enabled() and not env.is_force_unaligned_checkpoints()
+    env.get_checkpoint_config().enable_unaligned_checkpoints()
+    env.get_checkpoint_config().set_force_unaligned_checkpoints(True)
+    assert env.is_unaligned_checkpoints_enabled() and env.is_force_unaligned_checkpoints()
