@@ -19,6 +19,7 @@ from engine.api.functions import (
     KeyedCoProcessFunction,
     KeyedProcessFunction,
     OutputTag,
+    Partitioner,
     ProcessFunction,
     ProcessWindowFunction,
     ReduceFunction,

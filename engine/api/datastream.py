@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from engine.api.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from engine.api.fields import FieldKeySelector, check_field_of_input, is_field
 from engine.api.functions import KeyedProcessFunction, OutputTag, ProcessFunction, ReduceFunction, check_callable
+from engine.graph.partitioners import CustomPartitioning
 from engine.api.time import SizeLike, positive_millis
 from engine.api.typeinfo import check_type_info, typed_key_selector
 from engine.api.windowed_stream import AllWindowedStream, WindowedStream
@@ -248,6 +249,104 @@ class DataStream:
         result = self._env._execute_collect(self._node, job_name)
         return result if limit is None else result[:limit]
 
+    # -- partitioning and chaining (PyFlink names; engine/graph/partitioners.py, engine/graph/plan.py) --------
+    def forward(self) -> DataStream:
+        """Records go to the next operator's subtask of the same index; the plan refuses it when the next
+        operator's parallelism differs (Flink: "Forward partitioning does not allow change of parallelism")."""
+        return self._partitioned("Forward", Partitioning.FORWARD)
+
+    def shuffle(self) -> DataStream:
+        """Each record goes to a uniformly random subtask of the next operator."""
+        return self._partitioned("Shuffle", Partitioning.SHUFFLE)
+
+    def rescale(self) -> DataStream:
+        """Round-robin to the subset of the next operator's subtasks this subtask is wired to, as Flink wires a
+        pointwise edge (parallelism 2 -> 4: subtask 0 feeds 0 and 1, subtask 1 feeds 2 and 3)."""
+        return self._partitioned("Rescale", Partitioning.RESCALE)
+
+    def partition_custom(self, partitioner: Any, key_selector: Any) -> DataStream:
+        """Each record goes to subtask ``partitioner.partition(key_selector(record), num_partitions)`` of the
+        next operator (``num_partitions`` = its parallelism); ``partitioner`` may be a ``Partitioner`` or a plain
+        ``f(key, num_partitions)``, ``key_selector`` a KeySelector, a callable or a field (as for ``key_by``).  A
+        record whose index is not an int in ``[0, num_partitions)``, or whose partitioner or key selector raises,
+        becomes a dead letter (stage ``partition_custom``)."""
+        fn = check_callable(partitioner, "partitioner", "partition")
+        if is_field(key_selector):
+            key = FieldKeySelector(key_selector).get_key
+        else:
+            key = check_callable(key_selector, "key_selector", "get_key")
+        custom = CustomPartitioning(fn, key, getattr(partitioner, "__qualname__", type(partitioner).__name__))
+        return DataStream(self._env, PartitionTransformation(name="CustomPartition", inputs=[self._node],
+                                                             partitioning=Partitioning.CUSTOM, key_selector=custom))
+
+    def _partitioned(self, name: str, partitioning: Partitioning) -> DataStream:
+        return DataStream(self._env, PartitionTransformation(name=name, inputs=[self._node], partitioning=partitioning))
+
+    def disable_chaining(self) -> DataStream:
+        """Run this operator in a task of its own: chained neither to its producer nor to its consumers."""
+        self._node.chaining = "never"
+        return self
+
+    def start_new_chain(self) -> DataStream:
+        """Start a new chain at this operator: not chained to its producer (its consumers may chain to it)."""
+        self._node.chaining = "head"
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> DataStream:
+        """This operator's upper bound of parallelism: building the plan refuses a larger one.  Key groups are
+        the job's (``env.set_max_parallelism``): Sluice keeps one number of key groups for all keyed state."""
+        if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, int) or max_parallelism < 1:
+            raise JobDefinitionError("max_parallelism", max_parallelism, "must be an int >= 1")
+        self._node.max_parallelism = max_parallelism
+        return self
+
+    def force_non_parallel(self) -> DataStream:
+        """Parallelism and max parallelism 1 for this operator (PyFlink's ``force_non_parallel``)."""
+        self._node.parallelism = 1
+        self._node.max_parallelism = 1
+        return self
+
+    def set_description(self, description: str) -> DataStream:
+        """Free text about the operator, shown in ``env.get_execution_plan()``."""
+        if not isinstance(description, str):
+            raise JobDefinitionError("description", description, "must be a str")
+        self._node.description_text = description
+        return self
+
+    def set_uid_hash(self, uid_hash: str) -> DataStream:
+        """Flink's user-provided operator hash (32 hex digits): in Sluice, the id this operator's state is stored
+        under, like ``uid`` (which it replaces), so state saved under that id is matched on restore."""
+        if not isinstance(uid_hash, str) or len(uid_hash) != 32 or any(c not in "0123456789abcdefABCDEF"
+                                                                      for c in uid_hash):
+            raise JobDefinitionError("uid_hash", uid_hash, "must be 32 hexadecimal digits (Flink's operator hash)")
+        self._node.uid = uid_hash.lower()
+        return self
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStream:
+        """Accepted for porting and otherwise without effect: Sluice has no task slots (the local runtime runs
+        every subtask in threads of one process, Spark schedules its own tasks)."""
+        name = slot_sharing_group if isinstance(slot_sharing_group, str) else getattr(
+            slot_sharing_group, "get_name", lambda: None)()
+        if not isinstance(name, str) or not name:
+            raise JobDefinitionError("slot_sharing_group", slot_sharing_group,
+                                     "must be a non-empty str (a slot sharing group's name)")
+        return self
+
+    def set_buffer_timeout(self, timeout_millis: int) -> DataStream:
+        """Accepted for porting (-1, 0 or a positive number of ms) and otherwise without effect: the local
+        runtime ships a subtask's output buffers after every step (``bundle_size`` records, a runtime option),
+        the Spark runtime once per epoch (``epoch_records``)."""
+        if isinstance(timeout_millis, bool) or not isinstance(timeout_millis, int) or timeout_millis < -1:
+            raise JobDefinitionError("timeout_millis", timeout_millis, "must be an int >= -1")
+        return self
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self._env
+
+    def get_execution_config(self) -> Any:
+        """The environment's ExecutionConfig (engine/api/execution_config.py), as PyFlink's."""
+        return self._env.get_config()
+
     def _add(self, node: Transformation) -> SingleOutputStreamOperator:
         return SingleOutputStreamOperator(self._env, node)
 
@@ -271,6 +370,42 @@ class KeyedStream(DataStream):
 
     def window(self, window_assigner: WindowAssigner) -> WindowedStream:
         return WindowedStream(self, self._key_selector, window_assigner)
+
+    # -- partitioning and chaining: a KeyedStream is partitioned by its key, and is no operator ----------------
+    def _not_on_keyed(self, method: str, hint: str) -> Any:
+        raise JobDefinitionError("KeyedStream", method, "is not supported on a KeyedStream (as in PyFlink)", hint)
+
+    def forward(self) -> DataStream:
+        return self._not_on_keyed("forward", "Cannot override partitioning for KeyedStream: key_by already partitions")
+
+    def shuffle(self) -> DataStream:
+        return self._not_on_keyed("shuffle", "Cannot override partitioning for KeyedStream: key_by already partitions")
+
+    def rescale(self) -> DataStream:
+        return self._not_on_keyed("rescale", "Cannot override partitioning for KeyedStream: key_by already partitions")
+
+    def partition_custom(self, partitioner: Any, key_selector: Any) -> DataStream:
+        return self._not_on_keyed("partition_custom",
+                                  "Cannot override partitioning for KeyedStream: call it before key_by, or instead")
+
+    def disable_chaining(self) -> DataStream:
+        return self._not_on_keyed("disable_chaining", "Call it on the operator after key_by (map, process, ...)")
+
+    def start_new_chain(self) -> DataStream:
+        return self._not_on_keyed("start_new_chain", "Call it on the operator after key_by (map, process, ...)")
+
+    def set_max_parallelism(self, max_parallelism: int) -> DataStream:
+        return self._not_on_keyed("set_max_parallelism", "Call it on the operator after key_by (map, process, ...)")
+
+    def force_non_parallel(self) -> DataStream:
+        return self._not_on_keyed("force_non_parallel", "Call it on the operator after key_by (map, process, ...)")
+
+    def set_uid_hash(self, uid_hash: str) -> DataStream:
+        return self._not_on_keyed("set_uid_hash", "Call it on the operator after key_by (map, process, ...)")
+
+    def set_buffer_timeout(self, timeout_millis: int) -> DataStream:
+        return self._not_on_keyed("set_buffer_timeout", "Call it on the operator after key_by (map, process, ...)")
+
 
     def time_window(self, size: SizeLike, slide: SizeLike | None = None) -> WindowedStream:
         """Tumbling or sliding time window following the environment's time characteristic (seed 000)."""

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from engine.api.datastream import DataStream, TimeCharacteristic
+from engine.api.execution_config import ExecutionConfig
 from engine.api.execution_mode import RuntimeExecutionMode, resolve_runtime_mode
 from engine.api.job_client import JobClient
 from engine.api.restart import RestartStrategyConfiguration
 from engine.api.typeinfo import check_type_info, convert_collection
-from engine.checkpointing.config import CheckpointConfig, CheckpointingMode
+from engine.checkpointing.config import CheckpointConfig, CheckpointingMode, validate_checkpoint_storage_dir
 from engine.clock import SystemClock
 from engine.errors import JobDefinitionError
 from engine.graph.transformations import SinkTransformation, SourceTransformation, Transformation
@@ -184,6 +185,9 @@ class StreamExecutionEnvironment:
         self._sinks.append(node)
 
     def _runtime_instance(self) -> Any:
+        if getattr(self, "_closed", False):
+            raise JobDefinitionError("environment", "closed", "cannot run a job after close()",
+                                     "Create a new StreamExecutionEnvironment")
         return create_runtime(self._runtime, self)
 
     def _check_sinks(self) -> None:
@@ -216,11 +220,12 @@ class StreamExecutionEnvironment:
                       savepoint_dir: str | None = None) -> Any:
         """Start the job in the background and return its JobClient (PyFlink's ``execute_async``).
 
-        ``savepoint_dir`` is the default target of ``trigger_savepoint``/``stop_with_savepoint``.  Like
-        ``execute``, it consumes the sinks added so far.
+        ``savepoint_dir`` is the default target of ``trigger_savepoint``/``stop_with_savepoint`` (else
+        :meth:`set_default_savepoint_directory`'s).  Like ``execute``, it consumes the sinks added so far.
         """
-        handle = self._runtime_instance().submit(job_name, self._take_sinks(), collect=[], from_savepoint=from_savepoint)
-        return JobClient(handle, job_name, savepoint_dir, self._parallelism)
+        handle = self._runtime_instance().submit(job_name, self._take_sinks(), collect=[],
+                                                 from_savepoint=from_savepoint)
+        return JobClient(handle, job_name, savepoint_dir or self.get_default_savepoint_directory(), self._parallelism)
 
     def _execute_collect(self, node: Transformation, job_name: str) -> list[Any]:
         self.is_batch([*self._sinks, node])
@@ -241,6 +246,143 @@ class StreamExecutionEnvironment:
     def get_last_result(self) -> JobExecutionResult | None:
         """The JobExecutionResult of the last execute_and_collect (metrics, dead letters)."""
         return getattr(self, "_last_result", None)
+
+    # -- PyFlink's configuration and introspection (issue 19) -----------------------------------
+    def get_config(self) -> ExecutionConfig:
+        """PyFlink's ExecutionConfig: the auto-watermark interval, parallelism, max parallelism
+        (engine/api/execution_config.py)."""
+        config = getattr(self, "_execution_config", None)
+        if config is None:
+            config = self._execution_config = ExecutionConfig(self)
+        return config
+
+    def get_checkpoint_interval(self) -> int:
+        """The checkpoint interval in ms, -1 when checkpointing is off (PyFlink)."""
+        return self._checkpoint_config.get_checkpoint_interval()
+
+    def get_checkpointing_mode(self) -> CheckpointingMode:
+        return self._checkpoint_config.get_checkpointing_mode()
+
+    #: PyFlink 2's name for the same setting
+    get_checkpointing_consistency_mode = get_checkpointing_mode
+
+    def set_default_savepoint_directory(self, directory: str) -> StreamExecutionEnvironment:
+        """Where ``trigger_savepoint``/``stop_with_savepoint`` of this environment's jobs write when given no
+        target: ``execute_async``'s JobClient, and a job master without ``--savepoint-dir``."""
+        try:
+            self._default_savepoint_dir = validate_checkpoint_storage_dir(directory)
+        except JobDefinitionError as e:
+            raise JobDefinitionError("directory", directory, e.rule, e.hint) from None
+        return self
+
+    def get_default_savepoint_directory(self) -> str | None:
+        return getattr(self, "_default_savepoint_dir", None)
+
+    def disable_operator_chaining(self) -> StreamExecutionEnvironment:
+        """Run every operator in a task of its own (engine/graph/plan.py); a source's per-split timestamps and
+        watermarks still run inside it (ARCHITECTURE section 4)."""
+        self._chaining = False
+        return self
+
+    def is_chaining_enabled(self) -> bool:
+        return getattr(self, "_chaining", True)
+
+    def set_buffer_timeout(self, timeout_millis: int) -> StreamExecutionEnvironment:
+        """Accepted for porting (-1, 0 or ms) and otherwise without effect: the local runtime ships a subtask's
+        output after every bundle it processes (the ``bundle_size`` runtime option), Spark once per epoch."""
+        if isinstance(timeout_millis, bool) or not isinstance(timeout_millis, int) or timeout_millis < -1:
+            raise JobDefinitionError("timeout_millis", timeout_millis, "must be an int >= -1")
+        self._buffer_timeout = timeout_millis
+        return self
+
+    def get_buffer_timeout(self) -> int:
+        """What :meth:`set_buffer_timeout` was given (Flink's default 100 ms otherwise); it changes nothing."""
+        return getattr(self, "_buffer_timeout", 100)
+
+    def get_execution_plan(self) -> str:
+        """The job's operators as JSON in Flink's shape: ``{"nodes": [{"id", "type", "pact", "contents",
+        "parallelism", "predecessors": [{"id", "ship_strategy", "side"}]}]}``, built from the physical plan the
+        runtimes run (engine/graph/plan.py); ``chain`` (Sluice's) is the id of the task chain a node runs in."""
+        import json
+
+        from engine.graph.plan import build_plan
+
+        self._check_sinks()
+        plan = build_plan(list(self._sinks), self._parallelism, self._max_parallelism,
+                          chaining=self.is_chaining_enabled())
+        ids: dict[int, int] = {}
+        nodes: list[dict[str, Any]] = []
+        for v in plan.vertices:
+            for node in v.nodes:
+                ids[node.id] = len(ids) + 1
+        for v in plan.vertices:
+            for node in v.nodes:
+                pact = ("Data Source" if node is v.head and v.is_source() else
+                        "Data Sink" if isinstance(node, SinkTransformation) else "Operator")
+                entry: dict[str, Any] = {"id": ids[node.id], "type": node.name, "pact": pact,
+                                         "contents": node.description_text or node.name,
+                                         "parallelism": v.parallelism, "chain": v.id}
+                chained = getattr(node, "_chained_input", None)
+                if chained is not None and node is not v.head:
+                    entry["predecessors"] = [{"id": ids[chained[0].id], "ship_strategy": "FORWARD", "side": "second"}]
+                elif node is v.head and v.inputs:
+                    entry["predecessors"] = [{"id": ids[e.source_node.id], "ship_strategy": e.partitioning.value,
+                                              "side": "second"} for e in v.inputs]
+                nodes.append(entry)
+        return json.dumps({"nodes": nodes}, indent=2)
+
+    def close(self) -> None:
+        """Release the job graph built so far and the last result (PyFlink's ``close``); the environment
+        refuses to run afterwards."""
+        self._sinks.clear()
+        self._last_result = None
+        self._closed = True
+
+    # -- PyFlink methods with no meaning in Sluice: refused, naming what to do instead ------------------------
+    def _no_meaning(self, method: str, value: Any, why: str) -> Any:
+        raise JobDefinitionError(method, value, f"has no meaning in Sluice: {why}",
+                                 "Remove the call; install Python dependencies into the environment the job runs in "
+                                 "(the master's and, on Spark, the executors' Python) and import them as usual")
+
+    def add_jars(self, *jars_path: str) -> None:
+        self._no_meaning("add_jars", jars_path, "jobs run Python only, there is no JVM job classpath")
+
+    def add_classpaths(self, *classpaths: str) -> None:
+        self._no_meaning("add_classpaths", classpaths, "jobs run Python only, there is no JVM job classpath")
+
+    def add_python_file(self, file_path: str) -> None:
+        self._no_meaning("add_python_file", file_path, "jobs are imported from their module path, nothing is shipped")
+
+    def add_python_archive(self, archive_path: str, target_dir: str | None = None) -> None:
+        self._no_meaning("add_python_archive", archive_path, "nothing is shipped to Python workers")
+
+    def set_python_requirements(self, requirements_file_path: str, requirements_cache_dir: str | None = None) -> None:
+        self._no_meaning("set_python_requirements", requirements_file_path, "nothing is installed at submission")
+
+    def set_python_executable(self, python_exec: str) -> None:
+        self._no_meaning("set_python_executable", python_exec,
+                         "the job runs in the master's Python; on Spark set PYSPARK_PYTHON")
+
+    def register_cached_file(self, file_path: str, name: str) -> None:
+        self._no_meaning("register_cached_file", file_path, "nothing is shipped to workers; read the file by its "
+                         "path (a shared folder or s3://) in open()")
+
+    def enable_changelog_state_backend(self, enabled: bool) -> StreamExecutionEnvironment:
+        """Only ``False`` is accepted: Sluice's snapshots are full copies of each operator's state (Flink's changelog
+        state backend has no counterpart)."""
+        if enabled is not False:
+            raise JobDefinitionError("enable_changelog_state_backend", enabled, "cannot be enabled in Sluice: "
+                                     "snapshots are full copies of each operator's state, there is no changelog")
+        return self
+
+    def is_changelog_state_backend_enabled(self) -> bool:
+        return False
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return self._checkpoint_config.is_unaligned_checkpoints_enabled()
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return self._checkpoint_config.is_force_unaligned_checkpoints()
 
 
 def _interval_ms(name: str, value: Any) -> int:

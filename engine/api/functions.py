@@ -52,6 +52,14 @@ class ReduceFunction(Function, Generic[IN]):
     def reduce(self, value1: IN, value2: IN) -> IN: ...
 
 
+class Partitioner(Function, Generic[KEY]):
+    """``partition_custom``'s partitioner (PyFlink's ``Partitioner``): the consumer subtask of a key, an int in
+    ``[0, num_partitions)``; a plain ``f(key, num_partitions)`` works too (engine/graph/partitioners.py)."""
+
+    @abstractmethod
+    def partition(self, key: KEY, num_partitions: int) -> int: ...
+
+
 class AggregateFunction(Function, Generic[IN, ACC, OUT]):
     """Incremental aggregation with an accumulator (Flink's AggregateFunction).
 

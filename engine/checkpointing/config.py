@@ -26,6 +26,8 @@ MINIMAL_CHECKPOINT_TIME_MS = 10
 DEFAULT_CHECKPOINT_TIMEOUT_MS = 10 * 60 * 1000
 DEFAULT_MAX_CONCURRENT_CHECKPOINTS = 1
 DEFAULT_NUM_RETAINED_CHECKPOINTS = 1
+#: what PyFlink's ``set_fail_on_checkpointing_errors(False)`` sets: Java's Integer.MAX_VALUE
+UNLIMITED_TOLERABLE_FAILURES = 2**31 - 1
 
 _S3_DIR = re.compile(r"^s3a?://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
 _FILE_DIR = re.compile(r"^file://(/.*)$")
@@ -105,6 +107,7 @@ class CheckpointConfig:
         self._storage_dir: str | None = None
         self._retention = ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
         self._num_retained = DEFAULT_NUM_RETAINED_CHECKPOINTS
+        self._force_unaligned = False
 
     # -- interval and mode -------------------------------------------------------------------
     def set_checkpoint_interval(self, checkpoint_interval: SizeLike) -> None:
@@ -197,6 +200,38 @@ class CheckpointConfig:
             parameter, value,
             "cannot combine unaligned checkpoints with CheckpointingMode.AT_LEAST_ONCE (seed 003)",
             "Use EXACTLY_ONCE with unaligned checkpoints, or disable unaligned checkpoints")
+
+    # -- PyFlink's other names for the settings above (issue 19) -----------------------------
+    def set_alignment_timeout(self, alignment_timeout: SizeLike) -> None:
+        """PyFlink's deprecated name of :meth:`set_aligned_checkpoint_timeout`."""
+        self._aligned_timeout_ms = non_negative_millis(alignment_timeout, "alignment_timeout")
+
+    def get_alignment_timeout(self) -> int:
+        return self.get_aligned_checkpoint_timeout()
+
+    def set_force_unaligned_checkpoints(self, force_unaligned_checkpoints: bool = True) -> None:
+        """Flink forces unaligned checkpoints onto edges it would otherwise keep aligned (iteration feedback,
+        custom partitioners), whose in-flight data it cannot redistribute on rescale.  Sluice restores in-flight
+        data only at the same parallelism (rescaling from an unaligned checkpoint is refused), so every edge,
+        ``partition_custom``'s included, already takes unaligned checkpoints when they are enabled: the flag is
+        kept and reported, and changes nothing."""
+        if not isinstance(force_unaligned_checkpoints, bool):
+            raise JobDefinitionError("force_unaligned_checkpoints", force_unaligned_checkpoints, "must be a bool")
+        self._force_unaligned = force_unaligned_checkpoints
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return self._force_unaligned
+
+    def set_fail_on_checkpointing_errors(self, fail_on_checkpointing_errors: bool) -> None:
+        """PyFlink's deprecated switch, as PyFlink maps it: True tolerates no checkpoint failure (0), False
+        tolerates any number (2147483647, Java's Integer.MAX_VALUE): checkpoints fail, the job goes on."""
+        if not isinstance(fail_on_checkpointing_errors, bool):
+            raise JobDefinitionError("fail_on_checkpointing_errors", fail_on_checkpointing_errors, "must be a bool")
+        tolerated = 0 if fail_on_checkpointing_errors else UNLIMITED_TOLERABLE_FAILURES
+        self.set_tolerable_checkpoint_failure_number(tolerated)
+
+    def is_fail_on_checkpointing_errors(self) -> bool:
+        return self._tolerable_failures == 0
 
     # -- storage and retention ---------------------------------------------------------------
     def set_checkpoint_storage_dir(self, checkpoint_path: str) -> None:

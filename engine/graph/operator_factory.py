@@ -31,15 +31,17 @@ class TimestampsAndWatermarksOperator(OneInputStreamOperator):
 
     _CHANNEL = "subtask"
 
-    def __init__(self, strategy: Any, clock: Clock) -> None:
+    def __init__(self, strategy: Any, clock: Clock, auto_watermark_interval_ms: int | None = None) -> None:
         self._strategy = strategy
         self._clock = clock
+        self._interval_ms = auto_watermark_interval_ms
 
     def open(self, context: Any, output: Any) -> None:
         super().open(context, output)
         self._stage = SourceTimestampsAndWatermarks(
             self._strategy, self._clock,
-            lambda dl: context.dead_letter(dl.value, dl.error, "timestamp_assigner"))
+            lambda dl: context.dead_letter(dl.value, dl.error, "timestamp_assigner"),
+            auto_watermark_interval_ms=self._interval_ms)
         self._stage.add_split(self._CHANNEL)
 
     def _emit(self, elements: Sequence[Any]) -> None:
@@ -82,7 +84,9 @@ def stateless_operator(node: MapTransformation) -> OneInputStreamOperator:
 
 def build_operator(node: Transformation, env: Any, clock: Clock) -> OneInputStreamOperator:
     if isinstance(node, TimestampsAndWatermarksTransformation):
-        return TimestampsAndWatermarksOperator(node.watermark_strategy, clock)
+        config = getattr(env, "get_config", None)  # engine/api/execution_config.py: the auto-watermark interval
+        interval = config().get_auto_watermark_interval() if config is not None else None
+        return TimestampsAndWatermarksOperator(node.watermark_strategy, clock, interval)
     if isinstance(node, WindowTransformation):
         return build_window_operator(node)
     if isinstance(node, AsyncTransformation):

@@ -2,12 +2,17 @@
 
 Both runtimes use this plan.  Chaining follows Flink's rules in their simple
 form: a one-input node whose single input has the same parallelism and a
-forward connection runs in its producer's task (map, filter, flat_map,
-timestamps/watermarks, side-output selection, sinks).  ``key_by`` and
-``rebalance`` become network edges; a union is virtual (its consumer reads
-channels from every union input); a window starts a new vertex after its hash
-edge.  A timestamps/watermarks node directly after a source is folded into the
-source so watermarks are generated per split (ARCHITECTURE section 4).
+forward connection (implicit, or an explicit ``forward()``) runs in its
+producer's task (map, filter, flat_map, timestamps/watermarks, side-output
+selection, sinks), unless chaining is off for the job
+(``disable_operator_chaining``) or the node (``disable_chaining``,
+``start_new_chain``).  An explicit ``forward()`` between different
+parallelisms is refused, as Flink refuses it.  ``key_by``, ``rebalance``,
+``rescale``, ``shuffle``, ``partition_custom`` and ``broadcast`` become network
+edges; a union is virtual (its consumer reads channels from every union input);
+a window starts a new vertex after its hash edge.  A timestamps/watermarks
+node directly after a source is folded into the source so watermarks are
+generated per split (ARCHITECTURE section 4), whatever the chaining settings.
 """
 
 from __future__ import annotations
@@ -82,24 +87,29 @@ class PhysicalPlan:
         return {v.head.operator_uid(): v for v in self.vertices}
 
 
-def _resolve_producers(node: Transformation) -> list[tuple[Transformation, Partitioning, Any, Any]]:
-    """Real producer nodes behind virtual nodes (partition, union, side-output selection on a network edge)."""
+def _resolve_producers(node: Transformation) -> list[tuple[Transformation, Partitioning, Any, Any, Any]]:
+    """Real producer nodes behind virtual nodes (partition, union, side-output selection on a network edge):
+    ``(producer, partitioning, key selector, side-output tag, the partition node that set it or None)``; the
+    partition nearest the consumer wins, as in Flink."""
     if isinstance(node, UnionTransformation):
-        out: list[tuple[Transformation, Partitioning, Any, Any]] = []
+        out: list[tuple[Transformation, Partitioning, Any, Any, Any]] = []
         for inp in node.inputs:
             out.extend(_resolve_producers(inp))
         return out
     if isinstance(node, PartitionTransformation):
         inner = []
-        for producer, _, _, tag in _resolve_producers(node.inputs[0]):
-            inner.append((producer, node.partitioning, node.key_selector, tag))
+        for producer, _, _, tag, _ in _resolve_producers(node.inputs[0]):
+            inner.append((producer, node.partitioning, node.key_selector, tag, node))
         return inner
     if isinstance(node, SideOutputTransformation):
-        return [(p, part, ks, node.tag) for p, part, ks, _ in _resolve_producers(node.inputs[0])]
-    return [(node, Partitioning.FORWARD, None, None)]
+        return [(p, part, ks, node.tag, by) for p, part, ks, _, by in _resolve_producers(node.inputs[0])]
+    return [(node, Partitioning.FORWARD, None, None, None)]
 
 
-def build_plan(sinks: list[Transformation], default_parallelism: int, max_parallelism: int) -> PhysicalPlan:
+def build_plan(sinks: list[Transformation], default_parallelism: int, max_parallelism: int,
+               chaining: bool = True) -> PhysicalPlan:
+    """``chaining=False`` (``env.disable_operator_chaining()``) gives every node but a source's per-split
+    timestamps/watermarks its own vertex, as Flink's chaining switch does."""
     order = topological_order(sinks)
     vertex_of: dict[int, Vertex] = {}
     vertices: list[Vertex] = []
@@ -110,6 +120,9 @@ def build_plan(sinks: list[Transformation], default_parallelism: int, max_parall
             p = 1
         if p > max_parallelism and not isinstance(node, (SourceTransformation, MapTransformation, SinkTransformation)):
             raise JobDefinitionError("parallelism", p, f"must not exceed max_parallelism ({max_parallelism}) for keyed operators")
+        if node.max_parallelism is not None and p > node.max_parallelism:
+            raise JobDefinitionError("parallelism", p, f"of operator {node.name!r} must not exceed its own max "
+                                     f"parallelism ({node.max_parallelism}, set_max_parallelism)")
         return p
 
     def new_vertex(node: Transformation) -> Vertex:
@@ -129,15 +142,28 @@ def build_plan(sinks: list[Transformation], default_parallelism: int, max_parall
         producers = _resolve_producers(node.inputs[0]) if len(node.inputs) == 1 else [
             p for inp in node.inputs for p in _resolve_producers(inp)
         ]
+        for producer, partitioning, _, _, by in producers:
+            if by is not None and partitioning is Partitioning.FORWARD and not isinstance(node, WindowTransformation) \
+                    and parallelism_of(node) != vertex_of[producer.id].parallelism:
+                raise JobDefinitionError(
+                    "forward", by.name,
+                    f"Forward partitioning does not allow change of parallelism. Upstream operation: {producer.name} "
+                    f"parallelism: {vertex_of[producer.id].parallelism}, downstream operation: {node.name} "
+                    f"parallelism: {parallelism_of(node)}",
+                    "Use another partitioning strategy, such as broadcast(), rebalance(), rescale() or shuffle(), or "
+                    "give both operators the same parallelism")
+        folds_into_source = _folds_into_source(node, producers, vertex_of)
         chainable = (
             not isinstance(node, WindowTransformation)
             and len(producers) == 1
             and producers[0][1] is Partitioning.FORWARD
             and parallelism_of(node) == vertex_of[producers[0][0].id].parallelism
             and not _has_network_input(node)
+            and (folds_into_source or (chaining and node.chaining == "always"
+                                       and producers[0][0].chaining != "never"))
         )
         if chainable:
-            producer, _, _, tag = producers[0]
+            producer, _, _, tag, _ = producers[0]
             v = vertex_of[producer.id]
             # a timestamps/watermarks node right after the source runs per split inside the source
             if (isinstance(node, TimestampsAndWatermarksTransformation) and v.is_source()
@@ -149,7 +175,7 @@ def build_plan(sinks: list[Transformation], default_parallelism: int, max_parall
             node._chained_input = (producer, tag)  # type: ignore[attr-defined]
             continue
         v = new_vertex(node)
-        for producer, partitioning, key_selector, tag in producers:
+        for producer, partitioning, key_selector, tag, _ in producers:
             src = vertex_of[producer.id]
             if isinstance(node, WindowTransformation):
                 partitioning, key_selector = Partitioning.HASH, node.key_selector
@@ -172,5 +198,20 @@ def _planned_uid(v: Vertex, position: int, node: Transformation) -> str:
 
 
 def _has_network_input(node: Transformation) -> bool:
+    """Whether ``node`` reads over a network edge: a union or a partitioning other than an explicit ``forward()``."""
     inp = node.inputs[0]
-    return isinstance(inp, (PartitionTransformation, UnionTransformation))
+    if isinstance(inp, PartitionTransformation):
+        return inp.partitioning is not Partitioning.FORWARD
+    return isinstance(inp, UnionTransformation)
+
+
+def _folds_into_source(node: Transformation, producers: list[Any], vertex_of: dict[int, Vertex]) -> bool:
+    """A timestamps/watermarks node right after its source: it runs per split inside the source (ARCHITECTURE
+    section 4), whatever the chaining settings say."""
+    if not isinstance(node, TimestampsAndWatermarksTransformation) or len(producers) != 1:
+        return False
+    producer, partitioning, _, tag, _ = producers[0]
+    v = vertex_of[producer.id]
+    return (partitioning is Partitioning.FORWARD and tag is None and v.is_source() and producer is v.head
+            and v.nodes[-1] is producer and v.source_watermark_strategy is None
+            and v.head.watermark_strategy is None and node.parallelism in (None, v.parallelism))

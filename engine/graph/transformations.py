@@ -36,6 +36,9 @@ class Partitioning(enum.Enum):
     REBALANCE = "REBALANCE"  # round-robin
     HASH = "HASH"  # by key group of the key selector's result (key_by)
     BROADCAST = "BROADCAST"  # every record to every consumer subtask (broadcast state, ``broadcast()``)
+    SHUFFLE = "SHUFFLE"  # a uniformly random consumer subtask per record (``shuffle()``)
+    RESCALE = "RESCALE"  # round-robin over the consumer subtasks a producer subtask is wired to (``rescale()``)
+    CUSTOM = "CUSTOM"  # the subtask a user partitioner picks from the record's key (``partition_custom``)
 
 
 @dataclass(eq=False)
@@ -53,6 +56,13 @@ class Transformation:
     #: the TypeInformation the job declared for this node's records (PyFlink's ``output_type`` /
     #: ``type_info``), None if none; only ``print()`` looks at it, see :func:`declared_output_type`
     output_type: Any = field(default=None, repr=False, compare=False, kw_only=True)
+    #: PyFlink's chaining controls: "always" (chain where the plan can), "never" (``disable_chaining()``: neither
+    #: into its producer nor its consumers), "head" (``start_new_chain()``: not into its producer)
+    chaining: str = field(default="always", repr=False, compare=False, kw_only=True)
+    #: ``DataStream.set_max_parallelism``: the operator's own upper bound of parallelism (None: the job's)
+    max_parallelism: int | None = field(default=None, repr=False, compare=False, kw_only=True)
+    #: ``set_description``: free text shown in ``get_execution_plan()``
+    description_text: str | None = field(default=None, repr=False, compare=False, kw_only=True)
 
     def operator_uid(self) -> str:
         """The id state is stored under: the user's uid, else the node's position in the physical plan.
@@ -90,6 +100,10 @@ class TimestampsAndWatermarksTransformation(Transformation):
 
 @dataclass(eq=False)
 class PartitionTransformation(Transformation):
+    """A virtual node: how records reach the next operator.  A FORWARD one is the user's explicit ``forward()``
+    (build_plan refuses it between different parallelisms, as Flink does); for CUSTOM ``key_selector`` is an
+    engine.graph.partitioners.CustomPartitioning."""
+
     partitioning: Partitioning = Partitioning.HASH
     key_selector: Callable[[Any], Any] | None = None
 

@@ -229,10 +229,13 @@ class JobMaster:
         self._acquire_lease(job_id)
         try:
             env = self._environment(job_id)
-            operators = describe_operators(env._sinks, env.get_parallelism(), env.get_max_parallelism())
-            # without --savepoint-dir, savepoints go where control requests may put them: the checkpoint storage
+            operators = describe_operators(env._sinks, env.get_parallelism(), env.get_max_parallelism(),
+                                           chaining=env.is_chaining_enabled())
+            # without --savepoint-dir, savepoints go to the job's env.set_default_savepoint_directory, else where
+            # control requests may put them: the checkpoint storage
             self.client = env.execute_async(self.config.job_name, from_savepoint=self.config.from_savepoint,
-                                            savepoint_dir=self.config.savepoint_dir or self.config.storage_uri)
+                                            savepoint_dir=self.config.savepoint_dir
+                                            or env.get_default_savepoint_directory() or self.config.storage_uri)
         except BaseException:
             self._end_lease()
             raise

@@ -151,8 +151,13 @@ class SourceTimestampsAndWatermarks:
         on_dead_letter: Callable[[TimestampAssignmentFailure], None] | None = None,
         *,
         monitored: bool = False,
+        auto_watermark_interval_ms: int | None = None,
     ) -> None:
         self._strategy = strategy
+        #: ``env.get_config().set_auto_watermark_interval``: None asks the generators at every periodic emission,
+        #: 0 never (periodic watermarks off), n at most once per n ms of ``clock`` (engine/api/execution_config.py)
+        self._interval_ms = auto_watermark_interval_ms
+        self._last_periodic_ms: int | None = None
         #: see the module docstring: splits come and go (a monitored folder)
         self._monitored = bool(monitored)
         #: finished splits that leave at the next periodic emission (monitored only)
@@ -294,8 +299,9 @@ class SourceTimestampsAndWatermarks:
         """Every auto-watermark interval: ask each split's generator, then combine once."""
         if self._ended:
             return []
-        for split in self._splits.values():
-            split.generator.on_periodic_emit(split.deferred)
+        if self._periodic_due():
+            for split in self._splits.values():
+                split.generator.on_periodic_emit(split.deferred)
         self._update_combined()
         if self._finishing:
             finishing, self._finishing = self._finishing, []
@@ -315,6 +321,17 @@ class SourceTimestampsAndWatermarks:
         else:
             self._empty_since_ms = None
         return self._take()
+
+    def _periodic_due(self) -> bool:
+        if self._interval_ms is None:
+            return True
+        if self._interval_ms == 0:
+            return False
+        now_ms = self._clock.now_ms()
+        if self._last_periodic_ms is not None and now_ms - self._last_periodic_ms < self._interval_ms:
+            return False
+        self._last_periodic_ms = now_ms
+        return True
 
     def _check_idle_without_splits(self) -> None:
         """A monitored subtask without splits: IDLE once the strategy's idle timeout passed without records."""

@@ -21,8 +21,9 @@ them and batches as its tasks read them; the Spark runtime counts each batch a t
 runtime.  On Spark (engine/runtime/spark/operator_counts.py) a source reads one task per split and a
 stateless vertex runs inside the task of its producer; the counts are mapped back onto subtasks: a split's
 to the source subtask reading it locally, a FORWARD-fed stateless vertex's subtask i from its producers'
-subtask i, a keyed vertex's from the keyed task that ran it.  **Partial**: on Spark a stateless vertex fed
-over a REBALANCE edge lists no subtasks (the local runtime deals its records round robin), and a keyed
+subtask i, a keyed vertex's from the keyed task that ran it, a ``partition_custom``-fed stateless vertex's by the
+subtask its partitioner picked.  **Partial**: on Spark a stateless vertex fed over a REBALANCE, RESCALE or
+SHUFFLE edge lists no subtasks (the local runtime deals its records round robin or at random), and a keyed
 vertex's per-subtask ``records_in`` is None when Spark SQL pre-aggregated the input (the task sees folded rows).
 At most :data:`MAX_SUBTASKS_LISTED` subtasks are listed per vertex, so a status stays small.
 """

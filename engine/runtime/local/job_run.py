@@ -128,7 +128,8 @@ class JobRun:
                     for target in self.collected.values():
                         target.clear()  # from scratch: nothing of a failed attempt counts
                     discard_orphaned_staging(self.roots, self.adapter.storage)
-                plan = build_plan(self.roots, self.env.get_parallelism(), self.env.get_max_parallelism())
+                plan = build_plan(self.roots, self.env.get_parallelism(), self.env.get_max_parallelism(),
+                                  chaining=self.env.is_chaining_enabled())
                 self.adapter.set_plan_nodes(n for v in plan.vertices for n in v.nodes)
                 # a snapshot the Spark runtime took gets the per-task states it lacks from its portable core
                 job = self._new_attempt(self, plan, restore.for_plan(plan) if restore is not None else None)

@@ -217,7 +217,7 @@ class SubtaskBuilder:
         for edge in v.outputs:
             channels = edge_channels[id(edge)][index]
             writer = RecordWriter(channels, edge.partitioning, edge.key_selector, self.plan.max_parallelism,
-                                  self.dead_letter, start=index)
+                                  self.dead_letter, start=index, producers=v.parallelism)
             out = outputs[edge.source_node.id]
             if edge.tag is None:
                 out.writers_main.append(writer)
@@ -242,7 +242,8 @@ class SubtaskBuilder:
             stage = SourceTimestampsAndWatermarks(
                 v.source_watermark_strategy or WatermarkStrategy.no_watermarks(), self.clock,
                 lambda dl: self.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"),
-                monitored=monitored is not None)
+                monitored=monitored is not None,
+                auto_watermark_interval_ms=self.env.get_config().get_auto_watermark_interval())
             restored_stage = self._restored_stage(vkey, [s.split_id for s in splits])
             if restored_stage is not None:
                 stage.restore(restored_stage)

@@ -1,7 +1,8 @@
 """Outputs of a subtask: fan-out to chained operators and record writers onto network channels.
 
 A :class:`RecordWriter` partitions records to the channels of one edge
-(forward, round-robin, by key group or to all, Flink's ChannelSelector) and ships them
+(forward, round-robin, by key group, to all, random, rescaled or by a custom
+partitioner: Flink's ChannelSelector, engine/graph/partitioners.py) and ships them
 in buffers; a :class:`FanOutOutput` is the ``Output`` of one node in a chain and
 hands each result to the chained operators that consume it and to the record
 writers of the node's network edges, main output and side outputs apart.
@@ -9,10 +10,12 @@ writers of the node's network edges, main output and side outputs apart.
 
 from __future__ import annotations
 
+import random
 from typing import Any, Callable
 
 from engine.api.functions import OutputTag
 from engine.elements import StreamElement, StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
+from engine.graph.partitioners import rescale_targets
 from engine.graph.transformations import Partitioning
 from engine.operators.base import Output, key_failure
 from engine.runtime.keyed_edges import NO_KEY, key_or_dead_letter, keyable
@@ -25,10 +28,14 @@ _KEY_CACHE_LIMIT = 1 << 18
 
 class RecordWriter:
     def __init__(self, channels: list[Channel], partitioning: Partitioning, key_selector: Callable[[Any], Any] | None,
-                 max_parallelism: int, dead_letter: Callable[[Any, BaseException, str], None], start: int = 0) -> None:
+                 max_parallelism: int, dead_letter: Callable[[Any, BaseException, str], None], start: int = 0,
+                 producers: int = 1) -> None:
+        """``start`` is the producer subtask's index, ``producers`` its vertex's parallelism (for RESCALE)."""
         self.channels = channels
         self.partitioning = partitioning
         self.key_selector = key_selector
+        #: SHUFFLE, RESCALE, CUSTOM: the channel of each record (None for the other partitionings)
+        self._select = self._selector(partitioning, key_selector, start, producers, len(channels))
         self.max_parallelism = max_parallelism
         self.dead_letter = dead_letter
         #: a keyed edge: every record goes through the key selector, even onto a single channel
@@ -39,8 +46,31 @@ class RecordWriter:
         #: records put on the channels (counted per buffer as it is flushed: Flink's numRecordsOut of the task)
         self.records_sent = 0
 
+    @staticmethod
+    def _selector(partitioning: Partitioning, key_selector: Any, start: int, producers: int,
+                  n: int) -> Callable[[Any], int] | None:
+        if partitioning is Partitioning.SHUFFLE:
+            pick = random.Random().randrange  # noqa: S311 - load spreading, not security
+            return lambda value: pick(n)
+        if partitioning is Partitioning.RESCALE:
+            targets = rescale_targets(start, producers, n)
+            state = {"next": -1}  # Flink's RescalePartitioner: the first record goes to the first target
+
+            def rescale(value: Any) -> int:
+                state["next"] = (state["next"] + 1) % len(targets)
+                return targets[state["next"]]
+            return rescale
+        if partitioning is Partitioning.CUSTOM:
+            return key_selector.bound(n)
+        return None
+
     def emit(self, record: StreamRecord) -> None:
         n = len(self.channels)
+        if self._select is not None:
+            target = key_or_dead_letter(self._select, record.value, self.dead_letter)
+            if target is not NO_KEY:
+                self._buffers[target].append(record)
+            return
         if self.partitioning is Partitioning.BROADCAST:
             for buf in self._buffers:
                 buf.append(record)
@@ -59,6 +89,10 @@ class RecordWriter:
     def emit_batch(self, records: list[StreamRecord]) -> None:
         """:meth:`emit` for each record, in order, in one pass (same channels, same dead letters)."""
         n = len(self.channels)
+        if self._select is not None:
+            for record in records:
+                self.emit(record)
+            return
         if self.partitioning is Partitioning.BROADCAST:  # every record to every consumer subtask
             for buf in self._buffers:
                 buf.extend(records)

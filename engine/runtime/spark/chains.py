@@ -3,8 +3,10 @@
 The physical plan (engine/graph/plan.py) is shared with the local runtime.  On Spark a task
 runs one source split's slice or one key group, and everything downstream of it that needs no
 shuffle runs right there: chained map/filter/flat_map/process nodes, and also stateless vertices
-reached over a FORWARD or REBALANCE edge (a map after a union, say) — a stateless operator
-gives the same records wherever it runs — and over a BROADCAST edge, once per consumer subtask.
+reached over a FORWARD, REBALANCE, RESCALE, SHUFFLE or CUSTOM edge (a map after a union, say) — a
+stateless operator gives the same records wherever it runs; over a CUSTOM edge the user's partitioner
+still runs per record, so a bad partition index is a dead letter as on the local runtime — and over a
+BROADCAST edge, once per consumer subtask.
 A HASH edge into a window vertex becomes rows with the record's encoded key, shuffled by key
 group in Spark SQL; a BROADCAST edge into a broadcast process vertex becomes broadcast rows the
 job master copies to every subtask; sinks and collect targets become rows for the driver.
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns, Watermark
+from engine.graph.partitioners import BoundCustomPartitioning
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.graph.operator_factory import stateless_operator
 from engine.graph.plan import PhysicalPlan, Vertex
@@ -143,6 +146,12 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
                     c = Consumer(c.kind, c.node_id, copies=edge.target_vertex.parallelism)
             if edge.partitioning is Partitioning.HASH and edge.key_selector is not None and c.kind != WINDOW:
                 c = Consumer(c.kind, c.node_id, edge.key_selector)  # a window keys its records (Router._to_window)
+            elif edge.partitioning is Partitioning.CUSTOM:
+                if c.kind == WINDOW:
+                    raise IllegalStateError(f"Bug: a CUSTOM edge into keyed vertex {target.name!r}")
+                # the user's partitioner runs per record, as locally: a bad index is the same dead letter
+                # (engine/graph/partitioners.py); the stateless consumer then runs in this task like REBALANCE's
+                c = Consumer(c.kind, c.node_id, edge.key_selector.bound(edge.target_vertex.parallelism))
             routes.consumers.setdefault((edge.source_node.id, _tag_id(edge.tag)), []).append(c)
     return routes
 
@@ -221,6 +230,10 @@ class Router:
         self.subtask: int | None = None
         #: records the keyed operator of this subtask was given (None: pre-aggregated, or a source task)
         self.subtask_records_in: tuple[int, int] | None = None
+        #: while records a custom partitioner sent to subtask t of a stateless vertex run here: t, and what they
+        #: handed each consumer, by (t, edge): that vertex's per-subtask counts (operator_counts.py)
+        self.attributed: int | None = None
+        self.received_by_target: dict[tuple[int, tuple[int, str | None, int]], int] = {}
 
     @property
     def metrics(self) -> Metrics:
@@ -248,36 +261,66 @@ class Router:
         return op
 
     def emit(self, node_id: int, tag_id: str | None, records: Any) -> None:
-        received = self.received
         for c in self.routes.of(node_id, tag_id):
-            got = records if c.key_selector is None else keyable(records, c.key_selector, self.dead_letter)
-            if c.copies > 1 and c.kind != BROADCAST:
-                got = [r for r in got for _ in range(c.copies)]
-            if c.kind == OP:
-                batch = list(got)
-                n = len(batch)
-                self._operator(c.node_id).process_batch(batch)
-            elif c.kind == PASS:
-                n = len(got)
-                self.emit(c.node_id, None, got)
-            elif c.kind == WINDOW:
-                n = self._to_window(c.node_id, got)
-            elif c.kind == BROADCAST:
-                n = self._to_broadcast(c.node_id, got) * c.copies
-            elif c.kind == STAGED:
-                values = [r.value for r in got]
-                n = len(values)
-                self._staged_chunks.setdefault(c.node_id, []).append(values)
+            if type(c.key_selector) is BoundCustomPartitioning:
+                self._deliver_partitioned(node_id, tag_id, c, records)
             else:
-                tag = str(c.node_id)
-                add = self.rows.add
-                n = 0
-                for r in got:
-                    add(DEST_DRIVER, ts=r.timestamp, value=encode_record(r.value), tag=tag)
-                    n += 1
-            # one add per consumer and batch: the vertices' records in and out (engine/runtime/operator_metrics.py)
-            edge = (node_id, tag_id, c.node_id)
-            received[edge] = received.get(edge, 0) + n
+                self._deliver(node_id, tag_id, c, records)
+
+    def _deliver(self, node_id: int, tag_id: str | None, c: Consumer, records: Any) -> None:
+        got = records if c.key_selector is None else keyable(records, c.key_selector, self.dead_letter)
+        if c.copies > 1 and c.kind != BROADCAST:
+            got = [r for r in got for _ in range(c.copies)]
+        if c.kind == OP:
+            batch = list(got)
+            n = len(batch)
+            self._operator(c.node_id).process_batch(batch)
+        elif c.kind == PASS:
+            n = len(got)
+            self.emit(c.node_id, None, got)
+        elif c.kind == WINDOW:
+            n = self._to_window(c.node_id, got)
+        elif c.kind == BROADCAST:
+            n = self._to_broadcast(c.node_id, got) * c.copies
+        elif c.kind == STAGED:
+            values = [r.value for r in got]
+            n = len(values)
+            self._staged_chunks.setdefault(c.node_id, []).append(values)
+        else:
+            tag = str(c.node_id)
+            add = self.rows.add
+            n = 0
+            for r in got:
+                add(DEST_DRIVER, ts=r.timestamp, value=encode_record(r.value), tag=tag)
+                n += 1
+        # one add per consumer and batch: the vertices' records in and out (engine/runtime/operator_metrics.py)
+        edge = (node_id, tag_id, c.node_id)
+        self.received[edge] = self.received.get(edge, 0) + n
+        if self.attributed is not None:
+            at = (self.attributed, edge)
+            self.received_by_target[at] = self.received_by_target.get(at, 0) + n
+
+    def _deliver_partitioned(self, node_id: int, tag_id: str | None, c: Consumer, records: Any) -> None:
+        """A CUSTOM edge: the partitioner picks each record's subtask (a bad pick is a dead letter, as locally);
+        the stateless consumer runs here one subtask's records at a time, so what it receives and sends is
+        counted per subtask (``received_by_target``) as the local runtime counts it."""
+        select = c.key_selector
+        by_target: dict[int, list[Any]] = {}
+        for r in records:
+            try:
+                target = select(r.value)
+            except Exception as exc:  # noqa: BLE001 - the record is bad data for this partitioner: a dead letter
+                key_failure(select, r.value, exc, self.dead_letter)
+                continue
+            by_target.setdefault(target, []).append(r)
+        plain = Consumer(c.kind, c.node_id, None, c.copies)
+        outer = self.attributed
+        try:
+            for target, group in by_target.items():
+                self.attributed = target
+                self._deliver(node_id, tag_id, plain, group)
+        finally:
+            self.attributed = outer
 
     def emit_columns(self, node_id: int, batch: TupleColumns) -> None:
         """Results in column form (engine/elements.py TupleColumns): kept as columns when every consumer is
@@ -398,7 +441,9 @@ class Router:
             self.rows.add(DEST_OPERATOR_COUNTS, value=json.dumps({
                 "subtask": self.subtask, "split": self.channel if self.subtask is None else None,
                 "in": self.subtask_records_in,
-                "edges": [[p, t, c, n] for (p, t, c), n in self.received.items()]}))
+                "edges": [[p, t, c, n] for (p, t, c), n in self.received.items()],
+                "by_target": [[i, p, t, c, n] for (i, (p, t, c)), n in self.received_by_target.items()]}))
             self.received = {}
+            self.received_by_target = {}
         # the router and its context refer to each other: drop the per-task caches now, not at a later collection
         self._seen, self._behind, self._str_keys, self._ops = {}, {}, {}, {}

@@ -122,6 +122,8 @@ class EpochFrames:
         self.upstream_windows = {v.head.id: upstream_keyed(v) for v in windows}
         self._range_frames: dict[int, Any] = {}
         self._row_struct: Any = None
+        #: False when ``env.get_config().set_auto_watermark_interval(0)`` turned periodic watermarks off
+        self.periodic_watermarks = True
 
     def source_frame(self, v: Any, pieces: list[SplitEntry], epoch_records: int, now_ms: int,
                      watermark_before: int, staging: Callable[[], dict[int, Any]]) -> Any:
@@ -133,7 +135,8 @@ class EpochFrames:
                    "offset": s.offset, "watermarks": s.watermarks} for s in pieces]
         strategy = v.source_watermark_strategy or WatermarkStrategy.no_watermarks()
         fn = source_stage(v.head.source, strategy, self.routes, v.head.id, slices, epoch_records,
-                          now_ms, self.max_parallelism, watermark_before, staging())
+                          now_ms, self.max_parallelism, watermark_before, staging(),
+                          periodic_watermarks=self.periodic_watermarks)
         return self._slice_ids(len(slices)).mapInArrow(fn, self._row_schema())
 
     def _slice_ids(self, n: int) -> Any:

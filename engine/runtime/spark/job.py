@@ -168,6 +168,8 @@ class SparkJob:
                     self.sink_writers[node.id] = sink.create_writer() if hasattr(sink, "create_writer") else sink
         #: the DataFrames and SQL of each epoch (epoch_frames.py)
         self.frames = EpochFrames(self.spark, self.routes, self.max_parallelism, self.windows)
+        # a positive auto-watermark interval is once per epoch here (engine/api/execution_config.py); 0 is never
+        self.frames.periodic_watermarks = self.env.get_config().get_auto_watermark_interval() != 0
         self.records_read = 0
         self.records_out = 0
         #: records in and out per vertex and keyed subtask, from what the tasks counted (operator_counts.py)

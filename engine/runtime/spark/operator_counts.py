@@ -41,6 +41,8 @@ class OperatorCounts:
         self.keyed_in: dict[tuple[int, int], int] = {}
         #: records handed to each consumer by the source task of a split (its key in the job)
         self.edges_by_split: dict[tuple[str, Edge], int] = {}
+        #: records handed to each consumer while a custom partitioner's subtask t of a stateless vertex ran, by t
+        self.edges_by_target: dict[tuple[int, Edge], int] = {}
         #: source vertex id -> records its splits read, and split key -> records that split read
         self.read: dict[int, int] = {}
         self.read_by_split: dict[str, int] = {}
@@ -62,6 +64,9 @@ class OperatorCounts:
             elif split is not None:
                 at = (str(split), edge)
                 self.edges_by_split[at] = self.edges_by_split.get(at, 0) + int(n)
+        for target, producer, tag, consumer, n in doc.get("by_target", ()):
+            at_target = (int(target), (int(producer), tag, int(consumer)))
+            self.edges_by_target[at_target] = self.edges_by_target.get(at_target, 0) + int(n)
         if subtask is not None and doc.get("in") is not None:
             node, n = doc["in"]
             at = (int(node), int(subtask))
@@ -76,6 +81,7 @@ class OperatorCounts:
         edges, by_subtask, keyed_in, read = (dict(self.edges), dict(self.edges_by_subtask), dict(self.keyed_in),
                                              dict(self.read))
         by_split, read_by_split = dict(self.edges_by_split), dict(self.read_by_split)
+        by_target = dict(self.edges_by_target)
         job_mark = watermark if watermark > MIN_WATERMARK else None
         # which source subtask reads each split, as on the local runtime
         split_sets: dict[int, list[set[str]]] = {}
@@ -115,6 +121,16 @@ class OperatorCounts:
                     got = None if v.head.id in preaggregated else keyed_in.get((v.head.id, index), 0)
                     subtasks.append({"index": index, "records_in": got, "records_out": sent(index),
                                      "watermark_ms": job_mark})
+            elif not v.is_source() and v.inputs and all(e.partitioning is Partitioning.CUSTOM for e in v.inputs):
+                # a stateless chain fed by custom partitioners: the tasks ran each subtask's records apart and
+                # counted them by the subtask the partitioner picked, as the local runtime's subtask i gets them
+                def by(index: int, edges: Any) -> int:
+                    return sum(by_target.get((index, e), 0) for e in edges)
+                in_edges = [_key(e) for e in v.inputs]
+                out_edges = {_key(e) for e in v.outputs} | {e for (_, e) in by_target if e[2] in sinks}
+                subtasks = [{"index": index, "records_in": by(index, in_edges), "records_out": by(index, out_edges),
+                             "watermark_ms": job_mark}
+                            for index in range(min(v.parallelism, MAX_SUBTASKS_LISTED + 1))]
             elif not v.is_source() and v.inputs and all(e.partitioning is Partitioning.FORWARD for e in v.inputs):
                 # a stateless chain fed over FORWARD edges runs in its producers' tasks: subtask i gets subtask i's
                 # records, as on the local runtime (over a REBALANCE edge the local runtime deals records round

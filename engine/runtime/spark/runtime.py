@@ -94,7 +94,8 @@ class SparkRuntime:
         for node in collect:
             target = collected.setdefault(node.id, [])
             roots.append(CollectNode(name="Collect", inputs=[node], sink=target))
-        plan = build_plan(roots, self.env.get_parallelism(), self.env.get_max_parallelism())
+        plan = build_plan(roots, self.env.get_parallelism(), self.env.get_max_parallelism(),
+                          chaining=self.env.is_chaining_enabled())
         return SparkJob(self, plan, job_name, collected, from_savepoint or self.restore_from, dead_letters,
                         restore_snapshot)
 

@@ -74,8 +74,9 @@ def _metrics_row(rows: RowBuffer, metrics: Metrics) -> None:
 
 def source_stage(source: Any, strategy: Any, routes: Routes, head_node_id: int, slices: list[dict],
                  epoch_records: int, now_ms: int, max_parallelism: int, watermark_before: int = MIN_WATERMARK,
-                 staging: dict[int, Any] | None = None):
+                 staging: dict[int, Any] | None = None, periodic_watermarks: bool = True):
     """The ``mapInArrow`` function of a source vertex: input rows carry the slice index (one per partition).
+    ``periodic_watermarks=False`` (an auto-watermark interval of 0) skips the epoch's periodic emission.
 
     ``slices[i]``: ``{"split": SourceSplit JSON, "key": the split's name in the job (source uid / split id,
     engine/runtime/snapshot_metadata.py ``source_split_key``), "offset": S(n-1) or None, "watermarks": snapshot
@@ -91,7 +92,7 @@ def source_stage(source: Any, strategy: Any, routes: Routes, head_node_id: int, 
                 piece = slices[index]
                 split = SourceSplit.from_json(piece["split"])
                 yield from _read_slice(source, strategy, routes, head_node_id, split, piece, epoch_records,
-                                       now_ms, max_parallelism, watermark_before, staging)
+                                       now_ms, max_parallelism, watermark_before, staging, periodic_watermarks)
 
     return lambda batches: paused_iteration(run(batches))
 
@@ -105,7 +106,8 @@ def _offsets_consumed(before: Any, after: Any, got: Any) -> int:
 
 def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, split: Any, piece: dict,
                 epoch_records: int, now_ms: int, max_parallelism: int,
-                watermark_before: int, staging: dict[int, Any] | None) -> Iterator[pa.RecordBatch]:
+                watermark_before: int, staging: dict[int, Any] | None,
+                periodic_watermarks: bool = True) -> Iterator[pa.RecordBatch]:
     rows = RowBuffer()
     metrics = Metrics()
     clock = ManualClock(now_ms)
@@ -115,7 +117,7 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
     monitored = source_monitor_interval_ms(source) is not None
     stage = SourceTimestampsAndWatermarks(
         strategy, clock, lambda dl: router.dead_letter(dl.value, dl.error, f"timestamp_assigner:{dl.split_id}"),
-        monitored=monitored)
+        monitored=monitored, auto_watermark_interval_ms=None if periodic_watermarks else 0)
     if piece["watermarks"] is not None:
         stage.restore(piece["watermarks"])
     else:
