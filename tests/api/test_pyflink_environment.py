@@ -117,7 +117,8 @@ def _chains(env: StreamExecutionEnvironment) -> list[str]:
                                        chaining=env.is_chaining_enabled()).vertices]
 
 
-def _chain_job(env: StreamExecutionEnvironment, how: str | None = None) -> list:
+def _chain_job(env: StreamExecutionEnvironment, how: str | None = None) -> tuple[list[str], list]:
+    """The plan's chains of the print job (read before running: a job consumes its sinks) and the collected results."""
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _: e)
     mapped = env.from_collection(list(range(20))).assign_timestamps_and_watermarks(strategy).map(lambda x: x + 1)
     if how == "disable":
@@ -125,28 +126,30 @@ def _chain_job(env: StreamExecutionEnvironment, how: str | None = None) -> list:
     elif how == "new_chain":
         mapped = mapped.start_new_chain()
     mapped.filter(lambda x: x % 2 == 0).sink_to(PrintSink())
-    return sorted(mapped.filter(lambda x: x % 2 == 0).execute_and_collect())
+    chains = _chains(env)
+    return chains, sorted(mapped.filter(lambda x: x % 2 == 0).execute_and_collect())
 
 
 def test_disable_operator_chaining_runs_each_operator_in_its_own_task_with_the_same_results():
     chained = _env(2)
-    expected = _chain_job(chained)
+    chains, expected = _chain_job(chained)
     assert chained.is_chaining_enabled()
-    assert _chains(chained) == ["Collection Source -> Timestamps/Watermarks -> Map -> Filter -> Sink(PrintSink)"]
+    assert chains == ["Collection Source -> Timestamps/Watermarks -> Map -> Filter -> Sink(PrintSink)"]
     unchained = _env(2).disable_operator_chaining()
     assert not unchained.is_chaining_enabled()
-    assert _chain_job(unchained) == expected == list(range(2, 21, 2))
+    chains, results = _chain_job(unchained)
+    assert results == expected == list(range(2, 21, 2))
     # the per-split timestamps/watermarks stay in the source (ARCHITECTURE section 4)
-    assert _chains(unchained) == ["Collection Source -> Timestamps/Watermarks", "Map", "Filter", "Sink(PrintSink)"]
+    assert chains == ["Collection Source -> Timestamps/Watermarks", "Map", "Filter", "Sink(PrintSink)"]
 
 
 def test_disable_chaining_and_start_new_chain_on_one_operator():
-    env = _env(2)
-    assert _chain_job(env, "disable") == list(range(2, 21, 2))
-    assert _chains(env) == ["Collection Source -> Timestamps/Watermarks", "Map", "Filter -> Sink(PrintSink)"]
-    env = _env(2)
-    assert _chain_job(env, "new_chain") == list(range(2, 21, 2))
-    assert _chains(env) == ["Collection Source -> Timestamps/Watermarks", "Map -> Filter -> Sink(PrintSink)"]
+    chains, results = _chain_job(_env(2), "disable")
+    assert results == list(range(2, 21, 2))
+    assert chains == ["Collection Source -> Timestamps/Watermarks", "Map", "Filter -> Sink(PrintSink)"]
+    chains, results = _chain_job(_env(2), "new_chain")
+    assert results == list(range(2, 21, 2))
+    assert chains == ["Collection Source -> Timestamps/Watermarks", "Map -> Filter -> Sink(PrintSink)"]
 
 
 def test_the_execution_plan_is_flinks_json_shape_built_from_the_physical_plan():
