@@ -11,15 +11,21 @@ from engine.api.job_client import JobClient
 from engine.api.restart import RestartStrategies
 from engine.api.functions import (
     AggregateFunction,
+    AllWindowFunction,
     BroadcastProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
     CoProcessFunction,
+    FilterFunction,
+    FlatMapFunction,
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     KeyedProcessFunction,
+    KeySelector,
+    MapFunction,
     OutputTag,
     Partitioner,
+    ProcessAllWindowFunction,
     ProcessFunction,
     ProcessWindowFunction,
     ReduceFunction,
@@ -53,6 +59,9 @@ from engine.state.descriptors import (
     ValueStateDescriptor,
 )
 from engine.state.ttl_config import StateTtlConfig
+from engine.state.descriptors import AggregatingState, ListState, MapState, ReducingState, ValueState
+from engine.api.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend
+from engine.windowing.assigners import DynamicEventTimeSessionWindows, DynamicProcessingTimeSessionWindows
 from engine.api.execution_mode import RuntimeExecutionMode
 from engine.watermarks.generators import WatermarkGenerator, WatermarkOutput
 from engine.watermarks.strategy import TimestampAssigner, WatermarkStrategy

@@ -230,12 +230,15 @@ class DataStream:
 
     add_sink = sink_to
 
-    def print(self) -> DataStream:
+    def print(self, sink_identifier: str | None = None) -> DataStream:
         """Print every record on a line, as PyFlink does: a record of a declared type (``output_type``,
         ``type_info``) the way Java's ``toString`` shows it (``(hi,0,5,4)`` for a ``Types.TUPLE``), any
         other with Python's ``str``."""
         type_info = declared_output_type(self._node)
-        return self.sink_to(PrintSink() if type_info is None else _TypedPrintSink(type_info))
+        if sink_identifier is not None and not isinstance(sink_identifier, str):
+            raise JobDefinitionError("sink_identifier", sink_identifier, "must be a string (it leads every line)")
+        return self.sink_to(PrintSink(sink_identifier=sink_identifier) if type_info is None
+                            else _TypedPrintSink(type_info, sink_identifier))
 
     def write_files(self, path: str, format: str = "parquet") -> DataStream:
         """Write to a local or ``s3://`` folder; exactly-once under checkpointing (two-phase commit)."""
@@ -243,11 +246,13 @@ class DataStream:
             raise JobDefinitionError("format", format, "must be 'parquet' or 'jsonl'")
         return self.sink_to(FileSink(path, format=format))
 
-    def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> list[Any]:
-        """Run the job (bounded input) and return this stream's records as a list.  As in Flink, the job also runs
-        the sinks added since the previous job (``print()`` ...), and consumes them: a later job does not rerun them."""
+    def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> CollectedRecords:
+        """Run the job (bounded input) and return this stream's records: a list that is also PyFlink's
+        ``CloseableIterator`` (``with stream.execute_and_collect() as results:``, ``next(results)``).  As in Flink,
+        the job also runs the sinks added since the previous job (``print()`` ...), and consumes them: a later
+        job does not rerun them."""
         result = self._env._execute_collect(self._node, job_name)
-        return result if limit is None else result[:limit]
+        return CollectedRecords(result if limit is None else result[:limit])
 
     # -- partitioning and chaining (PyFlink names; engine/graph/partitioners.py, engine/graph/plan.py) --------
     def forward(self) -> DataStream:
@@ -502,11 +507,36 @@ class TimeCharacteristic:
     IngestionTime = "IngestionTime"
 
 
+class CollectedRecords(list):
+    """``execute_and_collect``'s result.  The job has ended and every record is here, so it is a list; it is also
+    what PyFlink returns, a ``CloseableIterator``: ``next()`` walks it once, ``close()`` and ``with`` work (there
+    is nothing left to release: the job and its collect sink are done)."""
+
+    def __init__(self, records: Any = ()) -> None:
+        super().__init__(records)
+        self._position = 0
+
+    def __next__(self) -> Any:
+        if self._position >= len(self):
+            raise StopIteration
+        self._position += 1
+        return self[self._position - 1]
+
+    def close(self) -> None:
+        self._position = len(self)
+
+    def __enter__(self) -> CollectedRecords:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 class _TypedPrintSink(PrintSink):
     """A PrintSink that renders each record with its declared TypeInformation (Flink's toString)."""
 
-    def __init__(self, type_info: Any) -> None:
-        super().__init__()
+    def __init__(self, type_info: Any, sink_identifier: str | None = None) -> None:
+        super().__init__(sink_identifier=sink_identifier)
         self.type_info = type_info
 
     def write(self, values: Any, epoch: int = 0) -> None:

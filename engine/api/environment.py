@@ -13,6 +13,7 @@ from engine.api.datastream import DataStream, TimeCharacteristic
 from engine.api.execution_config import ExecutionConfig
 from engine.api.execution_mode import RuntimeExecutionMode, resolve_runtime_mode
 from engine.api.job_client import JobClient
+from engine.api.state_backend import HashMapStateBackend, StateBackend
 from engine.api.restart import RestartStrategyConfiguration
 from engine.api.typeinfo import check_type_info, convert_collection
 from engine.checkpointing.config import CheckpointConfig, CheckpointingMode, validate_checkpoint_storage_dir
@@ -122,6 +123,18 @@ class StreamExecutionEnvironment:
         if self._clock is None:
             self._clock = SystemClock()
         return self._clock
+
+    def set_state_backend(self, state_backend: StateBackend) -> StreamExecutionEnvironment:
+        """PyFlink's ``set_state_backend``: Sluice's keyed state is ``HashMapStateBackend``'s on every runtime
+        (engine/api/state_backend.py says what ``EmbeddedRocksDBStateBackend`` means here)."""
+        if not isinstance(state_backend, StateBackend):
+            raise JobDefinitionError("state_backend", state_backend, "must be a HashMapStateBackend or an "
+                                     "EmbeddedRocksDBStateBackend (from engine)")
+        self._state_backend = state_backend
+        return self
+
+    def get_state_backend(self) -> StateBackend:
+        return getattr(self, "_state_backend", None) or HashMapStateBackend()
 
     def set_restart_strategy(self, restart_strategy: Any) -> StreamExecutionEnvironment:
         """``RestartStrategies.fixed_delay_restart(attempts, delay)``, ``exponential_delay_restart(...)`` or

@@ -47,6 +47,34 @@ class Function:
         pass
 
 
+class MapFunction(Function, Generic[IN, OUT]):
+    """PyFlink's ``MapFunction``: ``map(value)`` returns one result (``DataStream.map`` also takes a callable)."""
+
+    @abstractmethod
+    def map(self, value: IN) -> OUT: ...
+
+
+class FlatMapFunction(Function, Generic[IN, OUT]):
+    """PyFlink's ``FlatMapFunction``: ``flat_map(value)`` yields any number of results."""
+
+    @abstractmethod
+    def flat_map(self, value: IN) -> Iterable[OUT]: ...
+
+
+class FilterFunction(Function, Generic[IN]):
+    """PyFlink's ``FilterFunction``: ``filter(value)`` keeps the value when true."""
+
+    @abstractmethod
+    def filter(self, value: IN) -> bool: ...
+
+
+class KeySelector(Function, Generic[IN, KEY]):
+    """PyFlink's ``KeySelector``: ``get_key(value)`` is the record's key (``key_by`` also takes a callable or a field)."""
+
+    @abstractmethod
+    def get_key(self, value: IN) -> KEY: ...
+
+
 class ReduceFunction(Function, Generic[IN]):
     @abstractmethod
     def reduce(self, value1: IN, value2: IN) -> IN: ...
@@ -161,6 +189,27 @@ class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
 
     @abstractmethod
     def apply(self, key: KEY, window: W, inputs: Iterable[IN]) -> Iterable[OUT]: ...
+
+
+class AllWindowFunction(Function, Generic[IN, OUT, W]):
+    """PyFlink's ``AllWindowFunction`` for ``window_all(...).apply``: ``apply(window, inputs)``, no key."""
+
+    @abstractmethod
+    def apply(self, window: W, inputs: Iterable[IN]) -> Iterable[OUT]: ...
+
+
+class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
+    """PyFlink's ``ProcessAllWindowFunction`` for ``window_all(...).process``: ``process(context, elements)``,
+    no key; ``context`` is the keyed function's context (``window()``, ``current_watermark()``,
+    ``window_state()``, ``global_state()``)."""
+
+    Context = ProcessWindowContext
+
+    @abstractmethod
+    def process(self, context: ProcessWindowContext[W], elements: Iterable[IN]) -> Iterable[OUT]: ...
+
+    def clear(self, context: ProcessWindowContext[W]) -> None:  # noqa: B027 - optional hook
+        """Called when the window is purged."""
 
 
 # -- KeyedStream.process ---------------------------------------------------------------------------------------

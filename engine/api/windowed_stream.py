@@ -11,7 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from engine.api.functions import AggregateFunction, OutputTag, ProcessWindowFunction, ReduceFunction, WindowFunction
+from engine.api.functions import (
+    AggregateFunction,
+    AllWindowFunction,
+    OutputTag,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    ReduceFunction,
+    WindowFunction,
+)
 from engine.api.time import SizeLike, non_negative_millis
 from engine.api.typeinfo import check_type_info
 from engine.errors import JobDefinitionError
@@ -78,6 +86,25 @@ class _AllWindowFunctionAdapter(WindowFunction):
         if hasattr(self._fn, "apply"):
             return self._fn.apply(window, inputs)
         return self._fn(window, inputs)
+
+
+class _ProcessAllWindowAdapter(ProcessWindowFunction):
+    """PyFlink's ProcessAllWindowFunction takes (context, elements): drop the constant key."""
+
+    def __init__(self, function: ProcessAllWindowFunction) -> None:
+        self.function = function
+
+    def open(self, runtime_context: Any) -> None:
+        self.function.open(runtime_context)
+
+    def close(self) -> None:
+        self.function.close()
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        return self.function.process(context, elements)
+
+    def clear(self, context: Any) -> None:
+        self.function.clear(context)
 
 
 class _WindowFunctionAsProcess(ProcessWindowFunction):
@@ -224,6 +251,8 @@ class WindowedStream:
         check_type_info(output_type, "output_type")
         if isinstance(window_function, WindowFunction):
             wf = window_function
+        elif isinstance(window_function, AllWindowFunction):
+            wf = _AllWindowFunctionAdapter(window_function)
         elif callable(window_function) or hasattr(window_function, "apply"):
             wf = _AllWindowFunctionAdapter(window_function) if self._non_keyed else _CallableWindowFunction(window_function)
         else:
@@ -255,6 +284,10 @@ class WindowedStream:
     def _check_process(fn: Any, optional: bool = False) -> ProcessWindowFunction | None:
         if fn is None and optional:
             return None
+        if isinstance(fn, ProcessAllWindowFunction):  # PyFlink's window_all functions take no key
+            return _ProcessAllWindowAdapter(fn)
+        if optional and isinstance(fn, AllWindowFunction):
+            return _WindowFunctionAsProcess(_AllWindowFunctionAdapter(fn))
         if optional and isinstance(fn, WindowFunction):
             return _WindowFunctionAsProcess(fn)
         if not isinstance(fn, ProcessWindowFunction):

@@ -158,14 +158,17 @@ class PrintSink(Sink):
     The prefix needs ``open(subtask_index, num_subtasks)``: the local runtime opens a copy per subtask; the Spark
     runtime writes every sink that is not staged on the driver, unopened, so there lines have no prefix.
 
-    With ``logger`` the lines go to that logger at INFO instead of a stream.
+    With ``logger`` the lines go to that logger at INFO instead of a stream.  ``sink_identifier`` (PyFlink's
+    ``print(sink_identifier)``) leads every line: ``rows> v``, and ``rows:2> v`` above parallelism 1 (Flink's
+    PrintSinkOutputWriter).
     """
 
     def __init__(self, stream: TextIO | None = None, *, logger: logging.Logger | None = None,
-                 prefix: str = "") -> None:
+                 prefix: str = "", sink_identifier: str | None = None) -> None:
         self._stream = stream
         self._logger = logger
         self._prefix = prefix
+        self._identifier = sink_identifier or ""
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -173,7 +176,10 @@ class PrintSink(Sink):
         return state
 
     def write(self, values: Sequence[Any], epoch: int = 0) -> None:
-        lead = self._prefix + (f"{self.subtask_index + 1}> " if self.num_subtasks > 1 else "")
+        tag = getattr(self, "_identifier", "")
+        if self.num_subtasks > 1:
+            tag = f"{tag}:{self.subtask_index + 1}" if tag else str(self.subtask_index + 1)
+        lead = self._prefix + (f"{tag}> " if tag else "")
         if self._logger is not None:
             for value in values:
                 self._logger.info("%s%s", lead, value)

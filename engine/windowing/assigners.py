@@ -358,6 +358,16 @@ def _session_gap(assigner: str, gap_ms: int | None, extractor: Callable[[Any], A
 
 
 @_dc.dataclass(frozen=True, slots=True)
+class DynamicEventTimeSessionWindows:
+    """PyFlink's name for event-time sessions with a gap per element: ``DynamicEventTimeSessionWindows(extractor)``
+    or ``.with_dynamic_gap(extractor)`` builds an :class:`EventTimeSessionWindows` with that extractor."""
+
+    def __new__(cls, session_window_time_gap_extractor: Any) -> EventTimeSessionWindows:  # type: ignore[misc]
+        return EventTimeSessionWindows.with_dynamic_gap(session_window_time_gap_extractor)
+
+    with_dynamic_gap = staticmethod(EventTimeSessionWindows.with_dynamic_gap)
+
+
 class ProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
     """Session windows over processing time: every element opens [now, now + gap)."""
 
@@ -421,3 +431,12 @@ class GlobalWindows(WindowAssigner[Any, GlobalWindow]):
 
     def __str__(self) -> str:
         return "GlobalWindows()"
+
+
+class DynamicProcessingTimeSessionWindows:
+    """PyFlink's name for processing-time sessions with a gap per element (see DynamicEventTimeSessionWindows)."""
+
+    def __new__(cls, session_window_time_gap_extractor: Any) -> ProcessingTimeSessionWindows:  # type: ignore[misc]
+        return ProcessingTimeSessionWindows.with_dynamic_gap(session_window_time_gap_extractor)
+
+    with_dynamic_gap = staticmethod(ProcessingTimeSessionWindows.with_dynamic_gap)

@@ -105,6 +105,7 @@ class SparkRuntime:
         (engine/runtime/spark/job_run.py SparkJobRun)."""
         from engine.runtime.spark.job_run import SparkJobRun
 
+        self.check_job(sinks, collect)
         run = SparkJobRun(self, job_name, list(sinks), list(collect), from_savepoint)
         run.run_in_background()
         return run
@@ -114,4 +115,15 @@ class SparkRuntime:
         """Run the job to its end, restarting from its latest completed checkpoint per the restart strategy."""
         from engine.runtime.spark.job_run import SparkJobRun
 
+        self.check_job(sinks, collect)
         return SparkJobRun(self, job_name, list(sinks), list(collect), from_savepoint).run()
+
+    def check_job(self, sinks: list[Transformation], collect: list[Transformation] = ()) -> None:  # type: ignore[assignment]
+        """Refuse, before any Spark session starts, a job this runtime cannot run (the routes the job would
+        build, engine/runtime/spark/chains.py, decide it; a JobDefinitionError names what is not supported)."""
+        from engine.runtime.spark.chains import build_routes
+
+        roots: list[Transformation] = list(sinks) + [CollectNode(name="Collect", inputs=[n], sink=[]) for n in collect]
+        plan = build_plan(roots, self.env.get_parallelism(), self.env.get_max_parallelism(),
+                          chaining=self.env.is_chaining_enabled())
+        build_routes(plan, {r.id for r in roots}, self.preaggregation)
