@@ -63,6 +63,20 @@ _SQL_AGG = {"sum": "sum", "min": "min", "max": "max"}
 
 
 @dataclass(frozen=True, slots=True)
+class ColumnPath:
+    """The column path of a window vertex (module docstring, "The column path"): its records come straight
+    from a Parquet file source through a field timestamp assigner and a field key, so the reading task
+    stamps, judges and pre-aggregates them as Arrow columns (engine/runtime/spark/column_path.py)."""
+
+    #: the source node and the timestamps node folded into it (the record counts of the edges they hand on)
+    source: int
+    timestamps: int
+    #: the dict keys of the timestamp and of the key
+    ts_field: str
+    key_field: str
+
+
+@dataclass(frozen=True, slots=True)
 class PreAggregation:
     """How one window vertex's records are pre-aggregated (module docstring)."""
 
@@ -71,6 +85,8 @@ class PreAggregation:
     size: int
     slide: int
     offset: int
+    #: set when the reading task pre-aggregates Arrow columns itself (None: the Router's element path)
+    column: ColumnPath | None = None
 
     @property
     def pane(self) -> int:
@@ -123,12 +139,15 @@ class PreAggregation:
         return out
 
 
-def preaggregation_for(node: Any) -> PreAggregation | None:
+def preaggregation_for(node: Any, plan: Any = None) -> PreAggregation | None:
     """The pre-aggregation of a WindowTransformation, or None when its elements must reach Python.
 
     Asks the predicate that picks the window operator (engine/windowing/variant.py): only windows
-    the heap-layout slicing operator runs qualify, so the pre-aggregation and the operator cannot disagree
-    about which windows fold their elements in any order-preserving way.
+    the slicing operators run qualify, so the pre-aggregation and the operator cannot disagree
+    about which windows fold their elements in any order-preserving way.  Given the physical ``plan``,
+    it also decides the column path (module docstring): a window of the heap layout or of the columnar
+    layout whose input has the column path's shape (:func:`column_path_of`).  A columnar-layout sum
+    without that shape keeps the element path unfolded (the arrays fold it faster than Spark SQL).
     """
     from engine.graph.operator_factory import window_variant_of
     from engine.windowing.variant import WindowOperatorVariant, window_geometry
@@ -136,10 +155,9 @@ def preaggregation_for(node: Any) -> PreAggregation | None:
     spec = getattr(node, "function", None)
     if spec is None or spec.kind != "aggregate":
         return None
-    if window_variant_of(node) is not WindowOperatorVariant.SLICING:
-        # GENERAL / SESSION: the elements must reach Python; SLICING_COLUMNAR: the arrays fold a sum faster
-        # than Spark SQL (module docstring)
-        return None
+    variant = window_variant_of(node)
+    if not variant.is_slicing:
+        return None  # GENERAL / SESSION: the elements must reach Python
     vectorized = getattr(spec.aggregate_function, "vectorized", None)
     if vectorized is None or vectorized.kind not in _SQL_AGG:
         return None
@@ -147,8 +165,53 @@ def preaggregation_for(node: Any) -> PreAggregation | None:
     geometry = window_geometry(assigner)
     if geometry is None or not assigner.is_event_time():
         return None  # windows Spark SQL cannot compute, or processing time
+    column = column_path_of(node, plan) if plan is not None and isinstance(vectorized.field, str) else None
+    if column is None and variant is not WindowOperatorVariant.SLICING:
+        # SLICING_COLUMNAR fed elements: the arrays fold a sum faster than Spark SQL (module docstring)
+        return None
     size, slide, offset = geometry
-    return PreAggregation(vectorized.kind, vectorized.field, size, slide, offset)
+    return PreAggregation(vectorized.kind, vectorized.field, size, slide, offset, column)
+
+
+def column_path_of(node: Any, plan: Any) -> ColumnPath | None:
+    """The column path of window ``node`` in ``plan``, or None when its input has another shape.
+
+    The shape: ``read_files(path, "parquet")`` whose vertex is exactly the source and its
+    ``assign_timestamps_and_watermarks`` (run per split), the strategy's timestamp assigner a field
+    (``with_timestamp_assigner("ts")``), and one HASH edge from it to the window, keyed by a field
+    (``key_by("user_id")``); dict keys only (a Parquet row is a dict).  Whether the watermark generator
+    takes a batch's highest timestamp at once is the source stage's rule, asked per read
+    (engine/operators/timestamps_watermarks.py ``on_highest_timestamp``): a read it refuses takes the
+    element path.
+    """
+    from engine.api.fields import FieldKeySelector
+    from engine.graph.transformations import Partitioning, TimestampsAndWatermarksTransformation
+    from engine.io.file_source import FileSource
+    from engine.watermarks.strategy import FieldTimestampAssigner
+
+    selector = getattr(node.key_selector, "__self__", node.key_selector)  # key_by keeps the bound get_key
+    if type(selector) is not FieldKeySelector or not isinstance(selector.field, str):
+        return None
+    target = next((v for v in plan.vertices if v.head is node), None)
+    if target is None or len(target.inputs) != 1:
+        return None
+    edge = target.inputs[0]
+    source = edge.source_vertex
+    if (edge.partitioning is not Partitioning.HASH or edge.tag is not None or not source.is_source()
+            or len(source.nodes) != 2 or len(source.outputs) != 1 or source.outputs[0] is not edge):
+        return None
+    stamps = source.nodes[1]
+    file_source = source.head.source
+    if (type(file_source) is not FileSource or file_source.format != "parquet" or edge.source_node is not stamps
+            or not isinstance(stamps, TimestampsAndWatermarksTransformation)
+            or source.source_watermark_strategy is not stamps.watermark_strategy):
+        return None
+    strategy = stamps.watermark_strategy
+    assigner = strategy.timestamp_assigner
+    if (strategy.is_ingestion_time or type(assigner) is not FieldTimestampAssigner
+            or not isinstance(assigner.field, str)):
+        return None
+    return ColumnPath(source.head.id, stamps.id, assigner.field, selector.field)
 
 
 def preaggregate(records: Any, pre: PreAggregation, placed: tuple[str, ...] = ()) -> Any:
