@@ -48,6 +48,28 @@ overflow below 2^32 elements; any other value travels as an element.  Late-but-a
 re-fire the window once each in Flink, so a pane whose oldest window is at or behind the epoch's
 starting watermark W(n-1) takes the element path whole (the window stage judges every record of
 epoch n against W(n-1); ARCHITECTURE section 4).
+
+**The column path** (issue 16; engine/runtime/spark/column_path.py).  The same predicate, given the
+physical plan, also picks windows whose records need no Python object per record: the job's shape is
+exactly ``read_files(path, "parquet")`` -> ``assign_timestamps_and_watermarks`` with a field timestamp
+assigner (``with_timestamp_assigner("ts")``, run per split in the source vertex) -> ``key_by("field")`` ->
+a window the slicing operators run (above; this includes a ``sum`` of the columnar layout) with a built-in
+``sum``/``min``/``max`` of a dict key (:func:`column_path_of`).  There the reading task reads each slice of a
+split as one Arrow batch and, column-wise: stamps it, hands the split's watermark generator the batch's
+highest timestamp (per-split generation and the driver's valve unchanged), sends every record whose pane is
+behind W(n-1) as an element row (the element path's rule above), and folds the others per (key, pane) with
+pyarrow's hash group-by into one row each — the group's first record in arrival order as ``_value``, its
+position as ``_offset``, the pane's aggregate as ``_num``.  Those rows are the element path's partials, so
+from there on nothing changes: the Spark SQL fold above merges the tasks' partials of a (key, pane), and the
+window stage applies them to the same operator with the same state rows (a snapshot taken on either path, or
+on the local runtime, restores on the other, at any parallelism: tests/runtime/spark/test_spark_column_path.py).
+A read the columns cannot take exactly (a null, a float or huge field, a naive timestamp, a generator that must
+see every record...) takes the element path whole.  Partial: the window stage still decodes one Python record
+per (key, pane) partial and folds it through the operator's batch path; with many keys and few records per
+(key, pane) in an epoch the partials are nearly as many as the records, and that part costs what the element
+path does (bench figures in the column path's commit message).
+
+Any other shape keeps the element path above, unchanged.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def _write_events(folder: Path, seed: int, files: int, per_file: int, keys: int,
             t += rng.randrange(0, 1500)
             # late by far more than an epoch's span of event time (about 45 s): late on either runtime, whose
             # watermarks move at different moments; on time otherwise (never more than the 3 s allowed)
-            late = rng.randrange(60_000, 120_000) if t > 130_000 and rng.random() < 0.06 else rng.randrange(0, 3000)
+            late = rng.randrange(60_000, 120_000) if t > 80_000 and i % 15 == 0 else rng.randrange(0, 3000)
             ts = max(0, t - late)
             # each file its own keys: which split's record is a window's first is the runtimes' own interleaving
             key = f * keys + rng.randrange(keys)
@@ -182,12 +182,12 @@ _CASES = [
 def test_the_column_path_gives_the_element_paths_results(spark, tmp_path: Path, seed, window, kind, keys, int_keys,
                                                          datetimes, parallelism) -> None:
     folder = tmp_path / "in"
-    _write_events(folder, seed=seed, files=2, per_file=200, keys=keys, int_keys=int_keys, datetimes=datetimes)
+    _write_events(folder, seed=seed, files=2, per_file=150, keys=keys, int_keys=int_keys, datetimes=datetimes)
     column = _run(folder, window, kind, parallelism=parallelism)
     assert column["results"] and column["late"], "the case must have results and late records"
     assert _run(folder, window, kind, parallelism=parallelism, options={"preaggregation": False}) == column
     assert _run(folder, window, kind, runtime="local", parallelism=parallelism) == column
-    if seed % 2:
+    if seed == 2:
         assert _run(folder, window, kind, parallelism=parallelism, form="lambda") == column
 
 
@@ -214,9 +214,9 @@ def _run_until(folder: Path, storage: str, epochs: int, options: dict):
 def test_a_checkpoint_restores_across_the_paths_and_parallelism(spark, tmp_path: Path, first, then,
                                                                parallelism) -> None:
     folder = tmp_path / "in"
-    _write_events(folder, seed=7, files=2, per_file=200, keys=6, int_keys=False, datetimes=True)
+    _write_events(folder, seed=7, files=2, per_file=150, keys=6, int_keys=False, datetimes=True)
     golden = _run(folder, "sliding", "sum")
-    job, results, late = _run_until(folder, f"file://{tmp_path}/chk", epochs=3, options=first)
+    job, results, late = _run_until(folder, f"file://{tmp_path}/chk", epochs=2, options=first)
     before = {"results": list(job.collected[results._node.id]), "late": list(job.collected.get(late._node.id, []))}
     newest = job.checkpoint_history()[-1]
     job.cancel()
@@ -232,7 +232,7 @@ def test_a_local_runtime_savepoint_restores_on_the_column_path(spark, tmp_path: 
     from engine.runtime.local.runtime import LocalRuntime
 
     folder = tmp_path / "in"
-    _write_events(folder, seed=8, files=2, per_file=200, keys=6, int_keys=True, datetimes=False)
+    _write_events(folder, seed=8, files=2, per_file=150, keys=6, int_keys=True, datetimes=False)
     golden = _run(folder, "tumbling", "sum")
     env = _env("local", 2, storage=f"file://{tmp_path}/local-chk")
     results, late = _job(env, folder, "tumbling", "sum")
