@@ -101,6 +101,7 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, split
     job.run()
     wall_s = time.monotonic() - started
     cpu_s = meter.stop()
+    job.await_checkpoints()  # the last checkpoint's upload may still run: restoring it before it completes fails
     output_rows = job.records_out
     history = job.checkpoint_history()
     restore_s = None
