@@ -323,6 +323,8 @@ class Router:
             # but through get_index_of_this_subtask)
             selector = _ChannelKey(self.channel)
         pre = self.routes.preaggregations.get(node_id)
+        if pre is not None and pre.column is not None:
+            pre = None  # a column path's read that took the element path: whole elements (preaggregation.py)
         encode, encode_key = encode_record, codec.encode_key
         key_cache = self._str_keys
         stamps: list[Any] = []
