@@ -7,8 +7,8 @@ micro-batch, against a Sluice job reading the same events as ``parallelism`` int
 micro-batch covers) with ``epoch_records`` chosen so it runs the same number of epochs as native
 micro-batches, keyed by user, tumbling 60 s or sliding 60 s/10 s ``sum``, checkpointing every
 epoch to a local folder, then restored from its last checkpoint (when it is still there: a job that
-FINISHED deletes its checkpoints at its end, Flink's rule, and the restore time is then not measured).  Both write their results as
-Parquet files: native through its file sink, Sluice through ``write_files`` (exactly-once, parts
+FINISHED deletes its checkpoints at its end, Flink's rule, and the restore time is then not measured).
+Both write their results as Parquet files: native through its file sink, Sluice through ``write_files`` (exactly-once, parts
 staged by the Spark tasks and committed per checkpoint).  Sluice also emits the windows still open
 at end of input (MAX_WATERMARK); native append mode never does, so Sluice writes more rows.  The Sluice job is written as a
 user would write it: a timestamp assigner, a map to tuples and a key selector, all Python,
