@@ -6,8 +6,9 @@ micro-batch, against a Sluice job reading the same events as ``parallelism`` int
 (bench/common.py ``interleave_into_splits``: each epoch then covers the event-time slice a
 micro-batch covers) with ``epoch_records`` chosen so it runs the same number of epochs as native
 micro-batches, keyed by user, tumbling 60 s or sliding 60 s/10 s ``sum``, checkpointing every
-epoch to a local folder, then restored from its last checkpoint.  Both write their results as
-Parquet files: native through its file sink, Sluice through ``write_files`` (exactly-once, parts
+epoch to a local folder, then restored from its last checkpoint (when it is still there: a job that
+FINISHED deletes its checkpoints at its end, Flink's rule, and the restore time is then not measured).
+Both write their results as Parquet files: native through its file sink, Sluice through ``write_files`` (exactly-once, parts
 staged by the Spark tasks and committed per checkpoint).  Sluice also emits the windows still open
 at end of input (MAX_WATERMARK); native append mode never does, so Sluice writes more rows.  The Sluice job is written as a
 user would write it: a timestamp assigner, a map to tuples and a key selector, all Python,
@@ -22,7 +23,8 @@ single pair of runs can be off by tens of percent either way.  Every run's figur
 
 Two forms of the Sluice job take turns with native: ``lambda`` (above) and ``column``, the same job with
 fields named instead of functions (``with_timestamp_assigner("ts")``, ``key_by("user_id")``,
-``sum("qty")``), which a runtime may execute without calling Python per record (issue 16).
+``sum("qty")``), which the Spark runtime runs on its column path (issue 16, engine/runtime/spark/column_path.py);
+``column-elements`` is the same column form kept on the element path, to measure what the column path gains.
 
 Usage: ``python -m bench.bench_spark --events 2000000 --keys 1000 --skew 1.1 --files 20 [--repeat 3]
 [--sides native,lambda,column]``; ``bench/bench_grid.py`` runs it over issue 16's grid of key counts, skews
@@ -59,7 +61,8 @@ def _user(e: tuple) -> str:
 def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, splits_dir: str,
                options: dict[str, Any] | None = None, form: str = "lambda") -> dict[str, Any]:
     """``form``: ``lambda`` (a timestamp function, a map to tuples, a key function, as users write it) or
-    ``column`` (fields named: ``with_timestamp_assigner("ts")``, ``key_by("user_id")``, ``sum("qty")``)."""
+    ``column`` (fields named: ``with_timestamp_assigner("ts")``, ``key_by("user_id")``, ``sum("qty")``; so is
+    ``column-elements``, run with ``options`` that keep it on the element path)."""
     from engine.api.environment import StreamExecutionEnvironment
     from engine.api.time import Duration, Time
     from engine.runtime.spark.runtime import SparkRuntime
@@ -85,7 +88,7 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, split
         events = env.read_files(splits_dir, "parquet")
         assigner = (TumblingEventTimeWindows.of(Time.seconds(60)) if window == "tumbling"
                     else SlidingEventTimeWindows.of(Time.seconds(60), Time.seconds(10)))
-        if form == "column":
+        if form in ("column", "column-elements"):
             events = events.assign_timestamps_and_watermarks(bounded.with_timestamp_assigner("ts"))
             sums = events.key_by("user_id").window(assigner).sum("qty")
         else:
@@ -105,10 +108,15 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, split
     history = job.checkpoint_history()
     restore_s = None
     if history:
+        from checkpoints.errors import SnapshotNotFound
+
         restart_env, restart_stream = build(history[-1].external_pointer)
         t = time.monotonic()
-        SparkRuntime(restart_env).start("bench-restore", list(restart_env._sinks), [])
-        restore_s = round(time.monotonic() - t, 3)
+        try:
+            SparkRuntime(restart_env).start("bench-restore", list(restart_env._sinks), [])
+            restore_s = round(time.monotonic() - t, 3)
+        except SnapshotNotFound:
+            pass  # a FINISHED job's checkpoints are deleted at its end (Flink's rule): no restore to time then
     return {
         "system": "sluice-on-spark", "form": form, "window": window, "events": dataset.events, "epochs": job.epoch,
         "wall_s": round(wall_s, 3), "events_per_s": round(dataset.events / wall_s, 1), "output_rows": output_rows,
@@ -136,7 +144,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--windows", default="tumbling,sliding")
     parser.add_argument("--sides", default="native,lambda,column",
-                        help="what runs, taking turns: native Spark, Sluice's lambda form, Sluice's column form")
+                        help="what runs, taking turns: native Spark, Sluice's lambda form, Sluice's column form "
+                             "(on the column path where its shape allows), column-elements: the column form with "
+                             "every window on the element path (runtime option preaggregation=False)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs per side and window, the sides taking turns (medians reported)")
     parser.add_argument("--driver-memory", default="4g",
@@ -145,8 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     sides = args.sides.split(",")
-    if not sides or not set(sides) <= {"native", "lambda", "column"}:
-        parser.error("--sides takes native, lambda and/or column")
+    if not sides or not set(sides) <= {"native", "lambda", "column", "column-elements"}:
+        parser.error("--sides takes native, lambda, column and/or column-elements")
 
     from engine.runtime.spark.session import get_or_create_spark, stop_spark
 
@@ -170,7 +180,9 @@ def main(argv: list[str] | None = None) -> None:
                                 spark, dataset, window=window, sink="parquet", work_dir=where)))
                         else:
                             runs[side].append(run_sluice(dataset, window, where, args.parallelism, splits_dir,
-                                                         form=side))
+                                                         form=side,
+                                                         options={"preaggregation": False}
+                                                         if side == "column-elements" else None))
                     print(f"{window} run {run + 1}/{args.repeat}: " + ", ".join(
                         f"{side} {runs[side][-1]['events_per_s']:,.0f} ev/s" for side in sides), flush=True)
                 cell: dict[str, Any] = {}

@@ -295,6 +295,23 @@ class SourceTimestampsAndWatermarks:
             records.extend(self._take())
         return records
 
+    def on_highest_timestamp(self, split_id: Hashable, highest: int) -> bool:
+        """What :meth:`on_records` does to the split's generator for a bundle whose every record has a valid
+        timestamp and whose highest is ``highest``, for a caller that stamped the bundle itself (the Spark
+        runtime's column path, engine/runtime/spark/column_path.py).  False, with nothing changed, when the
+        generator must see each record (:meth:`on_records` calls it per record then): the caller takes the
+        element path for that bundle."""
+        self._check_not_ended("on_highest_timestamp")
+        split = self._splits.get(split_id)
+        if split is None:
+            self.add_split(split_id)
+            split = self._splits[split_id]
+        if split.partial.idle or type(split.generator) not in _MAX_TRACKING_GENERATORS:
+            return False
+        self._records_seen += 1
+        split.generator.on_event(None, highest, split.immediate)  # a max-tracking generator reads the timestamp only
+        return True
+
     def on_periodic_emit(self) -> list[StreamElement]:
         """Every auto-watermark interval: ask each split's generator, then combine once."""
         if self._ended:

@@ -78,6 +78,8 @@ class Routes:
     nodes: dict[int, Transformation] = field(default_factory=dict)
     #: window node id -> its Spark SQL pre-aggregation (engine/runtime/spark/preaggregation.py)
     preaggregations: dict[int, PreAggregation] = field(default_factory=dict)
+    #: source node id -> the window node id its records reach by the column path (preaggregation.py ColumnPath)
+    column_paths: dict[int, int] = field(default_factory=dict)
 
     def of(self, node_id: int, tag_id: str | None) -> list[Consumer]:
         return self.consumers.get((node_id, tag_id), [])
@@ -108,9 +110,11 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
                 and v.source_watermark_strategy is node.watermark_strategy:
             return Consumer(PASS, node.id)
         if isinstance(node, WindowTransformation):
-            pre = preaggregation_for(node) if preaggregation else None
+            pre = preaggregation_for(node, plan) if preaggregation else None
             if pre is not None:
                 routes.preaggregations[node.id] = pre
+                if pre.column is not None:
+                    routes.column_paths[pre.column.source] = node.id
             return Consumer(WINDOW, node.id)
         if isinstance(node, (KeyedProcessTransformation, BroadcastProcessTransformation)):
             # a keyed vertex like a window: records keyed by its selector, shuffled by key group, one operator
@@ -366,6 +370,8 @@ class Router:
             # but through get_index_of_this_subtask)
             selector = _ChannelKey(self.channel)
         pre = self.routes.preaggregations.get(node_id)
+        if pre is not None and pre.column is not None:
+            pre = None  # a column path's read that took the element path: whole elements (preaggregation.py)
         encode, encode_key = encode_record, codec.encode_key
         key_cache = self._str_keys
         stamps: list[Any] = []

@@ -6,7 +6,8 @@
   vertex's ``mapInArrow`` source stage, engine/runtime/spark/stages.py);
 * the keyed vertices (windows, ``KeyedStream.process``, rolling aggregates, broadcast process), level by level:
   the records routed to them — built-in min/max, and a sum the columnar layout does not take, first folded per
-  (key, pane) in Spark SQL (engine/runtime/spark/preaggregation.py) — plus their state rows of the epoch before,
+  (key, pane) in Spark SQL (engine/runtime/spark/preaggregation.py), except the column path's partials, already
+  folded per (key, pane) by the reading task — plus their state rows of the epoch before,
   ``_kg`` computed in Spark SQL and shuffled so Spark partition i holds subtask i's key groups
   (:func:`subtask_expr`, :func:`partition_preimages`), a broadcast row copied to every subtask; the new state rows are
   materialized with ``localCheckpoint`` so lineage never grows across epochs;
@@ -237,7 +238,9 @@ class EpochFrames:
                 f"element_at({lookup}, {subtask_expr(parallelism, mp, f'({kg})')} + 1) AS _pk",
             ).repartition(parallelism, "_pk")
 
-        pre_ids = [i for i in ids if i in self.routes.preaggregations]
+        # the column path's partials are whole (each carries its first element) and reach the window stage as they
+        # are: its operator folds a (key, pane)'s partials of several tasks like records (preaggregation.py)
+        pre_ids = [i for i in ids if i in self.routes.preaggregations and self.routes.preaggregations[i].column is None]
         if parts and pre_ids:
             records = union(parts)
             partial = F.col("_dest").isin(*pre_ids) & F.col("_num").isNotNull()

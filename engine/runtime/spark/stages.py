@@ -43,7 +43,9 @@ from engine.io.source import source_monitor_interval_ms
 from engine.operators.base import Metrics, OperatorContext
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.gc_pause import paused_iteration
+from engine.io.formats import table_to_pylist
 from engine.runtime.spark.chains import Router, Routes, _NodeOutput
+from engine.runtime.spark.column_path import read_columns
 from engine.runtime.spark.rows import (
     DEST_BROADCAST,
     DEST_METRICS,
@@ -123,21 +125,35 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
     else:
         stage.add_split(split.split_id)
     reader = source.create_reader(split, piece["offset"])
+    # the column path (engine/runtime/spark/column_path.py): the window its records reach, when the job's shape
+    # allows it (preaggregation.py ColumnPath) and the reader has an Arrow read
+    column_window = routes.column_paths.get(head_node_id)
+    if column_window is not None and not reader.supports_arrow():
+        column_window = None
     remaining = epoch_records
     finished = False
     read = 0
     try:
         while remaining > 0:
             before = reader.current_offset()
-            got = reader.read(remaining)
+            got = reader.read(remaining) if column_window is None else reader.read_arrow(remaining)
             for dl in got.dead_letters:
                 router.dead_letter(dl.raw, ValueError(dl.error), f"source:{split.split_id}@{dl.offset}")
+            if column_window is None:
+                values = got.values
+            elif read_columns(got.records, routes.preaggregations[column_window], column_window, router, stage,
+                              split.split_id):
+                values = ()
+                read += got.records.num_rows
+            else:  # a read the columns cannot take exactly: the element path, on the same dicts read() gives
+                values = table_to_pylist(pa.Table.from_batches([got.records]))
             # one stamping loop per read (per-record watermarks are not observable inside an epoch:
             # the driver combines split watermarks at epoch ends only)
-            records = [e for e in stage.on_records(split.split_id, got.values) if type(e) is StreamRecord]
+            records = [e for e in stage.on_records(split.split_id, values) if type(e) is StreamRecord] \
+                if values or column_window is None else ()
             if records:
                 router.emit(head_node_id, None, records)
-            read += len(got.values)
+            read += len(values)
             # an epoch is epoch_records offsets, as on the local runtime's epoch mode: a malformed line is an
             # offset too (counting only the records kept read past S(n) and judged later records against W(n-1))
             remaining -= _offsets_consumed(before, reader.current_offset(), got)
@@ -146,7 +162,7 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
             if got.finished:
                 finished = True
                 break
-            if not got.values and not got.dead_letters:
+            if not (got.values if column_window is None else got.records.num_rows) and not got.dead_letters:
                 break  # nothing now (idle split or unbounded source waiting): the epoch ends here
         offset = reader.current_offset()
     finally:

@@ -1,0 +1,134 @@
+"""The column path of a reading task: a Parquet read stamped, judged and pre-aggregated as Arrow columns.
+
+engine/runtime/spark/preaggregation.py decides which windows take it (``PreAggregation.column``, one
+predicate with the pre-aggregation's) and says why the rows it writes give the element path's
+results.  Per read of the split (engine/runtime/spark/stages.py ``_read_slice``), :func:`read_columns`:
+
+1. takes the timestamp column as epoch milliseconds (an integer column as it is; a timestamp column
+   with a time zone, in s/ms/us, floor-divided to ms, as ``FieldTimestampAssigner`` converts a zoned
+   ``datetime``), and hands the split's watermark generator the read's highest timestamp once
+   (``SourceTimestampsAndWatermarks.on_highest_timestamp``: the per-split max timestamp, as the
+   element path's ``on_records`` does for the same generators);
+2. decides lateness per record against W(n-1), the watermark at the epoch's start: a record whose pane's
+   oldest window is at or behind it travels as an element row, exactly the row the Router's element path
+   writes for it (so the window operator drops it, sends it to the late side output, or re-fires the window);
+3. groups the other records per (key, pane) with pyarrow's hash aggregate (``Table.group_by``, C++): one
+   row per group with the pane's sum/min/max as ``_num``, the group's first record in arrival order as
+   ``_value`` (the only Python objects built: one dict per group, :func:`engine.io.formats.table_to_pylist`,
+   the very dicts the element path reads) and that record's timestamp and arrival position.
+
+Every row's ``_offset`` is its first record's position in the task's arrival order (the Router's sequence),
+so the window stage's (channel, sequence) order among partials, elements and the other tasks' rows is the
+element path's.  A read the columns cannot take exactly — a missing field, a null, a timestamp column that is
+naive or in ns, an aggregated column that is not an integer within ±2^31, a key column that is neither a
+string nor an integer, a generator that must see each record — returns False before changing anything, and
+the caller takes the element path for that read (dead letters and all, as before).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation
+
+#: timestamps beyond this magnitude take the element path (the pane arithmetic must not overflow int64)
+_TS_LIMIT = 2**62
+#: timestamp column unit -> (multiplier, divisor) to epoch milliseconds
+_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000)}
+
+
+def timestamps_ms(column: Any) -> np.ndarray | None:
+    """The timestamp column as int64 epoch milliseconds, as ``FieldTimestampAssigner`` would give them per
+    record, or None when the element path must judge it (nulls, a naive or ns timestamp, another type)."""
+    if column.null_count:
+        return None
+    t = column.type
+    if pa.types.is_timestamp(t):
+        if t.tz is None or t.unit not in _TO_MS:
+            return None  # naive: the element path makes each a dead letter saying why
+        mul, div = _TO_MS[t.unit]
+        ints = column.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        if mul != 1:
+            if np.abs(ints).max(initial=0) >= _TS_LIMIT // 1000:
+                return None
+            return ints * mul
+        return ints // div if div != 1 else ints  # numpy floors, as timedelta // 1 ms does
+    if pa.types.is_integer(t) and t != pa.uint64():
+        return column.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return None
+
+
+def read_columns(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, router: Any, stage: Any,
+                 split_id: Any) -> bool:
+    """Write ``batch``'s rows for window ``window_id`` column-wise (module docstring); False: nothing was
+    done, take the element path."""
+    from engine.runtime.spark.epochs import encode_key_column
+
+    n = batch.num_rows
+    if n == 0:
+        return True
+    col = pre.column
+    names = batch.schema.names
+    if col.ts_field not in names or col.key_field not in names or pre.field not in names:
+        return False
+    ts = timestamps_ms(batch.column(col.ts_field))
+    if ts is None or int(ts.min()) <= -_TS_LIMIT or int(ts.max()) >= _TS_LIMIT:
+        return False
+    nums = batch.column(pre.field)
+    if nums.null_count or not pa.types.is_integer(nums.type) or nums.type == pa.uint64():
+        return False
+    num_values = nums.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    if int(num_values.min()) <= -INT_LIMIT or int(num_values.max()) >= INT_LIMIT:
+        return False
+    keys = batch.column(col.key_field)
+    kt = keys.type
+    if keys.null_count or not (pa.types.is_string(kt) or pa.types.is_large_string(kt)
+                               or (pa.types.is_integer(kt) and kt != pa.uint64())):
+        return False
+    if not stage.on_highest_timestamp(split_id, int(ts.max())):
+        return False
+
+    # lateness against W(n-1), per record (preaggregation.py PreAggregation.oldest_window_max_timestamp)
+    size, slide, offset, pane_ms = pre.size, pre.slide, pre.offset, pre.pane
+    last = ts - (ts - offset) % slide
+    oldest_max = last - ((last - ts + size - 1) // slide) * slide + size - 1
+    late = oldest_max <= router.watermark_before
+    first = router.sequence + 1
+    router.sequence += n
+    table = pa.Table.from_batches([batch])
+    rows = router.rows
+
+    from engine.io.formats import table_to_pylist
+    from engine.runtime.spark.rows import encode_record
+
+    if late.all():
+        on_time = np.empty(0, np.int64)
+    else:
+        on_time = np.flatnonzero(~late) if late.any() else np.arange(n)
+        grouping = pa.table({"k": keys.take(pa.array(on_time)) if len(on_time) != n else keys,
+                             "p": pa.array(ts[on_time] - (ts[on_time] - offset) % pane_ms),
+                             "v": pa.array(num_values[on_time]), "i": pa.array(on_time)})
+        folded = grouping.group_by(["k", "p"], use_threads=False).aggregate([("v", pre.kind), ("i", "min")])
+        firsts = folded.column("i_min").to_numpy()
+        order = np.argsort(firsts, kind="stable")  # arrival order (rows are placed by _offset anyway)
+        firsts = firsts[order]
+        aggregates = folded.column(f"v_{pre.kind}").to_numpy()[order]
+        picked = pa.array(firsts)
+        texts = [encode_record(v) for v in table_to_pylist(table.take(picked))]
+        rows.extend(len(firsts), window_id, split=router.channel, offset=(first + firsts).tolist(),
+                    ts=ts[firsts].tolist(), key=encode_key_column(keys.take(picked)).to_pylist(), value=texts,
+                    num=aggregates.tolist())
+    if len(on_time) != n:
+        # late records: element rows, as the Router writes them (its pane test gives "late" for them too)
+        behind = np.flatnonzero(late)
+        picked = pa.array(behind)
+        texts = [encode_record(v) for v in table_to_pylist(table.take(picked))]
+        rows.extend(len(behind), window_id, split=router.channel, offset=(first + behind).tolist(),
+                    ts=ts[behind].tolist(), key=encode_key_column(keys.take(picked)).to_pylist(), value=texts)
+    received = router.received
+    for edge in ((col.source, None, col.timestamps), (col.timestamps, None, window_id)):
+        received[edge] = received.get(edge, 0) + n
+    return True
