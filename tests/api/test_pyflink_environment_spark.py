@@ -30,4 +30,5 @@ def test_spark_runs_a_job_with_chaining_turned_off_with_the_same_results(spark, 
     env.set_runtime("spark")
     if how is None:
         env.disable_operator_chaining()
-    assert jobs._chain_job(env, how) == list(range(2, 21, 2))
+    _, results = jobs._chain_job(env, how)
+    assert results == list(range(2, 21, 2))
