@@ -11,6 +11,7 @@ checkpoints and, when the master answers, its history.  Verbs that print data pr
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -101,12 +102,18 @@ def status(job_id: str, url: str | None, storage: str | None, token: str | None,
     from checkpoints.backends import open_store
     from checkpoints.status import read_status
 
-    document = read_status(open_store(storage), job_id)
+    import time
+
+    store = open_store(storage)
+    document = read_status(store, job_id)
     if document is None:
         raise ControlApiUnavailable(unreachable)
     shown = json.loads(document.to_json())
     shown.update(source="status document", note=f"no job master answers ({unreachable}); this is what the "
                  "last master published, with its heartbeat time")
+    gone = _master_gone(store, job_id, document, int(time.time() * 1000), storage)
+    if gone:  # the same check and words as `sluice list`: a killed master's document says RUNNING forever
+        shown.update(state="STALE", published_state=document.state, stale=gone)
     click.echo(json.dumps(shown, indent=2) if as_json else _human_status(shown))
 
 
@@ -181,6 +188,8 @@ def _human_status(s: dict[str, Any], now_ms: int | None = None) -> str:
         lines.append(f"  failure: {failure.get('message') if isinstance(failure, dict) else failure}")
     if control_url:
         lines.append(f"  control API {control_url}; job view {control_url.rstrip('/')}/jobs/{s.get('job_id')}/view")
+    if s.get("stale"):
+        lines.append(f"  STALE: {s['stale']}")
     if s.get("note"):
         lines.append(f"  note: {s['note']}")
     return "\n".join(lines)
@@ -217,7 +226,7 @@ def list_jobs(storage: str, as_json: bool) -> None:
                    "last_completed_checkpoint": document.last_completed_checkpoint,
                    "last_completed_ms": document.last_completed_ms,
                    "runtime": document.extra.get("runtime"), "control_url": document.extra.get("control_url")}
-            gone = _master_gone(store, job_id, document, now)
+            gone = _master_gone(store, job_id, document, now, storage)
             if gone:
                 job.update(state="STALE", published_state=document.state, note=gone)
             jobs.append(job)
@@ -242,7 +251,7 @@ def list_jobs(storage: str, as_json: bool) -> None:
             click.echo(f"STALE {job['job_id']}: {job['note']}")
 
 
-def _master_gone(store: Any, job_id: str, document: Any, now_ms: int) -> str | None:
+def _master_gone(store: Any, job_id: str, document: Any, now_ms: int, storage: str) -> str | None:
     """Why the master of a job whose status document says it runs is gone (None: it is not known to be).
 
     A running master renews the job's lease (checkpoints.lease) every heartbeat; one that died stops, and its
@@ -267,7 +276,8 @@ def _master_gone(store: Any, job_id: str, document: Any, now_ms: int) -> str | N
             f"stopped renewing its lease {_age(now_ms - lease.renewed_ms)} ago (ttl {lease.ttl_ms / 1000:g} s; {who})"
         return (f"its master {how}, while its last status document "
                 f"says {state}. Restore the job from its newest retained checkpoint (`sluice "
-                f"checkpoints list {job_id}`), or let supervision restore it")
+                f"checkpoints list {shlex.quote(job_id)} --storage {shlex.quote(storage)}`), or let supervision "
+                f"restore it")
     if now_ms - document.heartbeat_ms <= DEFAULT_TTL_MS:
         return None
     return (f"its master stopped publishing: heartbeat {_age(now_ms - document.heartbeat_ms)} ago, older than "

@@ -174,3 +174,49 @@ def test_list_marks_a_job_whose_master_was_killed_stale_once_its_lease_expires(t
     assert rows[1][:2] == ["killed", "STALE"], human.output
     assert any(line.startswith("STALE killed: its master stopped renewing its lease")
                for line in human.output.splitlines()), human.output
+
+
+def _killed_master(storage: str, now: int) -> None:
+    """What a SIGKILLed master leaves: a status document saying RUNNING and a lease nobody renews any more."""
+    from checkpoints.lease import JobLease, lease_key
+
+    store = open_store(storage)
+    write_status(store, StatusDocument(job_id="purchases", heartbeat_ms=now - 40_000, state="RUNNING",
+                                       extra={"control_url": f"http://127.0.0.1:{_closed_port()}"}))
+    store.put_bytes(lease_key("purchases"), JobLease(
+        job_id="purchases", holder="dead-master", fencing_token=1, acquired_ms=now - 60_000,
+        renewed_ms=now - 40_000, ttl_ms=10_000, host="here", pid=4242).to_json())
+
+
+def test_status_of_a_job_whose_master_was_killed_says_stale_as_list_does(tmp_path: Path) -> None:
+    """`sluice status` printed RUNNING from a killed master's status document while `sluice list` said STALE."""
+    storage = (tmp_path / "chk").as_uri()
+    _killed_master(storage, int(time.time() * 1000))
+
+    shown = json.loads(CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage, "--json"]).stdout)
+    human = CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage])
+    listed = CliRunner().invoke(sluice, ["list", "--storage", storage])
+
+    assert shown["state"] == "STALE" and shown["published_state"] == "RUNNING"
+    assert shown["stale"].startswith("its master stopped renewing its lease 40 s ago (ttl 10 s; pid 4242 on here)")
+    assert human.exit_code == 0, human.output
+    assert human.output.startswith("job purchases: STALE (from the status document, heartbeat "), human.output
+    explained = [line for line in listed.output.splitlines() if line.startswith("STALE purchases: ")]
+    assert explained and f"  STALE: {explained[0].removeprefix('STALE purchases: ')}" in human.output.splitlines()
+
+
+def test_the_stale_hint_names_a_command_that_runs_as_printed(tmp_path: Path) -> None:
+    """The hint said `sluice checkpoints list purchases`, which fails: Missing option '--storage'."""
+    import re
+    import shlex
+
+    storage = (tmp_path / "a dir" / "chk").as_uri()
+    _killed_master(storage, int(time.time() * 1000))
+    listed = CliRunner().invoke(sluice, ["list", "--storage", storage])
+    hinted = re.search(r"`sluice (checkpoints list [^`]+)`", listed.output)
+    assert hinted, listed.output
+
+    result = CliRunner().invoke(sluice, shlex.split(hinted.group(1)))
+
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("job purchases: 0 retained checkpoint(s)"), result.output
