@@ -380,22 +380,27 @@ def cancel(job_id: str, url: str | None, storage: str | None, token: str | None,
 @click.argument("job_id")
 @click.option("--storage", required=True, callback=_location,
               help="checkpoint storage: its retained checkpoints, and the status document naming the job's master")
+@click.option("--savepoint-dir", "savepoint_root", default=None, callback=_location,
+              help="savepoint root (the job's --savepoint-dir; default: --storage, where a job run without one "
+                   "puts its savepoints)")
 @click.option("--url", default=None, help="job master control URL (default: the one its status document names)")
 @click.option("--token", envvar="SLUICE_CONTROL_TOKEN", show_envvar=True, default=None,
               help="bearer token for the job master's control API")
 @click.option("--control-hosts", envvar="SLUICE_CONTROL_HOSTS", default=None,
               help="comma-separated hosts besides loopback the token may be sent to (see sluice status)")
 @_json_output
-def history_command(job_id: str, storage: str, url: str | None, token: str | None, control_hosts: str | None,
-                    as_json: bool) -> None:
-    """The checkpoint history of JOB_ID: the retained checkpoints in --storage and, when its job master answers,
-    the master's history (GET /jobs/<id>/checkpoints: every completed checkpoint and savepoint it keeps, beyond
-    the retained ones) with its completed and failed counts.  Without a master, the retained ones alone."""
+def history_command(job_id: str, storage: str, savepoint_root: str | None, url: str | None, token: str | None,
+                    control_hosts: str | None, as_json: bool) -> None:
+    """The checkpoint history of JOB_ID: the retained checkpoints in --storage, the savepoints in --savepoint-dir
+    (default: --storage) and, when its job master answers, the master's history (GET /jobs/<id>/checkpoints:
+    every completed checkpoint and savepoint it keeps, beyond the retained ones) with its completed and failed
+    counts.  Without a master, the retained checkpoints and the savepoints alone."""
     from checkpoints.backends import open_store
     from checkpoints.inspect import list_checkpoints
     from engine.master.client import ControlApiError, ControlApiUnavailable, UntrustedControlUrl
 
-    retained = list_checkpoints(open_store(storage), job_id)["checkpoints"]
+    listed = list_checkpoints(open_store(storage), job_id, open_store(savepoint_root or storage))
+    retained, savepoints = listed["checkpoints"], listed["savepoints"]
     master: dict[str, Any] = {"answered": False}
     try:
         client = _client(job_id, url, storage, token, control_hosts)
@@ -412,8 +417,8 @@ def history_command(job_id: str, storage: str, url: str | None, token: str | Non
             raise
         master["why"] = refused or str(exc)
     if as_json:
-        click.echo(json.dumps({"job_id": job_id, "storage": storage, "retained": retained, "master": master},
-                              indent=2))
+        click.echo(json.dumps({"job_id": job_id, "storage": storage, "retained": retained,
+                               "savepoints": savepoints, "master": master}, indent=2))
         return
     import time
 
@@ -422,6 +427,10 @@ def history_command(job_id: str, storage: str, url: str | None, token: str | Non
     for c in retained:
         click.echo(f"  chk-{c['checkpoint_id']:<6} {_when(c['completed_ms'], now)}  {c['total_bytes']:>10} B  "
                    f"{c['uri']}{'  (latest)' if c['latest'] else ''}")
+    for p in savepoints:
+        click.echo(f"  savepoint {p['checkpoint_id']:<4} {_when(p['completed_ms'], now)}  "
+                   f"{p['total_bytes'] if p['total_bytes'] is not None else '-':>10} B  {p['uri']}"
+                   + (f"  ({p['problem']})" if p.get("problem") else ""))
     if not master["answered"]:
         click.echo(f"no job master answers ({master['why']}): its history is not shown")
         return
