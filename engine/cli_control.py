@@ -161,9 +161,18 @@ def _human_status(s: dict[str, Any], now_ms: int | None = None) -> str:
     known = ", ".join(f"{name} {value}" for name, value in facts if value is not None)
     if known:
         lines.append(f"  {known}")
-    if s.get("records_in") is not None or s.get("records_per_second") is not None:
-        lines.append(f"  records in {s.get('records_in', '-')}, out {s.get('records_out', '-')}, "
-                     f"{s.get('records_per_second') or 0:.1f} records/s in")
+    from engine.master.client import ENDED_STATES
+
+    # an ended job (or one whose master died) has no current rate, and no master answers at its control URL
+    over = s.get("state") in ENDED_STATES or s.get("state") == "STALE"
+    records_in = s["records_in"] if s.get("records_in") is not None else extra.get("records_in")
+    records_out = s["records_out"] if s.get("records_out") is not None else extra.get("records_out")
+    rate = None if over else s.get("records_per_second")
+    if records_in is not None or records_out is not None or rate is not None:
+        rate = None if over else rate or 0.0  # a running job without a rate yet reads 0.0, as before
+        lines.append(f"  records in {'-' if records_in is None else records_in}, "
+                     f"out {'-' if records_out is None else records_out}"
+                     + (f", {rate:.1f} records/s in" if rate is not None else ""))
     lag = s.get("lag_ms")
     lines.append(f"  watermark {_when(s.get('watermark_ms'), None)}"
                  + (f" (event-time lag {_age(lag)})" if isinstance(lag, int) else ""))
@@ -186,7 +195,7 @@ def _human_status(s: dict[str, Any], now_ms: int | None = None) -> str:
                                                                      if suspension.get("note") else ""))
     for failure in (s.get("failures") or [])[-3:]:
         lines.append(f"  failure: {failure.get('message') if isinstance(failure, dict) else failure}")
-    if control_url:
+    if control_url and not over:
         lines.append(f"  control API {control_url}; job view {control_url.rstrip('/')}/jobs/{s.get('job_id')}/view")
     if s.get("stale"):
         lines.append(f"  STALE: {s['stale']}")
