@@ -105,19 +105,20 @@ def checkpoints_cli() -> None:
 @click.option("--storage", required=True, callback=checked_location,
               help="checkpoint root: s3://bucket/prefix or file:///path")
 @click.option("--savepoint-dir", "savepoint_root", default=None, callback=checked_location,
-              help="savepoint root (the job's --savepoint-dir), to list savepoints too")
+              help="savepoint root (the job's --savepoint-dir; default: --storage, where a job run without "
+                   "one puts its savepoints)")
 @deprecated_alias("--savepoints", "savepoint_root", "--savepoint-dir", default=None, callback=checked_location)
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
 @click.option("--region", default=None, help="S3 region")
 @click.option("--json", "as_json", is_flag=True, help="print the plain data as JSON")
 def list_command(job_id: str, storage: str, savepoint_root: str | None, endpoint_url: str | None,
                  region: str | None, as_json: bool) -> None:
-    """List the retained checkpoints (and savepoints) of JOB_ID."""
+    """List the retained checkpoints and the savepoints of JOB_ID (savepoints from --savepoint-dir, else from
+    --storage, the job master's default savepoint directory)."""
     options = _store_options(endpoint_url, region)
     store = open_store(storage, **(options if storage.startswith("s3") else {}))
-    savepoint_store = (
-        open_store(savepoint_root, **(options if savepoint_root.startswith("s3") else {})) if savepoint_root else None
-    )
+    savepoint_root = savepoint_root or storage
+    savepoint_store = open_store(savepoint_root, **(options if savepoint_root.startswith("s3") else {}))
     data = list_checkpoints(store, job_id, savepoint_store)
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))

@@ -11,6 +11,7 @@ checkpoints and, when the master answers, its history.  Verbs that print data pr
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -101,12 +102,18 @@ def status(job_id: str, url: str | None, storage: str | None, token: str | None,
     from checkpoints.backends import open_store
     from checkpoints.status import read_status
 
-    document = read_status(open_store(storage), job_id)
+    import time
+
+    store = open_store(storage)
+    document = read_status(store, job_id)
     if document is None:
         raise ControlApiUnavailable(unreachable)
     shown = json.loads(document.to_json())
     shown.update(source="status document", note=f"no job master answers ({unreachable}); this is what the "
                  "last master published, with its heartbeat time")
+    gone = _master_gone(store, job_id, document, int(time.time() * 1000), storage)
+    if gone:  # the same check and words as `sluice list`: a killed master's document says RUNNING forever
+        shown.update(state="STALE", published_state=document.state, stale=gone)
     click.echo(json.dumps(shown, indent=2) if as_json else _human_status(shown))
 
 
@@ -154,9 +161,18 @@ def _human_status(s: dict[str, Any], now_ms: int | None = None) -> str:
     known = ", ".join(f"{name} {value}" for name, value in facts if value is not None)
     if known:
         lines.append(f"  {known}")
-    if s.get("records_in") is not None or s.get("records_per_second") is not None:
-        lines.append(f"  records in {s.get('records_in', '-')}, out {s.get('records_out', '-')}, "
-                     f"{s.get('records_per_second') or 0:.1f} records/s in")
+    from engine.master.client import ENDED_STATES
+
+    # an ended job (or one whose master died) has no current rate, and no master answers at its control URL
+    over = s.get("state") in ENDED_STATES or s.get("state") == "STALE"
+    records_in = s["records_in"] if s.get("records_in") is not None else extra.get("records_in")
+    records_out = s["records_out"] if s.get("records_out") is not None else extra.get("records_out")
+    rate = None if over else s.get("records_per_second")
+    if records_in is not None or records_out is not None or rate is not None:
+        rate = None if over else rate or 0.0  # a running job without a rate yet reads 0.0, as before
+        lines.append(f"  records in {'-' if records_in is None else records_in}, "
+                     f"out {'-' if records_out is None else records_out}"
+                     + (f", {rate:.1f} records/s in" if rate is not None else ""))
     lag = s.get("lag_ms")
     lines.append(f"  watermark {_when(s.get('watermark_ms'), None)}"
                  + (f" (event-time lag {_age(lag)})" if isinstance(lag, int) else ""))
@@ -179,8 +195,10 @@ def _human_status(s: dict[str, Any], now_ms: int | None = None) -> str:
                                                                      if suspension.get("note") else ""))
     for failure in (s.get("failures") or [])[-3:]:
         lines.append(f"  failure: {failure.get('message') if isinstance(failure, dict) else failure}")
-    if control_url:
+    if control_url and not over:
         lines.append(f"  control API {control_url}; job view {control_url.rstrip('/')}/jobs/{s.get('job_id')}/view")
+    if s.get("stale"):
+        lines.append(f"  STALE: {s['stale']}")
     if s.get("note"):
         lines.append(f"  note: {s['note']}")
     return "\n".join(lines)
@@ -217,7 +235,7 @@ def list_jobs(storage: str, as_json: bool) -> None:
                    "last_completed_checkpoint": document.last_completed_checkpoint,
                    "last_completed_ms": document.last_completed_ms,
                    "runtime": document.extra.get("runtime"), "control_url": document.extra.get("control_url")}
-            gone = _master_gone(store, job_id, document, now)
+            gone = _master_gone(store, job_id, document, now, storage)
             if gone:
                 job.update(state="STALE", published_state=document.state, note=gone)
             jobs.append(job)
@@ -242,7 +260,7 @@ def list_jobs(storage: str, as_json: bool) -> None:
             click.echo(f"STALE {job['job_id']}: {job['note']}")
 
 
-def _master_gone(store: Any, job_id: str, document: Any, now_ms: int) -> str | None:
+def _master_gone(store: Any, job_id: str, document: Any, now_ms: int, storage: str) -> str | None:
     """Why the master of a job whose status document says it runs is gone (None: it is not known to be).
 
     A running master renews the job's lease (checkpoints.lease) every heartbeat; one that died stops, and its
@@ -267,7 +285,8 @@ def _master_gone(store: Any, job_id: str, document: Any, now_ms: int) -> str | N
             f"stopped renewing its lease {_age(now_ms - lease.renewed_ms)} ago (ttl {lease.ttl_ms / 1000:g} s; {who})"
         return (f"its master {how}, while its last status document "
                 f"says {state}. Restore the job from its newest retained checkpoint (`sluice "
-                f"checkpoints list {job_id}`), or let supervision restore it")
+                f"checkpoints list {shlex.quote(job_id)} --storage {shlex.quote(storage)}`), or let supervision "
+                f"restore it")
     if now_ms - document.heartbeat_ms <= DEFAULT_TTL_MS:
         return None
     return (f"its master stopped publishing: heartbeat {_age(now_ms - document.heartbeat_ms)} ago, older than "
@@ -370,22 +389,27 @@ def cancel(job_id: str, url: str | None, storage: str | None, token: str | None,
 @click.argument("job_id")
 @click.option("--storage", required=True, callback=_location,
               help="checkpoint storage: its retained checkpoints, and the status document naming the job's master")
+@click.option("--savepoint-dir", "savepoint_root", default=None, callback=_location,
+              help="savepoint root (the job's --savepoint-dir; default: --storage, where a job run without one "
+                   "puts its savepoints)")
 @click.option("--url", default=None, help="job master control URL (default: the one its status document names)")
 @click.option("--token", envvar="SLUICE_CONTROL_TOKEN", show_envvar=True, default=None,
               help="bearer token for the job master's control API")
 @click.option("--control-hosts", envvar="SLUICE_CONTROL_HOSTS", default=None,
               help="comma-separated hosts besides loopback the token may be sent to (see sluice status)")
 @_json_output
-def history_command(job_id: str, storage: str, url: str | None, token: str | None, control_hosts: str | None,
-                    as_json: bool) -> None:
-    """The checkpoint history of JOB_ID: the retained checkpoints in --storage and, when its job master answers,
-    the master's history (GET /jobs/<id>/checkpoints: every completed checkpoint and savepoint it keeps, beyond
-    the retained ones) with its completed and failed counts.  Without a master, the retained ones alone."""
+def history_command(job_id: str, storage: str, savepoint_root: str | None, url: str | None, token: str | None,
+                    control_hosts: str | None, as_json: bool) -> None:
+    """The checkpoint history of JOB_ID: the retained checkpoints in --storage, the savepoints in --savepoint-dir
+    (default: --storage) and, when its job master answers, the master's history (GET /jobs/<id>/checkpoints:
+    every completed checkpoint and savepoint it keeps, beyond the retained ones) with its completed and failed
+    counts.  Without a master, the retained checkpoints and the savepoints alone."""
     from checkpoints.backends import open_store
     from checkpoints.inspect import list_checkpoints
     from engine.master.client import ControlApiError, ControlApiUnavailable, UntrustedControlUrl
 
-    retained = list_checkpoints(open_store(storage), job_id)["checkpoints"]
+    listed = list_checkpoints(open_store(storage), job_id, open_store(savepoint_root or storage))
+    retained, savepoints = listed["checkpoints"], listed["savepoints"]
     master: dict[str, Any] = {"answered": False}
     try:
         client = _client(job_id, url, storage, token, control_hosts)
@@ -402,8 +426,8 @@ def history_command(job_id: str, storage: str, url: str | None, token: str | Non
             raise
         master["why"] = refused or str(exc)
     if as_json:
-        click.echo(json.dumps({"job_id": job_id, "storage": storage, "retained": retained, "master": master},
-                              indent=2))
+        click.echo(json.dumps({"job_id": job_id, "storage": storage, "retained": retained,
+                               "savepoints": savepoints, "master": master}, indent=2))
         return
     import time
 
@@ -412,6 +436,10 @@ def history_command(job_id: str, storage: str, url: str | None, token: str | Non
     for c in retained:
         click.echo(f"  chk-{c['checkpoint_id']:<6} {_when(c['completed_ms'], now)}  {c['total_bytes']:>10} B  "
                    f"{c['uri']}{'  (latest)' if c['latest'] else ''}")
+    for p in savepoints:
+        click.echo(f"  savepoint {p['checkpoint_id']:<4} {_when(p['completed_ms'], now)}  "
+                   f"{p['total_bytes'] if p['total_bytes'] is not None else '-':>10} B  {p['uri']}"
+                   + (f"  ({p['problem']})" if p.get("problem") else ""))
     if not master["answered"]:
         click.echo(f"no job master answers ({master['why']}): its history is not shown")
         return

@@ -53,6 +53,10 @@ from engine.errors import IllegalStateError, JobFailedError, fenced_cause
 
 log = logging.getLogger(__name__)
 
+#: aborts because the coordinator stops with its job: expected on every stop, logged at INFO for checkpoints
+_JOB_ENDING = frozenset({CheckpointFailureReason.CHECKPOINT_COORDINATOR_SUSPEND,
+                         CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN})
+
 #: how many recently ended checkpoint ids are remembered to classify late acks (Flink keeps 16)
 NUM_RECENT_CHECKPOINTS = 16
 
@@ -453,7 +457,15 @@ class CheckpointCoordinator:
         pending.abort(reason, self._discarder, cause)
         self._pending.pop(pending.checkpoint_id, None)
         kind = "savepoint" if pending.properties.is_savepoint() else "checkpoint"
-        level = logging.DEBUG if reason is CheckpointFailureReason.CHECKPOINT_SUBSUMED else logging.WARNING
+        if reason is CheckpointFailureReason.CHECKPOINT_SUBSUMED:
+            level = logging.DEBUG
+        elif reason in _JOB_ENDING and kind == "checkpoint":
+            # a periodic checkpoint cut short because the job stops (stop --savepoint, cancel): nothing to act
+            # on, so INFO; it still counts as failed, as in Flink's checkpoint statistics.  A savepoint the user
+            # asked for stays a WARNING: it was not taken
+            level = logging.INFO
+        else:
+            level = logging.WARNING
         if reason is not CheckpointFailureReason.CHECKPOINT_SUBSUMED:
             self.num_failed_checkpoints += 1
         log.log(level, "job %s: %s %d failed: %s%s", self.job_id, kind, pending.checkpoint_id, reason.message,

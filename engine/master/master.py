@@ -545,6 +545,7 @@ class JobMaster:
             failures=tuple(s.get("failures", ())),
             extra={"control_url": self.server.url if self.server else None, "runtime": self.config.runtime,
                    "job_spec": self.config.job_spec, "parallelism": s.get("parallelism"),
+                   "records_in": s.get("records_in"), "records_out": s.get("records_out"),
                    "fencing_token": self.lease.fencing_token if self.lease is not None else None},
             suspension=suspension,
         )

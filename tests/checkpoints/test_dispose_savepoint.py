@@ -72,3 +72,41 @@ def test_dispose_takes_a_path_instead_of_a_job():
     assert both.exit_code == 2 and "--dispose" in both.output and "JOB_ID" in both.output
     neither = CliRunner().invoke(sluice, ["savepoint"])
     assert neither.exit_code == 2 and "JOB_ID" in neither.output
+
+
+def test_checkpoints_list_shows_savepoints_in_the_storage_root_without_savepoint_dir(tmp_path):
+    """A master run without --savepoint-dir puts savepoints in its --storage root; `checkpoints list` only looked
+    in --savepoint-dir, so a savepoint just taken was not listed."""
+    import json
+
+    from checkpoints import LocalFileSystemStore
+
+    root = LocalFileSystemStore(tmp_path / "sluice")
+    storage = CheckpointStorage(root, "purchases")  # no savepoint store: savepoints go to the storage root
+    _, savepoint = write_checkpoint(storage, 3, savepoint=True)
+
+    listed = CliRunner().invoke(sluice, ["checkpoints", "list", "purchases", "--storage", root.key_uri(""), "--json"])
+    human = CliRunner().invoke(sluice, ["checkpoints", "list", "purchases", "--storage", root.key_uri("")])
+
+    assert listed.exit_code == 0, listed.output
+    assert [s["uri"] for s in json.loads(listed.stdout)["savepoints"]] == [savepoint.uri]
+    assert any(line.startswith("  savepoint 3 ") and line.endswith(savepoint.uri) for line in human.output.splitlines())
+
+
+def test_checkpoints_history_without_a_master_shows_savepoints_in_the_storage_root(tmp_path):
+    """`checkpoints history` showed only retained checkpoints without a master: a savepoint in the storage root
+    (the master's default savepoint directory) was missing."""
+    import json
+
+    from checkpoints import LocalFileSystemStore
+
+    root = LocalFileSystemStore(tmp_path / "sluice")
+    storage = CheckpointStorage(root, "purchases")
+    _, savepoint = write_checkpoint(storage, 3, savepoint=True)
+
+    shown = CliRunner().invoke(sluice, ["checkpoints", "history", "purchases", "--storage", root.key_uri(""), "--json"])
+    human = CliRunner().invoke(sluice, ["checkpoints", "history", "purchases", "--storage", root.key_uri("")])
+
+    assert shown.exit_code == 0, shown.output
+    assert [s["uri"] for s in json.loads(shown.stdout)["savepoints"]] == [savepoint.uri]
+    assert any(line.startswith("  savepoint 3 ") and line.endswith(savepoint.uri) for line in human.output.splitlines())

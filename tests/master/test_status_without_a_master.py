@@ -174,3 +174,105 @@ def test_list_marks_a_job_whose_master_was_killed_stale_once_its_lease_expires(t
     assert rows[1][:2] == ["killed", "STALE"], human.output
     assert any(line.startswith("STALE killed: its master stopped renewing its lease")
                for line in human.output.splitlines()), human.output
+
+
+def _killed_master(storage: str, now: int) -> None:
+    """What a SIGKILLed master leaves: a status document saying RUNNING and a lease nobody renews any more."""
+    from checkpoints.lease import JobLease, lease_key
+
+    store = open_store(storage)
+    write_status(store, StatusDocument(job_id="purchases", heartbeat_ms=now - 40_000, state="RUNNING",
+                                       extra={"control_url": f"http://127.0.0.1:{_closed_port()}"}))
+    store.put_bytes(lease_key("purchases"), JobLease(
+        job_id="purchases", holder="dead-master", fencing_token=1, acquired_ms=now - 60_000,
+        renewed_ms=now - 40_000, ttl_ms=10_000, host="here", pid=4242).to_json())
+
+
+def test_status_of_a_job_whose_master_was_killed_says_stale_as_list_does(tmp_path: Path) -> None:
+    """`sluice status` printed RUNNING from a killed master's status document while `sluice list` said STALE."""
+    storage = (tmp_path / "chk").as_uri()
+    _killed_master(storage, int(time.time() * 1000))
+
+    shown = json.loads(CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage, "--json"]).stdout)
+    human = CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage])
+    listed = CliRunner().invoke(sluice, ["list", "--storage", storage])
+
+    assert shown["state"] == "STALE" and shown["published_state"] == "RUNNING"
+    assert shown["stale"].startswith("its master stopped renewing its lease 40 s ago (ttl 10 s; pid 4242 on here)")
+    assert human.exit_code == 0, human.output
+    assert human.output.startswith("job purchases: STALE (from the status document, heartbeat "), human.output
+    explained = [line for line in listed.output.splitlines() if line.startswith("STALE purchases: ")]
+    assert explained and f"  STALE: {explained[0].removeprefix('STALE purchases: ')}" in human.output.splitlines()
+
+
+def test_the_stale_hint_names_a_command_that_runs_as_printed(tmp_path: Path) -> None:
+    """The hint said `sluice checkpoints list purchases`, which fails: Missing option '--storage'."""
+    import re
+    import shlex
+
+    storage = (tmp_path / "a dir" / "chk").as_uri()
+    _killed_master(storage, int(time.time() * 1000))
+    listed = CliRunner().invoke(sluice, ["list", "--storage", storage])
+    hinted = re.search(r"`sluice (checkpoints list [^`]+)`", listed.output)
+    assert hinted, listed.output
+
+    result = CliRunner().invoke(sluice, shlex.split(hinted.group(1)))
+
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("job purchases: 0 retained checkpoint(s)"), result.output
+
+
+def test_status_of_a_finished_job_shows_its_counts_but_no_rate_and_no_dead_urls(tmp_path: Path) -> None:
+    """A FINISHED job printed `records in -, out -, 3544.1 records/s in` and the control API and job view URLs
+    no master answers at any more."""
+    storage = (tmp_path / "chk").as_uri()
+    now = int(time.time() * 1000)
+    control_url = f"http://127.0.0.1:{_closed_port()}"
+    write_status(open_store(storage), StatusDocument(
+        job_id="purchases", heartbeat_ms=now, state="FINISHED", records_per_second=3544.1,
+        extra={"control_url": control_url}))
+    write_status(open_store(storage), StatusDocument(
+        job_id="counted", heartbeat_ms=now, state="FINISHED", records_per_second=3544.1,
+        extra={"control_url": control_url, "records_in": 1200, "records_out": 40}))
+
+    uncounted = CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage])
+    counted = CliRunner().invoke(sluice, ["status", "counted", "--storage", storage])
+
+    assert uncounted.exit_code == 0 and counted.exit_code == 0, uncounted.output + counted.output
+    assert uncounted.output.startswith("job purchases: FINISHED (from the status document")
+    assert "records" not in uncounted.output.replace("records dropped", ""), uncounted.output
+    assert "  records in 1200, out 40" in counted.output.splitlines(), counted.output
+    for shown in (uncounted.output, counted.output):
+        assert "records/s" not in shown and "control API" not in shown and "/view" not in shown, shown
+
+
+def test_status_of_a_running_job_still_shows_its_rate_and_urls() -> None:
+    from engine.cli_control import _human_status
+
+    shown = _human_status({"job_id": "purchases", "state": "RUNNING", "records_in": 10, "records_out": 2,
+                           "records_per_second": 5.0, "control_url": "http://127.0.0.1:8081"})
+
+    assert "  records in 10, out 2, 5.0 records/s in" in shown.splitlines()
+    assert "  control API http://127.0.0.1:8081; job view http://127.0.0.1:8081/jobs/purchases/view" in shown
+
+
+def test_a_finished_jobs_status_document_carries_its_record_counts(tmp_path: Path) -> None:
+    """The status document had no record counts, so `sluice status` of a finished job could show none."""
+    from engine.master.master import JobMaster, MasterConfig
+
+    storage = (tmp_path / "chk").as_uri()
+    master = JobMaster(MasterConfig(
+        job_spec="engine.examples.purchases:build", job_name="purchases", storage_uri=storage,
+        params={"events_per_split": 200, "num_keys": 20}, checkpoint_interval_ms=200,
+        output_dir=str(tmp_path / "out"), status_interval_ms=100, linger_after_end_s=0.2,
+        runtime_options={"bundle_size": 64})).start()
+    master.wait()
+
+    document = read_status(open_store(storage), "purchases")
+    shown = CliRunner().invoke(sluice, ["status", "purchases", "--storage", storage])
+
+    assert document is not None and document.state == "FINISHED", document
+    assert document.extra["records_in"] > 0 and document.extra["records_out"] > 0, document.extra
+    assert (f"  records in {document.extra['records_in']}, out {document.extra['records_out']}"
+            in shown.output.splitlines()), shown.output
+    assert "control API" not in shown.output, shown.output

@@ -412,3 +412,21 @@ def test_failed_checkpoints_are_counted_and_subsumed_ones_are_not():
     h.ack_all(3)
     assert h.coordinator.get_number_of_pending_checkpoints() == 0
     assert h.coordinator.num_failed_checkpoints == 1
+
+
+def test_a_checkpoint_aborted_because_the_job_stops_is_info_and_still_counted_while_real_failures_warn(caplog):
+    """Every `sluice stop --savepoint` logged WARNING "checkpoint N failed: Checkpoint coordinator is suspending."
+    for the periodic checkpoint it cut short: nothing for the user to act on."""
+    import logging
+
+    h = Harness(config(tolerable_checkpoint_failure_number=5, max_concurrent_checkpoints=2))
+    caplog.set_level(logging.DEBUG, logger="engine.checkpointing.coordinator")
+    h.coordinator.trigger_checkpoint()
+    h.coordinator.receive_decline_message(JOB, "win-0", 1, CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION)
+    h.coordinator.trigger_checkpoint()  # 2 is pending when the job stops
+    h.coordinator.stop_checkpoint_scheduler()
+
+    failed = {r.checkpoint_id: (r.levelname, r.reason) for r in caplog.records if r.getMessage().startswith(
+        f"job {JOB}: checkpoint") and "failed" in r.getMessage()}
+    assert failed == {1: ("WARNING", "CHECKPOINT_ASYNC_EXCEPTION"), 2: ("INFO", "CHECKPOINT_COORDINATOR_SUSPEND")}
+    assert h.coordinator.num_failed_checkpoints == 2  # counted, as Flink's checkpoint statistics count it
