@@ -201,6 +201,10 @@ def test_failed_checkpoints_of_a_running_job_are_listed_with_their_reason_as_the
         base = f"{job['control_url']}/jobs/{job['job_id']}"
         wait_for(lambda: (s := get(base).json())["num_failed_checkpoints"] >= 3 and s["num_completed_checkpoints"],
                   what="failed and completed checkpoints")
+        # the view's timeline takes completed checkpoints from the history it samples, failures as they happen:
+        # wait for its next sample to hold a completed one too
+        wait_for(lambda: '<tr class="checkpoint completed"' in get(f"{base}/view").text,
+                 what="a completed checkpoint in the view")
         before = get(base).json()["num_failed_checkpoints"]
         page = get(f"{base}/view").text
         after = get(base).json()["num_failed_checkpoints"]
