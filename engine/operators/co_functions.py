@@ -146,12 +146,11 @@ class CoFlatMap:
         return self.function.flat_map1(value) if input == FIRST else self.function.flat_map2(value)
 
 
-class KeyedCoProcess(KeyedProcessFunction):
-    """A :class:`KeyedCoProcessFunction` as the KeyedProcessFunction the keyed process operator runs: the
-    same state backend, timer service, contexts, snapshots and rescaling; elements go to
-    ``process_element1``/``process_element2`` by their input, timers to ``on_timer``."""
+class _ByInput:
+    """A two-input process function as a one-input one: elements go to ``process_element1``/``process_element2``
+    by the input their tag names; ``open``/``close`` are the function's."""
 
-    def __init__(self, function: KeyedCoProcessFunction) -> None:
+    def __init__(self, function: Any) -> None:
         self.function = function
 
     def open(self, runtime_context: Any) -> None:
@@ -165,33 +164,25 @@ class KeyedCoProcess(KeyedProcessFunction):
         if input == FIRST:
             return self.function.process_element1(record, ctx)
         return self.function.process_element2(record, ctx)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({type(self.function).__name__})"
+
+
+class KeyedCoProcess(_ByInput, KeyedProcessFunction):
+    """A :class:`KeyedCoProcessFunction` as the KeyedProcessFunction the keyed process operator runs: the
+    same state backend, timer service, contexts, snapshots and rescaling; timers go to ``on_timer``."""
+
+    def __init__(self, function: KeyedCoProcessFunction) -> None:
+        super().__init__(function)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any] | None:
         return self.function.on_timer(timestamp, ctx)
 
-    def __repr__(self) -> str:
-        return f"KeyedCoProcess({type(self.function).__name__})"
 
-
-class CoProcess(ProcessFunction):
+class CoProcess(_ByInput, ProcessFunction):
     """A :class:`CoProcessFunction` as the ProcessFunction the non-keyed process operator runs
-    (engine/operators/process.py): its context, outputs and side outputs; elements go to
-    ``process_element1``/``process_element2`` by their input."""
+    (engine/operators/process.py): its context, outputs and side outputs."""
 
     def __init__(self, function: CoProcessFunction) -> None:
-        self.function = function
-
-    def open(self, runtime_context: Any) -> None:
-        self.function.open(runtime_context)
-
-    def close(self) -> None:
-        self.function.close()
-
-    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
-        input, record = _untag(value)
-        if input == FIRST:
-            return self.function.process_element1(record, ctx)
-        return self.function.process_element2(record, ctx)
-
-    def __repr__(self) -> str:
-        return f"CoProcess({type(self.function).__name__})"
+        super().__init__(function)
