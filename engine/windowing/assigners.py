@@ -357,7 +357,6 @@ def _session_gap(assigner: str, gap_ms: int | None, extractor: Callable[[Any], A
     return gap_ms if extractor is None else _dynamic_gap(assigner, extractor, element)  # type: ignore[return-value]
 
 
-@_dc.dataclass(frozen=True, slots=True)
 class DynamicEventTimeSessionWindows:
     """PyFlink's name for event-time sessions with a gap per element: ``DynamicEventTimeSessionWindows(extractor)``
     or ``.with_dynamic_gap(extractor)`` builds an :class:`EventTimeSessionWindows` with that extractor."""
@@ -368,6 +367,7 @@ class DynamicEventTimeSessionWindows:
     with_dynamic_gap = staticmethod(EventTimeSessionWindows.with_dynamic_gap)
 
 
+@_dc.dataclass(frozen=True, slots=True)
 class ProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
     """Session windows over processing time: every element opens [now, now + gap)."""
 

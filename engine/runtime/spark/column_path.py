@@ -31,8 +31,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation
+from engine.state import codec
 
 #: timestamps beyond this magnitude take the element path (the pane arithmetic must not overflow int64)
 _TS_LIMIT = 2**62
@@ -65,8 +67,6 @@ def read_columns(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, rou
                  split_id: Any) -> bool:
     """Write ``batch``'s rows for window ``window_id`` column-wise (module docstring); False: nothing was
     done, take the element path."""
-    from engine.runtime.spark.epochs import encode_key_column
-
     n = batch.num_rows
     if n == 0:
         return True
@@ -132,3 +132,25 @@ def read_columns(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, rou
     for edge in ((col.source, None, col.timestamps), (col.timestamps, None, window_id)):
         received[edge] = received.get(edge, 0) + n
     return True
+
+
+def encode_key_column(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``codec.encode_key`` of every value of an Arrow column, vectorised where the encoding is trivial.
+
+    ints encode as their decimal text; strings made only of printable ASCII without ``"`` or ``\\``
+    encode as the string in double quotes (exactly what ``json.dumps`` writes for them); anything else falls
+    back to :func:`codec.encode_key` per value, so the result always equals it.
+    """
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_integer(column.type) and column.null_count == 0:
+        return pc.cast(column, pa.string())
+    if (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)) and column.null_count == 0:
+        column = pc.cast(column, pa.string())
+        simple = pc.match_substring_regex(column, r'^[\x20\x21\x23-\x5b\x5d-\x7e]*$')
+        quoted = pc.binary_join_element_wise('"', column, '"', "")
+        if pc.all(simple).as_py() is not False:
+            return quoted
+        fallback = pa.array([codec.encode_key(v) for v in column.to_pylist()], pa.string())
+        return pc.if_else(simple, quoted, fallback)
+    return pa.array([codec.encode_key(v) for v in column.to_pylist()], pa.string())

@@ -258,6 +258,9 @@ def test_spark_refuses_a_local_unaligned_checkpoint_that_holds_in_flight_records
                              for op in load_snapshot(m.parent.as_uri()).metadata.operators)]
     assert with_in_flight, "no retained checkpoint caught in-flight records"
 
+    # the same job again (a job consumes its sinks, as in Flink), on Spark from that checkpoint
+    env = build_job(str(tmp_path / "out"), make_events(), mode=CheckpointingMode.EXACTLY_ONCE, unaligned=True,
+                    task_budget=4, storage_dir=storage.as_uri(), retained=5)
     env.set_runtime("spark")
     env.set_runtime_option("from_savepoint", with_in_flight[0])
     with pytest.raises(JobDefinitionError, match="in-flight records of an unaligned checkpoint"):
