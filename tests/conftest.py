@@ -33,8 +33,9 @@ from typing import Any
 import pytest
 
 _TESTS = Path(__file__).parent
-#: folders whose test modules define functions Spark's Python workers unpickle by reference
-_SPARK_IMPORT_PATHS = (_TESTS / "runtime" / "spark", _TESTS / "checkpoints" / "validation",
+#: folders whose test modules define functions Spark's Python workers unpickle by reference (and ``tests/``
+#: itself, for the helpers those modules import, e.g. source_gate)
+_SPARK_IMPORT_PATHS = (_TESTS, _TESTS / "runtime" / "spark", _TESTS / "checkpoints" / "validation",
                        _TESTS / "engine" / "windowing" / "scenarios", _TESTS.parent)
 
 _GRACE_S = 10.0

@@ -9,7 +9,6 @@ writing to an exactly-once FileSink in ``out``, on an environment from :func:`co
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -26,6 +25,7 @@ from engine.errors import JobFailedError
 from engine.io.file_sink import read_committed
 from engine.runtime.local.faults import Fault, FaultKind, FaultPlan
 from engine.runtime.local.runtime import LocalRuntime
+from source_gate import savepoint_after
 
 Build = Callable[..., StreamExecutionEnvironment]
 
@@ -83,10 +83,8 @@ def assert_stop_with_savepoint_then_restore_commits_the_uninterrupted_results(
     """Stop the job with a savepoint once ``stop_after_records`` records were read, then resume from it."""
     out = str(tmp_path / "out")
     env = build(out, kind)
-    client = LocalRuntime(env).submit("to be stopped", list(env._sinks))
-    while client.status().records_in < stop_after_records and not client.done():
-        time.sleep(0.0002)
-    uri = client.stop_with_savepoint(f"file://{tmp_path}/savepoints").result(timeout=30)
+    client, uri = savepoint_after(lambda: LocalRuntime(env).submit("to be stopped", list(env._sinks)),
+                                  stop_after_records, f"file://{tmp_path}/savepoints")
     client.wait(30)
     assert client.status().state == "stopped"
     assert 0 < len(read_committed(out)) < len(golden)

@@ -32,6 +32,7 @@ from pyspark import cloudpickle  # noqa: E402
 import test_broadcast_state as jobs  # noqa: E402
 import test_broadcast_state_restore as restore_jobs  # noqa: E402
 import test_connect as connect_jobs  # noqa: E402
+from source_gate import savepoint_after
 
 for _module in (sys.modules[__name__], jobs, restore_jobs, connect_jobs):
     cloudpickle.register_pickle_by_value(_module)
@@ -171,7 +172,6 @@ def test_a_local_savepoint_keeps_the_broadcast_state_on_spark_at_another_paralle
     resumed at 3 subtasks on Spark.  The local run checkpoints on a manual clock, as the restore tests do (a
     savepoint racing a periodic checkpoint on the real clock can fail there today: "savepoint metadata finalized
     into a checkpoint location")."""
-    import time
 
     from checkpoints import load_snapshot
     from engine.runtime.local.runtime import LocalRuntime
@@ -186,10 +186,8 @@ def test_a_local_savepoint_keeps_the_broadcast_state_on_spark_at_another_paralle
 
     golden = sorted(map(repr, limits(_env("local", 2)).execute_and_collect()))
     stream = limits(configured_env(2, f"file://{tmp_path}/chk"))
-    client = LocalRuntime(stream._env).submit("limits", [], [stream._node])
-    while client.status().records_in < 700 and not client.done():
-        time.sleep(0.0005)
-    savepoint = client.stop_with_savepoint(f"file://{tmp_path}/savepoints").result(timeout=60)
+    client, savepoint = savepoint_after(lambda: LocalRuntime(stream._env).submit("limits", [], [stream._node]), 700,
+                                        f"file://{tmp_path}/savepoints")
     before_stop = list(client.wait(60).collected[stream._node.id])
     assert client.status().state == "stopped" and len(before_stop) < len(golden)
     stored = {name: t.num_rows for name, t in load_snapshot(savepoint).state_tables("limits").items()

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.spark
 
 pytest.importorskip("pyspark")
 from pyspark import cloudpickle  # noqa: E402
+from source_gate import savepoint_after
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -216,17 +217,14 @@ def test_a_spark_savepoint_of_a_job_with_a_process_function_resumes_on_both_runt
 
 def test_a_local_savepoint_of_a_job_with_a_process_function_resumes_on_spark(spark, tmp_path: Path) -> None:
     """The local run checkpoints on a manual clock, as the other restore tests do."""
-    import time
 
     from engine.runtime.local.runtime import LocalRuntime
     from restore_comparison import configured_env
 
     golden = _golden(tmp_path)
     stream = _savepoint_job(configured_env(2), tmp_path)
-    client = LocalRuntime(stream._env).submit("process", [], [stream._node])
-    while client.status().records_in < 700 and not client.done():
-        time.sleep(0.0005)
-    savepoint = client.stop_with_savepoint(f"file://{tmp_path}/savepoints").result(timeout=60)
+    client, savepoint = savepoint_after(lambda: LocalRuntime(stream._env).submit("process", [], [stream._node]),
+                                        700, f"file://{tmp_path}/savepoints")
     before_stop = list(client.wait(60).collected[stream._node.id])
     assert client.status().state == "stopped" and len(before_stop) < len(golden)
     assert not _state_tables(savepoint, "tag"), "a ProcessFunction keeps no state"

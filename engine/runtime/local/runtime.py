@@ -415,9 +415,11 @@ class LocalJob:
                                            or any(t.suspended for t in self.tasks)):
                     self.mailbox.drain(timeout_s=0.002)
                     continue
-                if any(isinstance(t, SourceTask) and not t.finished and not t.bounded for t in self.tasks):
-                    # an unbounded source has nothing right now: back off so an idle job costs ~1% of a core,
-                    # not a busy poll that takes the GIL from everything else in the process
+                if any(isinstance(t, SourceTask) and not t.finished and (t.starved or not t.bounded)
+                       for t in self.tasks):
+                    # a source has nothing right now (an unbounded one waiting for data, or any split in an idle
+                    # stretch, which the SplitReader contract allows): back off so an idle job costs ~1% of a
+                    # core, not a busy poll that takes the GIL from everything else in the process
                     time.sleep(idle_s)
                     idle_s = min(idle_s * 2, _IDLE_SLEEP_MAX_S)
                     continue

@@ -5,7 +5,6 @@ keyed-state rules (key group, namespace, stored layout) do not apply to them; th
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 from checkpoints import load_snapshot
@@ -17,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "api"))
 import test_broadcast_state as jobs  # noqa: E402
 import test_broadcast_state_restore as restore_jobs  # noqa: E402
 from restore_comparison import configured_env  # noqa: E402
+from source_gate import savepoint_after
 
 
 def test_a_savepoint_with_broadcast_state_passes_validation(tmp_path: Path) -> None:
@@ -28,10 +28,8 @@ def test_a_savepoint_with_broadcast_state_passes_validation(tmp_path: Path) -> N
     items = env.from_source(CollectionSource(restore_jobs.ITEMS, num_splits=2)).uid("items") \
         .assign_timestamps_and_watermarks(restore_jobs._strategy())
     stream = items.key_by(lambda i: i[0]).connect(rules).process(jobs.LimitCheck()).uid("limits")
-    client = LocalRuntime(env).submit("validated", [], [stream._node])
-    while client.status().records_in < 700 and not client.done():
-        time.sleep(0.0005)
-    uri = client.stop_with_savepoint(f"file://{tmp_path}/savepoints").result(timeout=60)
+    client, uri = savepoint_after(lambda: LocalRuntime(env).submit("validated", [], [stream._node]), 700,
+                                  f"file://{tmp_path}/savepoints")
     client.wait(60)
     tables = {h.table: h.rows for _, h in load_snapshot(uri).metadata.operator("limits").files()}
     assert tables.get("broadcast.rules") and tables.get("keyed.waiting"), tables  # both kinds of state are there

@@ -16,6 +16,7 @@ from engine.runtime.local.faults import Fault, FaultKind, FaultPlan
 from engine.runtime.local.runtime import LocalRuntime
 
 from checkpoint_jobs import build_job, committed, make_events
+from source_gate import savepoint_after
 
 EVENTS = make_events()
 
@@ -28,10 +29,8 @@ def golden() -> list:
 
 
 def stop_with_savepoint_after(env, records: int, savepoint_dir: str) -> tuple[str, object]:
-    client = LocalRuntime(env).submit("to be stopped", list(env._sinks))
-    while client.status().records_in < records and not client.done():
-        time.sleep(0.0002)
-    uri = client.stop_with_savepoint(savepoint_dir).result(timeout=30)
+    client, uri = savepoint_after(lambda: LocalRuntime(env).submit("to be stopped", list(env._sinks)), records,
+                                  savepoint_dir)
     client.wait(30)
     return uri, client
 
@@ -57,10 +56,8 @@ def test_restoring_a_savepoint_at_another_parallelism_gives_the_same_final_outpu
 def test_a_savepoint_is_self_contained_and_leaves_the_running_job_undisturbed(golden: list, tmp_path: Path) -> None:
     out = str(tmp_path / "out")
     env = build_job(out, EVENTS, mode=CheckpointingMode.EXACTLY_ONCE, storage_dir=f"file://{tmp_path}/chk")
-    client = LocalRuntime(env).submit("savepointed", list(env._sinks))
-    while client.status().records_in < 300 and not client.done():
-        time.sleep(0.0002)
-    uri = client.trigger_savepoint(f"file://{tmp_path}/sp").result(timeout=30)
+    client, uri = savepoint_after(lambda: LocalRuntime(env).submit("savepointed", list(env._sinks)), 300,
+                                  f"file://{tmp_path}/sp", stop=False)
     client.wait(30)
     assert client.status().state == "finished"
     assert committed(out) == golden
@@ -208,11 +205,9 @@ def test_a_savepoints_completion_log_names_the_savepoint_folder_a_restore_takes(
     ``sluice restore`` was refused, the root holding no ``_metadata``."""
     env = build_job(str(tmp_path / "out"), EVENTS, mode=CheckpointingMode.EXACTLY_ONCE,
                     storage_dir=f"file://{tmp_path}/chk")
-    client = LocalRuntime(env).submit("savepointed", list(env._sinks))
-    while client.status().records_in < 300 and not client.done():
-        time.sleep(0.0002)
     with caplog.at_level("INFO", logger="engine.checkpointing.coordinator"):
-        uri = client.trigger_savepoint(f"file://{tmp_path}/sp").result(timeout=30)
+        client, uri = savepoint_after(lambda: LocalRuntime(env).submit("savepointed", list(env._sinks)), 300,
+                                      f"file://{tmp_path}/sp", stop=False)
         client.wait(30)
     completed = [r for r in caplog.records if getattr(r, "event", None) == "savepoint_completed"]
     assert [r.location for r in completed] == [uri]

@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from checkpoints import load_snapshot
 from engine.runtime.checkpoint_storage import RUNTIME_EXTRAS, runtime_extras
 from engine.runtime.snapshot_metadata import SOURCE_STAGE_SUFFIX, VALVE_SUFFIX, valve_state_for_splits
 from metadata_golden_job import NUM_RECORDS, build
+from source_gate import savepoint_after
 
 GOLDEN = Path(__file__).with_name("metadata_golden.json")
 
@@ -44,12 +44,8 @@ def _local_savepoint(tmp: Path) -> dict[str, Any]:
     from engine.runtime.local.runtime import LocalRuntime
 
     env, stream = build("local", f"file://{tmp}/local-chk")
-    client = LocalRuntime(env).submit("golden", [], [stream._node])
-    deadline = time.monotonic() + 60
-    while client.status().records_in < NUM_RECORDS:
-        assert time.monotonic() < deadline and not client.done(), "the local job did not read its records"
-        time.sleep(0.005)
-    uri = client.stop_with_savepoint(f"file://{tmp}/sp-local").result(timeout=60)
+    client, uri = savepoint_after(lambda: LocalRuntime(env).submit("golden", [], [stream._node]), NUM_RECORDS,
+                                  f"file://{tmp}/sp-local")
     client.wait(60)
     return load_snapshot(uri).metadata.to_dict()
 

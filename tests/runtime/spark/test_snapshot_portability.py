@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +34,7 @@ from engine.io.file_sink import FileSink, read_committed
 from engine.runtime.local.faults import Fault, FaultKind, FaultPlan
 from engine.runtime.snapshot_metadata import sink_states
 from window_jobs import Describe, SplitCollection, generate_events
+from source_gate import savepoint_after
 
 SPLITS = generate_events(seed=11, n_splits=2, per_split=240, keys_per_split=4)
 
@@ -108,10 +108,7 @@ def _local_stop_with_savepoint(storage: str, target: str, records: int) -> tuple
     from engine.runtime.local.runtime import LocalRuntime
 
     env, stream = build("local", storage)
-    client = LocalRuntime(env).submit("portable", [], [stream._node])
-    while client.status().records_in < records and not client.done():
-        time.sleep(0.0005)
-    uri = client.stop_with_savepoint(target).result(timeout=60)
+    client, uri = savepoint_after(lambda: LocalRuntime(env).submit("portable", [], [stream._node]), records, target)
     result = client.wait(60)
     assert client.status().state == "stopped"
     return uri, list(result.collected[stream._node.id])
@@ -162,10 +159,8 @@ def test_a_snapshot_goes_spark_to_local_and_back_to_spark(golden, tmp_path: Path
     from engine.runtime.local.runtime import LocalRuntime
 
     env, local_stream = build("local", f"file://{tmp_path}/local-chk", options={"from_savepoint": first})
-    client = LocalRuntime(env).submit("portable", [], [local_stream._node])
-    while client.status().records_in < 60 and not client.done():
-        time.sleep(0.0005)
-    second = client.stop_with_savepoint(f"file://{tmp_path}/sp2").result(timeout=60)
+    client, second = savepoint_after(lambda: LocalRuntime(env).submit("portable", [], [local_stream._node]), 60,
+                                     f"file://{tmp_path}/sp2")
     part2 = list(client.wait(60).collected[local_stream._node.id])
 
     part3 = _restored("spark", second, f"file://{tmp_path}/spark-chk2")

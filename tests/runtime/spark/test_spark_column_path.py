@@ -30,6 +30,7 @@ from engine.runtime.spark.preaggregation import ColumnPath, PreAggregation, prea
 from engine.runtime.spark.rows import RowBuffer
 from engine.watermarks.strategy import WatermarkStrategy
 from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
+from source_gate import SourceGate
 
 _UTC = datetime.timezone.utc
 
@@ -227,8 +228,6 @@ def test_a_checkpoint_restores_across_the_paths_and_parallelism(spark, tmp_path:
 
 
 def test_a_local_runtime_savepoint_restores_on_the_column_path(spark, tmp_path: Path) -> None:
-    import time
-
     from engine.runtime.local.runtime import LocalRuntime
 
     folder = tmp_path / "in"
@@ -236,10 +235,12 @@ def test_a_local_runtime_savepoint_restores_on_the_column_path(spark, tmp_path: 
     golden = _run(folder, "tumbling", "sum")
     env = _env("local", 2, storage=f"file://{tmp_path}/local-chk")
     results, late = _job(env, folder, "tumbling", "sum")
-    client = LocalRuntime(env).submit("colpath", [], [results._node, late._node])
-    while client.status().records_in < 120 and not client.done():
-        time.sleep(0.0005)
-    uri = client.stop_with_savepoint(f"file://{tmp_path}/sp").result(timeout=60)
+    with SourceGate(after_records=120) as gate:
+        client = LocalRuntime(env).submit("colpath", [], [results._node, late._node])
+        gate.wait_held()
+        savepoint = client.stop_with_savepoint(f"file://{tmp_path}/sp")
+        gate.open()
+    uri = savepoint.result(timeout=60)
     collected = client.wait(60).collected
     before = {"results": list(collected[results._node.id]), "late": list(collected.get(late._node.id, []))}
     assert 0 < len(before["results"]) < len(golden["results"])
