@@ -89,13 +89,8 @@ from checkpoints.savepoints import (
     savepoint_from_checkpoint,
 )
 from checkpoints.status import StatusDocument, read_status, write_status
-from checkpoints.store import (
-    AddResult,
-    CheckpointStorage,
-    CheckpointStorageLocation,
-    RetainedCheckpointStore,
-    LatestCheckpoint,
-)
+from checkpoints.checkpoint_storage import CheckpointStorage, CheckpointStorageLocation
+from checkpoints.completed_store import AddResult, LatestCheckpoint, RetainedCheckpointStore
 
 __all__ = [
     "AddResult",

@@ -1,5 +1,5 @@
 """Retention decisions as pure functions: which checkpoints leave, which files become unreferenced,
-which savepoints a history policy removes.  No I/O here; :mod:`checkpoints.store` and
+which savepoints a history policy removes.  No I/O here; :mod:`checkpoints.completed_store` and
 :mod:`checkpoints.savepoints` carry the decisions out.
 
 Seed 001: "for a job the number of handles that can be written is a finite value

@@ -30,7 +30,7 @@ from checkpoints.errors import NotASavepoint, ObjectNotFound, PreconditionFailed
 from checkpoints.metadata import CheckpointMetadata, SnapshotProperties, StateFileHandle, SubtaskState
 from checkpoints.restore import _read_metadata, split_snapshot_uri
 from checkpoints.retention import SavepointHistoryPolicy, SavepointSummary, savepoints_to_discard
-from checkpoints.store import CheckpointStorage, _delete_snapshot_dir
+from checkpoints.checkpoint_storage import CheckpointStorage, delete_snapshot_dir
 from engine.errors import CorruptSnapshotError
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def apply_savepoint_policy(
     doomed = [s for s in readable if s.folder in doomed_paths]
     if not dry_run:
         for s in doomed:
-            _delete_snapshot_dir(savepoint_store, s.folder + "/")
+            delete_snapshot_dir(savepoint_store, s.folder + "/")
             log.info("savepoint policy of job %r deleted %s", job_id, s.uri)
     return doomed
 
@@ -226,6 +226,6 @@ def dispose_savepoint(uri: str, **store_options: Any) -> int:
             f"{store.key_uri(name)} is checkpoint {metadata.checkpoint_id} of job {metadata.job_id!r}, not a "
             "savepoint: retained checkpoints belong to their job's index, which deletes them itself (orphans: "
             "`sluice checkpoints clean`); nothing was deleted")
-    deleted = _delete_snapshot_dir(store, folder)
+    deleted = delete_snapshot_dir(store, folder)
     log.info("disposed of savepoint %s (%d objects)", store.key_uri(name), deleted)
     return deleted
