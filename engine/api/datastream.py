@@ -31,7 +31,7 @@ from engine.graph.transformations import (
     Transformation,
     UnionTransformation,
 )
-from engine.io.file_sink import FileSink
+from engine.io.file_sink import SINK_FORMATS, FileSink
 from engine.io.sink import PrintSink
 from engine.operators.keyed_process import RollingAggregation
 from engine.watermarks.strategy import WatermarkStrategy
@@ -224,6 +224,9 @@ class DataStream:
 
     # -- sinks ---------------------------------------------------------------------------------
     def sink_to(self, sink: Any) -> DataStream:
+        type_info = declared_output_type(self._node)
+        if type_info is not None and callable(getattr(sink, "set_input_type", None)):
+            sink.set_input_type(type_info)  # Flink's InputTypeConfigurable (a text FileSink writes toString)
         node = SinkTransformation(name=f"Sink({type(sink).__name__})", inputs=[self._node], sink=sink)
         self._env._register_sink(node)
         return DataStream(self._env, node)
@@ -241,9 +244,11 @@ class DataStream:
                             else _TypedPrintSink(type_info, sink_identifier))
 
     def write_files(self, path: str, format: str = "parquet") -> DataStream:
-        """Write to a local or ``s3://`` folder; exactly-once under checkpointing (two-phase commit)."""
-        if format not in ("parquet", "jsonl"):
-            raise JobDefinitionError("format", format, "must be 'parquet' or 'jsonl'")
+        """Write to a local or ``s3://`` folder; exactly-once under checkpointing (two-phase commit).  ``format``:
+        ``parquet``, ``jsonl``, or ``text`` (a line per record: Java's ``toString`` of a declared type, else
+        Python's ``str``)."""
+        if format not in SINK_FORMATS:
+            raise JobDefinitionError("format", format, f"must be one of {', '.join(map(repr, SINK_FORMATS))}")
         return self.sink_to(FileSink(path, format=format))
 
     def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> CollectedRecords:

@@ -53,20 +53,22 @@ _TXN_ID = re.compile(r"^(\d{5})-[0-9a-f]{32}$")
 _STAGED_PART = re.compile(r"^(?:part-\d{5}|e\d{10}-[0-9a-f]{20})$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 MODES = ("exactly_once", "at_least_once")
+#: what a file sink writes: Parquet, JSON lines, or text (a line per record, Flink's simple string encoder)
+SINK_FORMATS = ("parquet", "jsonl", "text")
 
 
 class FileSink(TwoPhaseCommitSink):
     """Writes values as ``format`` files under ``path``; a transaction rolls a part every ``max_records_per_file``.
 
     Also built the PyFlink way: ``FileSink.for_row_format(path, Encoder.simple_string_encoder()).build()``
-    (JSON lines; engine/io/row_format.py).
+    (``text``: a line per record; engine/io/row_format.py).
     """
 
     @staticmethod
     def for_row_format(base_path: str, encoder: Encoder) -> RowFormatBuilder:
         if not isinstance(encoder, Encoder):
             raise JobDefinitionError("encoder", encoder, "must be an Encoder", "Use Encoder.simple_string_encoder()")
-        return RowFormatBuilder(base_path, lambda path: FileSink(path, format="jsonl"))
+        return RowFormatBuilder(base_path, lambda path: FileSink(path, format="text"))
 
     def __init__(
         self,
@@ -78,7 +80,7 @@ class FileSink(TwoPhaseCommitSink):
         storage_options: dict[str, Any] | None = None,
     ) -> None:
         self.path = check_folder_uri("path", path)
-        self.format = check_format(format, ("parquet", "jsonl"))
+        self.format = check_format(format, SINK_FORMATS)
         if mode not in MODES:
             raise JobDefinitionError("mode", mode, "must be 'exactly_once' or 'at_least_once'")
         if isinstance(max_records_per_file, bool) or not isinstance(max_records_per_file, int) \
@@ -88,7 +90,19 @@ class FileSink(TwoPhaseCommitSink):
         self.max_records_per_file = max_records_per_file
         self.storage_options = dict(storage_options or {})
         self.extension = EXTENSIONS[self.format]
+        #: the input stream's declared type (``set_input_type``): a ``text`` file writes each record as Java's
+        #: ``toString`` of that type, as Flink's SimpleStringEncoder does; without one, Python's ``str``
+        self.input_type: Any = None
         self._store = None
+
+    def set_input_type(self, type_info: Any) -> None:
+        """The type the stream declared (Flink's ``InputTypeConfigurable``); called by ``sink_to``."""
+        self.input_type = type_info
+
+    def _encode(self, values: Sequence[Any]) -> bytes:
+        if self.format == "text" and self.input_type is not None:
+            values = [self.input_type.java_string(v) for v in values]
+        return encode(self.format, values)
 
     def _folder(self):
         if self._store is None:
@@ -116,7 +130,7 @@ class FileSink(TwoPhaseCommitSink):
         if not self.is_exactly_once:
             if values:
                 name = f"part-alo-{txn.txn_id}-{len(txn.staged):05d}.{self.extension}"
-                self._folder().put_bytes(name, encode(self.format, values))
+                self._folder().put_bytes(name, self._encode(values))
                 txn.staged.append(name)
             return
         txn.values.extend(values)
@@ -126,7 +140,7 @@ class FileSink(TwoPhaseCommitSink):
 
     def _stage_part(self, txn: Transaction, values: Sequence[Any]) -> None:
         key = f"{STAGING}/{txn.txn_id}/part-{len(txn.staged):05d}.{self.extension}"
-        data = encode(self.format, values)
+        data = self._encode(values)
         self._folder().put_bytes(key, data)
         txn.staged.append(key)
         txn.digests[key] = (hashlib.sha256(data).hexdigest(), len(data))
@@ -306,7 +320,7 @@ def read_committed(path: str, storage_options: dict[str, Any] | None = None) -> 
     """Every value in the committed output under ``path``: files in name order, rows in file order.
 
     JSON lines come back as parsed JSON (tuples written as arrays come back as
-    lists); Parquet rows as dicts.
+    lists); Parquet rows as dicts; text lines as strings.
     """
     store = open_folder(check_folder_uri("path", path), storage_options)
     out: list = []
@@ -317,4 +331,6 @@ def read_committed(path: str, storage_options: dict[str, Any] | None = None) -> 
         elif name.endswith(".parquet"):
             table = decode("parquet", data)
             out.extend(table.rows(0, len(table))[0])
+        elif name.endswith(".txt"):
+            out.extend(data.decode("utf-8").splitlines())
     return out

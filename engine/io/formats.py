@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 FORMATS = ("parquet", "jsonl", "csv", "text")
-EXTENSIONS = {"parquet": "parquet", "jsonl": "jsonl", "csv": "csv"}
+EXTENSIONS = {"parquet": "parquet", "jsonl": "jsonl", "csv": "csv", "text": "txt"}
 
 _INT = re.compile(r"[+-]?(0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
@@ -470,4 +470,6 @@ def encode(fmt: str, values: Sequence[Any]) -> bytes:
         if table is None:
             table = pa.Table.from_pylist([_as_row(v) for v in values])
         return _parquet_bytes(table)
-    raise JobDefinitionError("format", fmt, "must be 'parquet' or 'jsonl' for a file sink")
+    if fmt == "text":  # Flink's SimpleStringEncoder: each record's string, then a newline
+        return "".join((v if isinstance(v, str) else str(v)) + "\n" for v in values).encode("utf-8")
+    raise JobDefinitionError("format", fmt, "must be 'parquet', 'jsonl' or 'text' for a file sink")

@@ -3,16 +3,19 @@
 
 PyFlink's examples end in ``ds.sink_to(FileSink.for_row_format(base_path, Encoder.simple_string_encoder())
 .with_output_file_config(...).with_rolling_policy(...).build())``.  That chain builds Sluice's
-exactly-once :class:`engine.io.file_sink.FileSink` (the one ``write_files`` uses) writing JSON lines, so
-such a program ports by changing imports.
+exactly-once :class:`engine.io.file_sink.FileSink` (the one ``write_files`` uses) in its ``text`` format, so
+such a program ports by changing imports: a line per record, Java's ``toString`` of the stream's declared type
+as Flink's simple string encoder writes it (``(a,3)`` for a ``Types.TUPLE``, ``+I[a, 1.5]`` for a
+``Types.ROW``, measured on PyFlink 2.3.0).  A stream without a declared type is written with Python's ``str``
+(Flink writes its pickled bytes' Java identity, ``[B@6392b86c``, there).
 
 **Supported**: ``for_row_format(base_path, encoder)`` with ``Encoder.simple_string_encoder()``;
 ``with_output_file_config``, ``with_rolling_policy``, ``with_bucket_check_interval`` are accepted.
 **Not supported** (accepted and ignored, because Sluice's sink names and rolls its part files itself so
 that a commit is idempotent, see engine/io/file_sink.py): part prefix and suffix, rolling by size or
-time, bucket assigners.  Records are written as JSON lines, one per record, not as ``str(record)``
-lines as Flink's simple string encoder writes them.  Bulk formats (``for_bulk_format``) are not
-offered: use ``stream.write_files(path, "parquet")``.
+time, bucket assigners (Flink writes into ``yyyy-MM-dd--HH`` folders; Sluice's parts are ``part-*.txt``
+directly under the base path).  Bulk formats (``for_bulk_format``) are not offered: use
+``stream.write_files(path, "parquet")``.
 """
 
 from __future__ import annotations

@@ -40,6 +40,8 @@ class StagingTarget:
     storage_options: dict
     txn_id: str
     epoch: int
+    #: the stream's declared type, for a ``text`` sink (FileSink.input_type: lines are Java's toString)
+    input_type: Any = None
 
     def part_key(self, channel: str) -> str:
         digest = hashlib.sha256(channel.encode("utf-8")).hexdigest()[:20]
@@ -52,6 +54,11 @@ class StagingTarget:
         from engine.io.storage import open_folder
 
         key = self.part_key(channel)
+        if self.format == "text" and self.input_type is not None:
+            from engine.elements import TupleColumns
+
+            text = self.input_type.java_string
+            chunks = [[text(v) for v in (c.values() if type(c) is TupleColumns else c)] for c in chunks]
         data = encode_chunks(self.format, chunks)
         open_folder(self.path, self.storage_options).put_bytes(key, data)
         return {"key": key, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
@@ -69,7 +76,7 @@ def staging_target(writer: Any, epoch: int) -> StagingTarget:
     sink = writer.sink
     return StagingTarget(sink.path, sink.format, sink.extension, executor_storage_options(sink.path,
                                                                                           sink.storage_options),
-                         writer.open_transaction().txn_id, epoch)
+                         writer.open_transaction().txn_id, epoch, sink.input_type)
 
 
 def executor_storage_options(path: str, options: dict[str, Any]) -> dict[str, Any]:
