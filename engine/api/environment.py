@@ -18,6 +18,7 @@ from engine.api.restart import RestartStrategyConfiguration
 from engine.api.typeinfo import check_type_info, convert_collection
 from engine.checkpointing.config import CheckpointConfig, CheckpointingMode, validate_checkpoint_storage_dir
 from engine.clock import SystemClock
+from engine.durations import positive_millis
 from engine.errors import JobDefinitionError
 from engine.graph.transformations import SinkTransformation, SourceTransformation, Transformation
 from engine.io.collection_source import CollectionSource
@@ -189,7 +190,7 @@ class StreamExecutionEnvironment:
         until it is stopped.  Without it the folder is listed once and the job ends after its files."""
         if format not in ("parquet", "jsonl", "csv", "text"):
             raise JobDefinitionError("format", format, "must be 'parquet', 'jsonl', 'csv' or 'text' (lines as str)")
-        interval_ms = None if monitor_interval is None else _interval_ms("monitor_interval", monitor_interval)
+        interval_ms = None if monitor_interval is None else positive_millis(monitor_interval, "monitor_interval")
         return self.from_source(FileSource(path, format=format, monitor_interval_ms=interval_ms),
                                 source_name=f"Files({path})")
 
@@ -396,20 +397,3 @@ class StreamExecutionEnvironment:
 
     def is_force_unaligned_checkpoints(self) -> bool:
         return self._checkpoint_config.is_force_unaligned_checkpoints()
-
-
-def _interval_ms(name: str, value: Any) -> int:
-    """A ``Duration``/``Time`` (``to_milliseconds``), a ``timedelta`` or an int of ms, as a positive int of ms."""
-    import datetime
-
-    if hasattr(value, "to_milliseconds"):
-        ms = value.to_milliseconds()
-    elif isinstance(value, datetime.timedelta):
-        ms = int(value.total_seconds() * 1000)
-    elif type(value) is int:
-        ms = value
-    else:
-        raise JobDefinitionError(name, value, "must be a Duration, a timedelta or an int of milliseconds")
-    if ms <= 0:
-        raise JobDefinitionError(name, value, "must be positive")
-    return int(ms)

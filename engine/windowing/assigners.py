@@ -84,7 +84,7 @@ def default_trigger_of(assigner: WindowAssigner, env: Any = None) -> Trigger:
 
 import dataclasses as _dc  # noqa: E402 - the built-ins below are kept apart from the bases above
 
-from engine.api.time import SizeLike, positive_millis, to_millis  # noqa: E402
+from engine.durations import SizeLike, positive_millis, to_millis  # noqa: E402
 from engine.errors import JobDefinitionError  # noqa: E402
 from engine.windowing.triggers import EndOfStreamTrigger, EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger  # noqa: E402
 from engine.windowing.windows import GLOBAL_WINDOW, GlobalWindow, TimeWindow  # noqa: E402
