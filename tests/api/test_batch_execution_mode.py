@@ -181,3 +181,26 @@ def test_a_batch_job_resumes_a_streaming_checkpoint_at_another_parallelism_keepi
     resumed = _env(RuntimeExecutionMode.BATCH, parallelism=3)
     resumed.set_runtime_option("from_savepoint", latest.as_uri())
     assert sorted(summed(resumed).execute_and_collect()) == [(k, 60) for k in keys]
+
+
+@pytest.mark.parametrize("mode", [RuntimeExecutionMode.AUTOMATIC, RuntimeExecutionMode.BATCH])
+def test_the_runtime_mode_is_resolved_once_per_job_and_the_runtime_uses_that_answer(mode, monkeypatch):
+    """The environment resolves the mode when it hands the job over (refusing BATCH before anything runs), and
+    the local runtime builds the job with that answer instead of walking the graph again."""
+    import engine.api.environment as environment
+
+    calls = []
+    real = environment.resolve_runtime_mode
+
+    def counted(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(environment, "resolve_runtime_mode", counted)
+    env = _env(mode)
+    out = _stamped(env).key_by(lambda v: v[0]).reduce(lambda a, b: (a[0], a[1] + b[1])).execute_and_collect()
+    assert sorted(out) == [("a", 12001), ("b", 26000), ("c", 100)]  # BATCH: one final value per key
+    assert len(calls) == 1
+    env.from_collection([1]).print()
+    env.execute()
+    assert len(calls) == 2
