@@ -8,7 +8,7 @@ registered so far; ``execute`` hands the graph to the chosen runtime.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from engine.api.datastream import DataStream, TimeCharacteristic
 from engine.api.execution_config import ExecutionConfig
@@ -219,7 +219,7 @@ class StreamExecutionEnvironment:
             raise JobDefinitionError("sinks", [], "must not be empty: add a sink (print(), write_files(), sink_to())")
 
     @contextmanager
-    def _handing_over(self, collect: list[Transformation] = (), required: bool = True  # type: ignore[assignment]
+    def _handing_over(self, collect: Sequence[Transformation] = (), required: bool = True
                       ) -> Iterator[list[SinkTransformation]]:
         """The sinks registered since the last job, which the job being handed to a runtime consumes (Flink's
         ``getStreamGraph(clearTransformations=true)``); ``required``: refuse a job without any.
