@@ -4,8 +4,11 @@ Both take the same options (``_run_options``); ``restore SNAPSHOT`` is ``run --f
 snapshot is validated with Great Expectations first and refused if it fails, unless ``--skip-validation`` is
 given; a drained one (``stop --drain``: its watermark is MAX_WATERMARK) is refused unless ``--allow-drained`` is
 given.  ``--option key=value`` takes the keys some runtime reads (engine/runtime/options.py), checked here.  The
-master runs in this process until the job ends; a fenced master exits with :data:`EXIT_FENCED`, a master stopped
-by SIGTERM or SIGINT suspends its job and exits with 128 + the signal's number.  engine/cli.py mounts the verbs.
+master runs in this process until the job ends, then prints a JSON summary with the job's final ``state``.  The exit
+status says how it ended: 0 for a job that finished (or was stopped with a savepoint), :data:`EXIT_CANCELED` for a
+job cancelled from another shell (``sluice cancel``, ``sluice stop --no-savepoint``), 1 for a job that failed; a
+fenced master exits with :data:`EXIT_FENCED`, a master stopped by SIGTERM or SIGINT suspends its job and exits
+with 128 + the signal's number.  engine/cli.py mounts the verbs.
 """
 
 from __future__ import annotations
@@ -202,8 +205,14 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
         signals.uninstall()
     if master.suspension is not None:
         _exit_suspended(master)
-    click.echo(json.dumps({"job_id": result.job_id, "runtime_ms": result.net_runtime_ms,
+    state = master.client.get_job_status()
+    click.echo(json.dumps({"job_id": result.job_id, "state": state, "runtime_ms": result.net_runtime_ms,
                            "restarts": result.restarts, "metrics": result.metrics}))
+    if state == "CANCELED":
+        # Flink's CLI reports such a job as CANCELED; a script must not read the cancel as a clean end
+        click.echo(f"CANCELED: job {result.job_id!r} was cancelled without a savepoint; exit status "
+                   f"{EXIT_CANCELED}", err=True)
+        sys.exit(EXIT_CANCELED)
 
 
 def _show_first_checkpoint(master: Any, shown: Any) -> None:
@@ -232,6 +241,10 @@ def _show_first_checkpoint(master: Any, shown: Any) -> None:
 
 #: exit status of a master that another master fenced (EX_TEMPFAIL: supervision decides what runs)
 EXIT_FENCED = 75
+
+#: exit status of ``sluice run`` when its job was cancelled (``sluice cancel``, ``sluice stop --no-savepoint``):
+#: apart from 0 (finished or stopped with a savepoint), 1 (failed, or an error), 2 (usage) and the above
+EXIT_CANCELED = 3
 
 
 def _exit_fenced(error: BaseException) -> None:
@@ -265,7 +278,12 @@ def _epilog() -> str:
               help="restore from this savepoint or retained checkpoint (validated first)")
 @_run_options
 def run(job: str, from_savepoint: str | None, **kwargs: Any) -> None:
-    """Run JOB (an import path module:function) under a job master with a control API."""
+    """Run JOB (an import path module:function) under a job master with a control API.
+
+    Exit status: 0 the job finished or was stopped with a savepoint; 3 it was cancelled (sluice cancel, stop
+    --no-savepoint: state CANCELED); 1 it failed; 2 usage error; 75 the master was fenced; 143/130 it was
+    suspended by SIGTERM/SIGINT.
+    """
     _run_job(job, from_savepoint, **kwargs)
 
 
@@ -274,5 +292,9 @@ def run(job: str, from_savepoint: str | None, **kwargs: Any) -> None:
 @click.argument("snapshot")
 @_run_options
 def restore(job: str, snapshot: str, **kwargs: Any) -> None:
-    """Validate SNAPSHOT with Great Expectations, then run JOB from it (refused if it fails or is drained)."""
+    """Validate SNAPSHOT with Great Expectations, then run JOB from it (refused if it fails or is drained).
+
+    Exit status as for run: 0 finished or stopped with a savepoint, 3 cancelled, 1 failed (or the snapshot was
+    refused), 2 usage error, 75 fenced, 143/130 suspended by a signal.
+    """
     _run_job(job, snapshot, **kwargs)

@@ -7,7 +7,8 @@ registered so far; ``execute`` hands the graph to the chosen runtime.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Sequence
 
 from engine.api.datastream import DataStream, TimeCharacteristic
 from engine.api.execution_config import ExecutionConfig
@@ -18,6 +19,7 @@ from engine.api.restart import RestartStrategyConfiguration
 from engine.api.typeinfo import check_type_info, convert_collection
 from engine.checkpointing.config import CheckpointConfig, CheckpointingMode, validate_checkpoint_storage_dir
 from engine.clock import SystemClock
+from engine.durations import positive_millis
 from engine.errors import JobDefinitionError
 from engine.graph.transformations import SinkTransformation, SourceTransformation, Transformation
 from engine.io.collection_source import CollectionSource
@@ -41,6 +43,8 @@ class StreamExecutionEnvironment:
         self._runtime_options: dict[str, Any] = {}
         self._restart_strategy: Any = None
         self._runtime_mode = RuntimeExecutionMode.STREAMING
+        #: the resolved mode of the job being handed to a runtime (set by _handing_over, None otherwise)
+        self._job_runtime_mode: RuntimeExecutionMode | None = None
 
     @staticmethod
     def get_execution_environment(config: dict[str, Any] | None = None) -> StreamExecutionEnvironment:
@@ -109,8 +113,15 @@ class StreamExecutionEnvironment:
         return self._runtime_mode
 
     def is_batch(self, roots: list[Any]) -> bool:
-        """Whether the job ending in ``roots`` runs in BATCH mode (AUTOMATIC resolved; refusals raised)."""
-        return resolve_runtime_mode(self._runtime_mode, roots, self._runtime) is RuntimeExecutionMode.BATCH
+        """Whether the job ending in ``roots`` runs in BATCH mode (AUTOMATIC resolved; refusals raised).
+
+        A runtime asks while it builds a job.  For a job this environment is handing over (``execute``,
+        ``execute_async``, ``execute_and_collect``) the answer is the one resolved then, once; a job given to a
+        runtime directly is resolved here."""
+        mode = self._job_runtime_mode
+        if mode is None:
+            mode = resolve_runtime_mode(self._runtime_mode, roots, self._runtime)
+        return mode is RuntimeExecutionMode.BATCH
 
     def set_clock(self, clock: Any) -> StreamExecutionEnvironment:
         """Inject the processing-time clock (a ManualClock makes processing-time jobs exact in tests)."""
@@ -189,7 +200,7 @@ class StreamExecutionEnvironment:
         until it is stopped.  Without it the folder is listed once and the job ends after its files."""
         if format not in ("parquet", "jsonl", "csv", "text"):
             raise JobDefinitionError("format", format, "must be 'parquet', 'jsonl', 'csv' or 'text' (lines as str)")
-        interval_ms = None if monitor_interval is None else _interval_ms("monitor_interval", monitor_interval)
+        interval_ms = None if monitor_interval is None else positive_millis(monitor_interval, "monitor_interval")
         return self.from_source(FileSource(path, format=format, monitor_interval_ms=interval_ms),
                                 source_name=f"Files({path})")
 
@@ -206,15 +217,23 @@ class StreamExecutionEnvironment:
     def _check_sinks(self) -> None:
         if not self._sinks:
             raise JobDefinitionError("sinks", [], "must not be empty: add a sink (print(), write_files(), sink_to())")
-        self.is_batch(list(self._sinks))
 
-    def _take_sinks(self, required: bool = True) -> list[SinkTransformation]:
-        """The sinks registered since the last job, which this job consumes (Flink's
-        ``getStreamGraph(clearTransformations=true)``); ``required``: refuse a job without any."""
+    @contextmanager
+    def _handing_over(self, collect: Sequence[Transformation] = (), required: bool = True
+                      ) -> Iterator[list[SinkTransformation]]:
+        """The sinks registered since the last job, which the job being handed to a runtime consumes (Flink's
+        ``getStreamGraph(clearTransformations=true)``); ``required``: refuse a job without any.
+
+        The job's runtime mode (its sinks and ``collect`` nodes' sources) is resolved here, once: a refusal
+        leaves the sinks in place, and while the runtime builds the job :meth:`is_batch` gives it this answer."""
         if required:
             self._check_sinks()
+        self._job_runtime_mode = resolve_runtime_mode(self._runtime_mode, [*self._sinks, *collect], self._runtime)
         sinks, self._sinks = list(self._sinks), []
-        return sinks
+        try:
+            yield sinks
+        finally:
+            self._job_runtime_mode = None
 
     def execute(self, job_name: str = "sluice-job", from_savepoint: str | None = None) -> JobExecutionResult:
         """Run the job to its end (bounded input, a stop or a failure) in this thread.
@@ -227,7 +246,9 @@ class StreamExecutionEnvironment:
         a program that prints a stream and executes, then prints another and executes again (PyFlink's
         ``basic_operations.py`` does) runs each print once.  To run the same sinks again, build them again.
         """
-        return self._runtime_instance().execute(job_name, self._take_sinks(), collect=[], from_savepoint=from_savepoint)
+        runtime = self._runtime_instance()
+        with self._handing_over() as sinks:
+            return runtime.execute(job_name, sinks, collect=[], from_savepoint=from_savepoint)
 
     def execute_async(self, job_name: str = "sluice-job", from_savepoint: str | None = None,
                       savepoint_dir: str | None = None) -> Any:
@@ -236,13 +257,15 @@ class StreamExecutionEnvironment:
         ``savepoint_dir`` is the default target of ``trigger_savepoint``/``stop_with_savepoint`` (else
         :meth:`set_default_savepoint_directory`'s).  Like ``execute``, it consumes the sinks added so far.
         """
-        handle = self._runtime_instance().submit(job_name, self._take_sinks(), collect=[],
-                                                 from_savepoint=from_savepoint)
+        runtime = self._runtime_instance()
+        with self._handing_over() as sinks:
+            handle = runtime.submit(job_name, sinks, collect=[], from_savepoint=from_savepoint)
         return JobClient(handle, job_name, savepoint_dir or self.get_default_savepoint_directory(), self._parallelism)
 
     def _execute_collect(self, node: Transformation, job_name: str) -> list[Any]:
-        self.is_batch([*self._sinks, node])
-        result = self._runtime_instance().execute(job_name, self._take_sinks(required=False), collect=[node])
+        runtime = self._runtime_instance()
+        with self._handing_over([node], required=False) as sinks:
+            result = runtime.execute(job_name, sinks, collect=[node])
         self._last_result = result
         return result.collected[node.id]
 
@@ -251,8 +274,9 @@ class StreamExecutionEnvironment:
         """Run the job once and collect several streams (e.g. a window result and its late side output).  As
         ``execute_and_collect``, the job also runs, and consumes, the sinks added since the previous job."""
         nodes = [s._node for s in streams.values()]
-        self.is_batch([*self._sinks, *nodes])
-        result = self._runtime_instance().execute(job_name, self._take_sinks(required=False), collect=nodes)
+        runtime = self._runtime_instance()
+        with self._handing_over(nodes, required=False) as sinks:
+            result = runtime.execute(job_name, sinks, collect=nodes)
         self._last_result = result
         return {name: result.collected[s._node.id] for name, s in streams.items()}, result
 
@@ -321,6 +345,7 @@ class StreamExecutionEnvironment:
         from engine.graph.plan import build_plan
 
         self._check_sinks()
+        resolve_runtime_mode(self._runtime_mode, self._sinks, self._runtime)  # a job it would refuse has no plan
         plan = build_plan(list(self._sinks), self._parallelism, self._max_parallelism,
                           chaining=self.is_chaining_enabled())
         ids: dict[int, int] = {}
@@ -396,20 +421,3 @@ class StreamExecutionEnvironment:
 
     def is_force_unaligned_checkpoints(self) -> bool:
         return self._checkpoint_config.is_force_unaligned_checkpoints()
-
-
-def _interval_ms(name: str, value: Any) -> int:
-    """A ``Duration``/``Time`` (``to_milliseconds``), a ``timedelta`` or an int of ms, as a positive int of ms."""
-    import datetime
-
-    if hasattr(value, "to_milliseconds"):
-        ms = value.to_milliseconds()
-    elif isinstance(value, datetime.timedelta):
-        ms = int(value.total_seconds() * 1000)
-    elif type(value) is int:
-        ms = value
-    else:
-        raise JobDefinitionError(name, value, "must be a Duration, a timedelta or an int of milliseconds")
-    if ms <= 0:
-        raise JobDefinitionError(name, value, "must be positive")
-    return int(ms)

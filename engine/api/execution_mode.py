@@ -12,11 +12,10 @@ job in STREAMING mode, whose final window results are the same when nothing arri
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Iterable
-
-from engine.graph.transformations import SourceTransformation
+from typing import Iterable
 
 from engine.errors import JobDefinitionError
+from engine.graph.transformations import SourceTransformation, Transformation, topological_order
 
 __all__ = ["RuntimeExecutionMode", "resolve_runtime_mode"]
 
@@ -27,27 +26,15 @@ class RuntimeExecutionMode(Enum):
     AUTOMATIC = 2
 
 
-def _sources(roots: Iterable[Any]) -> list[Any]:
+def resolve_runtime_mode(mode: RuntimeExecutionMode, roots: Iterable[Transformation], runtime: str) -> RuntimeExecutionMode:
+    """STREAMING or BATCH for a job whose sinks are ``roots``; refuses BATCH with an unbounded source or on Spark.
 
-    seen: set[int] = set()
-    found: list[Any] = []
-    stack = list(roots)
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, SourceTransformation):
-            found.append(node)
-        stack.extend(getattr(node, "inputs", ()) or ())
-    return found
-
-
-def resolve_runtime_mode(mode: RuntimeExecutionMode, roots: Iterable[Any], runtime: str) -> RuntimeExecutionMode:
-    """STREAMING or BATCH for a job whose sinks are ``roots``; refuses BATCH with an unbounded source or on Spark."""
+    The environment calls it once per job, when it hands the job to a runtime (StreamExecutionEnvironment.is_batch
+    gives the runtime that answer)."""
     if mode is RuntimeExecutionMode.STREAMING:
         return mode
-    unbounded = [s for s in _sources(roots) if not s.source.is_bounded()]
+    unbounded = [n for n in topological_order(list(roots))
+                 if isinstance(n, SourceTransformation) and not n.source.is_bounded()]
     if mode is RuntimeExecutionMode.AUTOMATIC:
         if unbounded:
             return RuntimeExecutionMode.STREAMING

@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import re
 
-from engine.api.time import SizeLike, non_negative_millis, positive_millis
+from engine.durations import SizeLike, non_negative_millis, positive_millis
 from engine.elements import AlignmentType, CheckpointOptions, CheckpointType
 from engine.errors import JobDefinitionError
 

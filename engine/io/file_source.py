@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.durations import positive_millis
 from engine.errors import JobDefinitionError
 from engine.io.formats import FORMATS, RowFile, check_format, decode
 from engine.io.source import (
@@ -88,11 +89,8 @@ class FileSourceBuilder:
         self._format, self._path, self._interval_ms = format, path, None
 
     def monitor_continuously(self, discovery_interval: Any) -> FileSourceBuilder:
-        ms = discovery_interval.to_milliseconds() if hasattr(discovery_interval, "to_milliseconds") \
-            else discovery_interval
-        if type(ms) is not int or ms <= 0:
-            raise JobDefinitionError("discovery_interval", discovery_interval, "must be a positive Duration")
-        self._interval_ms = ms
+        """List the folder again every ``discovery_interval`` (a Duration, Time, timedelta or int of ms, > 0)."""
+        self._interval_ms = positive_millis(discovery_interval, "discovery_interval")
         return self
 
     def process_static_file_set(self) -> FileSourceBuilder:

@@ -176,7 +176,7 @@ class PrintSink(Sink):
         return state
 
     def write(self, values: Sequence[Any], epoch: int = 0) -> None:
-        tag = getattr(self, "_identifier", "")
+        tag = self._identifier
         if self.num_subtasks > 1:
             tag = f"{tag}:{self.subtask_index + 1}" if tag else str(self.subtask_index + 1)
         lead = self._prefix + (f"{tag}> " if tag else "")

@@ -56,7 +56,12 @@ class _FinalPerKey(Output):
 
 
 class BatchKeyedInput(OneInputStreamOperator):
-    """``operator`` run the BATCH way: its input sorted by timestamp and released at the end of input."""
+    """``operator`` run the BATCH way: its input sorted by timestamp and released at the end of input.
+
+    Every step of the operator protocol (engine/operators/base.py) is delegated explicitly, and so is the one
+    attribute a runtime reads off a keyed operator: ``keyed_state_backend``, by which a restore (a BATCH job may
+    start from a STREAMING job's savepoint) hands each subtask the former subtasks whose key groups meet its own.
+    Anything else the wrapped operator has is reached as ``.operator``."""
 
     def __init__(self, operator: OneInputStreamOperator, final_only: bool = False) -> None:
         self.operator = operator
@@ -92,8 +97,22 @@ class BatchKeyedInput(OneInputStreamOperator):
     def advance_processing_time(self, now_ms: int) -> None:
         pass  # processing-time timers fire at the end of input, after the event-time ones
 
+    @property
+    def keyed_state_backend(self) -> Any:
+        """The wrapped operator's (set when it is opened)."""
+        return self.operator.keyed_state_backend
+
     def snapshot_state(self, checkpoint_id: int) -> Any:
         return self.operator.snapshot_state(checkpoint_id)
+
+    def snapshot_now(self, checkpoint_id: int) -> Any:
+        return self.operator.snapshot_now(checkpoint_id)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self.operator.notify_checkpoint_complete(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self.operator.notify_checkpoint_aborted(checkpoint_id)
 
     def initialize_state(self, snapshots: Any, key_group_range: Any = None) -> None:
         self.operator.initialize_state(snapshots, key_group_range)
@@ -107,9 +126,3 @@ class BatchKeyedInput(OneInputStreamOperator):
     def release(self) -> None:
         self.operator.release()
         super().release()
-
-    def __getattr__(self, name: str) -> Any:
-        # what a runtime reads off the operator (metrics, keyed_state_backend, ...) is the wrapped operator's
-        if name == "operator":
-            raise AttributeError(name)
-        return getattr(self.operator, name)

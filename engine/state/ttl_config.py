@@ -5,28 +5,17 @@ What a TTL state does with it is engine/state/ttl.py's docstring.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from enum import Enum
 from typing import Any
 
+from engine.durations import positive_millis
 from engine.errors import JobDefinitionError
 
 __all__ = ["StateTtlConfig"]
 
 
 def _ttl_ms(ttl: Any) -> int:
-    if isinstance(ttl, timedelta):
-        ms = int(ttl.total_seconds() * 1000)
-    elif hasattr(ttl, "to_milliseconds"):
-        ms = int(ttl.to_milliseconds())
-    elif isinstance(ttl, int) and not isinstance(ttl, bool):
-        ms = ttl
-    else:
-        raise JobDefinitionError("ttl", ttl, "must be a Time, a Duration, a timedelta or milliseconds",
-                                 "StateTtlConfig.new_builder(Time.seconds(10))")
-    if ms <= 0:
-        raise JobDefinitionError("ttl", ttl, "must be positive")
-    return ms
+    return positive_millis(ttl, "ttl", "StateTtlConfig.new_builder(Time.seconds(10))")
 
 
 class StateTtlConfig:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from engine.api.fields import check_field, field_of, is_field
-from engine.api.time import SizeLike, non_negative_millis, positive_millis
+from engine.durations import SizeLike, non_negative_millis, positive_millis
 from engine.clock import Clock
 from engine.errors import JobDefinitionError
 from engine.watermarks.generators import (

@@ -84,7 +84,7 @@ def default_trigger_of(assigner: WindowAssigner, env: Any = None) -> Trigger:
 
 import dataclasses as _dc  # noqa: E402 - the built-ins below are kept apart from the bases above
 
-from engine.api.time import SizeLike, positive_millis, to_millis  # noqa: E402
+from engine.durations import SizeLike, positive_millis, to_millis  # noqa: E402
 from engine.errors import JobDefinitionError  # noqa: E402
 from engine.windowing.triggers import EndOfStreamTrigger, EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger  # noqa: E402
 from engine.windowing.windows import GLOBAL_WINDOW, GlobalWindow, TimeWindow  # noqa: E402
@@ -331,8 +331,11 @@ class EventTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
         return EventTimeSessionWindows(positive_millis(gap, "gap"))
 
     @staticmethod
-    def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor | Callable[[Any], Any]) -> EventTimeSessionWindows:
-        return EventTimeSessionWindows(None, _gap_extractor(extractor))
+    def with_dynamic_gap(
+        extractor: SessionWindowTimeGapExtractor | Callable[[Any], Any],
+    ) -> DynamicEventTimeSessionWindows:
+        """A :class:`DynamicEventTimeSessionWindows` (as PyFlink returns)."""
+        return DynamicEventTimeSessionWindows(extractor)
 
     def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:
         ts = _require_timestamp("EventTimeSessionWindows", timestamp, element)
@@ -349,7 +352,7 @@ class EventTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
         return True
 
     def __str__(self) -> str:
-        return f"EventTimeSessionWindows({self.gap_ms if self.gap_extractor is None else 'dynamic'})"
+        return f"{type(self).__name__}({self.gap_ms if self.gap_extractor is None else 'dynamic'})"
 
 
 def _session_gap(assigner: str, gap_ms: int | None, extractor: Callable[[Any], Any] | None, element: Any) -> int:
@@ -357,14 +360,30 @@ def _session_gap(assigner: str, gap_ms: int | None, extractor: Callable[[Any], A
     return gap_ms if extractor is None else _dynamic_gap(assigner, extractor, element)  # type: ignore[return-value]
 
 
-class DynamicEventTimeSessionWindows:
-    """PyFlink's name for event-time sessions with a gap per element: ``DynamicEventTimeSessionWindows(extractor)``
-    or ``.with_dynamic_gap(extractor)`` builds an :class:`EventTimeSessionWindows` with that extractor."""
+class DynamicEventTimeSessionWindows(EventTimeSessionWindows):
+    """Event-time sessions with a gap per element (PyFlink's ``DynamicEventTimeSessionWindows``):
+    ``DynamicEventTimeSessionWindows(extractor)``, ``DynamicEventTimeSessionWindows.with_dynamic_gap(extractor)``
+    and ``EventTimeSessionWindows.with_dynamic_gap(extractor)`` all build one.
 
-    def __new__(cls, session_window_time_gap_extractor: Any) -> EventTimeSessionWindows:  # type: ignore[misc]
-        return EventTimeSessionWindows.with_dynamic_gap(session_window_time_gap_extractor)
+    A subclass of :class:`EventTimeSessionWindows` with ``gap_ms=None`` and the extractor as ``gap_extractor``, so
+    what accepts session windows accepts it; ``type(a) is EventTimeSessionWindows`` (the specialised session
+    operator, engine/windowing/variant.py) does not, as that operator needs a fixed gap.  PyFlink's ``repr``
+    shows the last gap it extracted; this one keeps no state (STYLE section 3) and shows the extractor."""
 
-    with_dynamic_gap = staticmethod(EventTimeSessionWindows.with_dynamic_gap)
+    __slots__ = ()
+
+    def __init__(self, session_window_time_gap_extractor: SessionWindowTimeGapExtractor | Callable[[Any], Any]
+                 ) -> None:
+        super().__init__(None, _gap_extractor(session_window_time_gap_extractor))
+
+    @staticmethod
+    def with_dynamic_gap(
+        extractor: SessionWindowTimeGapExtractor | Callable[[Any], Any],
+    ) -> DynamicEventTimeSessionWindows:
+        return DynamicEventTimeSessionWindows(extractor)
+
+    def __repr__(self) -> str:
+        return f"DynamicEventTimeSessionWindows({self.gap_extractor!r})"
 
 
 @_dc.dataclass(frozen=True, slots=True)
@@ -381,8 +400,9 @@ class ProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
     @staticmethod
     def with_dynamic_gap(
         extractor: SessionWindowTimeGapExtractor | Callable[[Any], Any],
-    ) -> ProcessingTimeSessionWindows:
-        return ProcessingTimeSessionWindows(None, _gap_extractor(extractor))
+    ) -> DynamicProcessingTimeSessionWindows:
+        """A :class:`DynamicProcessingTimeSessionWindows` (as PyFlink returns)."""
+        return DynamicProcessingTimeSessionWindows(extractor)
 
     def assign_windows(self, element: Any, timestamp: int | None, context: WindowAssignerContext) -> list[TimeWindow]:
         now = context.get_current_processing_time()
@@ -399,7 +419,7 @@ class ProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
         return False
 
     def __str__(self) -> str:
-        return f"ProcessingTimeSessionWindows({self.gap_ms if self.gap_extractor is None else 'dynamic'})"
+        return f"{type(self).__name__}({self.gap_ms if self.gap_extractor is None else 'dynamic'})"
 
 
 @_dc.dataclass(frozen=True, slots=True)
@@ -433,10 +453,21 @@ class GlobalWindows(WindowAssigner[Any, GlobalWindow]):
         return "GlobalWindows()"
 
 
-class DynamicProcessingTimeSessionWindows:
-    """PyFlink's name for processing-time sessions with a gap per element (see DynamicEventTimeSessionWindows)."""
+class DynamicProcessingTimeSessionWindows(ProcessingTimeSessionWindows):
+    """Processing-time sessions with a gap per element (PyFlink's ``DynamicProcessingTimeSessionWindows``); a
+    subclass of :class:`ProcessingTimeSessionWindows`, built and shown as DynamicEventTimeSessionWindows is."""
 
-    def __new__(cls, session_window_time_gap_extractor: Any) -> ProcessingTimeSessionWindows:  # type: ignore[misc]
-        return ProcessingTimeSessionWindows.with_dynamic_gap(session_window_time_gap_extractor)
+    __slots__ = ()
 
-    with_dynamic_gap = staticmethod(ProcessingTimeSessionWindows.with_dynamic_gap)
+    def __init__(self, session_window_time_gap_extractor: SessionWindowTimeGapExtractor | Callable[[Any], Any]
+                 ) -> None:
+        super().__init__(None, _gap_extractor(session_window_time_gap_extractor))
+
+    @staticmethod
+    def with_dynamic_gap(
+        extractor: SessionWindowTimeGapExtractor | Callable[[Any], Any],
+    ) -> DynamicProcessingTimeSessionWindows:
+        return DynamicProcessingTimeSessionWindows(extractor)
+
+    def __repr__(self) -> str:
+        return f"DynamicProcessingTimeSessionWindows({self.gap_extractor!r})"

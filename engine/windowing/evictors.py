@@ -60,7 +60,7 @@ class Evictor(ABC, Generic[T, W]):
 
 from typing import Callable  # noqa: E402
 
-from engine.api.time import SizeLike, positive_millis  # noqa: E402
+from engine.durations import SizeLike, positive_millis  # noqa: E402
 from engine.errors import JobDefinitionError  # noqa: E402
 from engine.windowing.triggers import as_delta_function  # noqa: E402
 

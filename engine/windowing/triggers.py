@@ -100,7 +100,7 @@ class Trigger(ABC, Generic[T, W]):
 
 from typing import Callable  # noqa: E402
 
-from engine.api.time import SizeLike, positive_millis  # noqa: E402
+from engine.durations import SizeLike, positive_millis  # noqa: E402
 from engine.elements import MAX_WATERMARK  # noqa: E402
 from engine.errors import JobDefinitionError  # noqa: E402
 from engine.state.descriptors import ReducingStateDescriptor, ValueStateDescriptor  # noqa: E402

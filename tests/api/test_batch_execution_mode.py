@@ -153,3 +153,54 @@ def test_batch_mode_takes_no_checkpoint_even_when_checkpointing_is_enabled(tmp_p
     assert "takes no checkpoints" in caplog.text
     _, streaming_checkpoints = run(RuntimeExecutionMode.STREAMING)
     assert streaming_checkpoints  # the same job in STREAMING does checkpoint: the assertion above is not vacuous
+
+
+def test_a_batch_job_resumes_a_streaming_checkpoint_at_another_parallelism_keeping_every_keys_state(
+        tmp_path: Path):
+    """A BATCH job may start from a STREAMING job's retained checkpoint (as in Flink).  Its keyed operators run
+    inside BatchKeyedInput, which the restore must still see as keyed: at a new parallelism each subtask takes
+    the former subtasks whose key groups meet its own, else keys are lost."""
+    from restore_comparison import configured_env
+
+    from engine.errors import JobFailedError
+    from engine.runtime.local.faults import Fault, FaultKind, FaultPlan
+
+    keys = "abcdefgh"
+    data = [(k, 1) for _ in range(60) for k in keys]
+    storage = tmp_path / "chk"
+
+    def summed(env):
+        return env.from_collection(data).key_by(lambda v: v[0]).reduce(lambda a, b: (a[0], a[1] + b[1]))
+
+    failing = configured_env(2, storage.as_uri(), FaultPlan([Fault(FaultKind.RECORDS, 300)]))
+    with pytest.raises(JobFailedError):
+        summed(failing).execute_and_collect()
+    (job_dir,) = [p for p in storage.iterdir() if p.is_dir()]
+    (latest,) = [p for p in job_dir.iterdir() if p.name.startswith("chk-") and (p / "_metadata").exists()]
+
+    resumed = _env(RuntimeExecutionMode.BATCH, parallelism=3)
+    resumed.set_runtime_option("from_savepoint", latest.as_uri())
+    assert sorted(summed(resumed).execute_and_collect()) == [(k, 60) for k in keys]
+
+
+@pytest.mark.parametrize("mode", [RuntimeExecutionMode.AUTOMATIC, RuntimeExecutionMode.BATCH])
+def test_the_runtime_mode_is_resolved_once_per_job_and_the_runtime_uses_that_answer(mode, monkeypatch):
+    """The environment resolves the mode when it hands the job over (refusing BATCH before anything runs), and
+    the local runtime builds the job with that answer instead of walking the graph again."""
+    import engine.api.environment as environment
+
+    calls = []
+    real = environment.resolve_runtime_mode
+
+    def counted(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(environment, "resolve_runtime_mode", counted)
+    env = _env(mode)
+    out = _stamped(env).key_by(lambda v: v[0]).reduce(lambda a, b: (a[0], a[1] + b[1])).execute_and_collect()
+    assert sorted(out) == [("a", 12001), ("b", 26000), ("c", 100)]  # BATCH: one final value per key
+    assert len(calls) == 1
+    env.from_collection([1]).print()
+    env.execute()
+    assert len(calls) == 2

@@ -9,6 +9,8 @@ import pytest
 from engine.api.time import Duration, Time
 from engine.errors import JobDefinitionError
 from engine.windowing.assigners import (
+    DynamicEventTimeSessionWindows,
+    DynamicProcessingTimeSessionWindows,
     EventTimeSessionWindows,
     GlobalWindows,
     MergingWindowAssigner,
@@ -195,6 +197,26 @@ def test_dynamic_gap_from_a_callable_or_an_extractor():
 
     by_extractor = ProcessingTimeSessionWindows.with_dynamic_gap(Extractor())
     assert by_extractor.assign_windows(2, None, FixedClock(10)) == [TimeWindow(10, 2010)]
+
+
+@pytest.mark.parametrize("fixed, dynamic, now", [
+    (EventTimeSessionWindows, DynamicEventTimeSessionWindows, None),
+    (ProcessingTimeSessionWindows, DynamicProcessingTimeSessionWindows, 100),
+])
+def test_dynamic_session_assigners_are_classes_of_their_own_as_in_pyflink(fixed, dynamic, now):
+    """PyFlink 2.3's ``X.with_dynamic_gap``, ``DynamicX.with_dynamic_gap`` and ``DynamicX(extractor)`` all build a
+    ``DynamicX``; here it is also an ``X`` (a subclass), so code checking for session windows still finds it."""
+    built = [dynamic(lambda e: 5), dynamic.with_dynamic_gap(lambda e: 5), fixed.with_dynamic_gap(lambda e: 5)]
+    for assigner in built:
+        assert type(assigner) is dynamic and isinstance(assigner, fixed)
+        assert repr(assigner).startswith(f"{dynamic.__name__}(") and str(assigner) == f"{dynamic.__name__}(dynamic)"
+        assert assigner.is_event_time() is (now is None)
+        assert assigner.assign_windows("x", 100, FixedClock(now) if now is not None else NO_CLOCK) == [
+            TimeWindow(100, 105)]
+    assert type(fixed.with_gap(5)) is fixed and str(fixed.with_gap(5)) == f"{fixed.__name__}(5)"
+    with pytest.raises(JobDefinitionError) as err:
+        dynamic(42)
+    assert err.value.parameter == "session_window_time_gap_extractor"
 
 
 def test_dynamic_gap_that_is_not_positive_fails_with_a_clear_error():
