@@ -276,7 +276,8 @@ def test_the_old_savepoint_flags_still_work_then_history_without_a_master_then_r
     assert re.fullmatch(r"starting purchases: done in \d+\.\d s\n", lines[1]), lines
     waited = [line for line in lines if line.startswith("waiting for the first checkpoint")]
     assert waited[0] == "waiting for the first checkpoint ...\n", lines
-    assert re.fullmatch(r"waiting for the first checkpoint: checkpoint 1 completed in \d+\.\d s\n", waited[1]), waited
+    # the first to complete: checkpoint 1, or a later one when 1 timed out on a loaded host (CI saw 2)
+    assert re.fullmatch(r"waiting for the first checkpoint: checkpoint \d+ completed in \d+\.\d s\n", waited[1]), waited
 
     # restoring the savepoint: validation, then the restore
     restore = subprocess.Popen(
