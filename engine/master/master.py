@@ -45,6 +45,7 @@ from engine.api.environment import StreamExecutionEnvironment
 from engine.api.restart import RestartStrategies
 from engine.checkpointing.config import ExternalizedCheckpointRetention
 from engine.errors import JobDefinitionError
+from engine.graph.plan import build_plan
 from engine.master.api import create_app
 from engine.master.metrics import JobMetrics
 from engine.master.operations import OperationRegistry
@@ -226,6 +227,7 @@ class JobMaster:
     def start(self) -> JobMaster:
         self.config.check()  # before the lease: a config that cannot run leaves nothing in storage
         job_id = stable_job_id(self.config.job_name, self.config.runtime_options.get("job_id"))
+        self._check_plan(job_id)
         self._acquire_lease(job_id)
         try:
             env = self._environment(job_id)
@@ -263,6 +265,14 @@ class JobMaster:
                                          "restored_from": self.config.from_savepoint,
                                          "control_url": self.server.url})
         return self
+
+    def _check_plan(self, job_id: str) -> None:
+        """Build the job and its plan once before the lease, so a definition that cannot run (a parallelism
+        above the max parallelism, a bad parameter) is refused before this master writes anything: after the
+        lease it would record the job as running, which supervision restarts, and overwrite a stopped job's
+        status with a failure."""
+        env = self._environment(job_id)
+        build_plan(env._sinks, env.get_parallelism(), env.get_max_parallelism(), chaining=env.is_chaining_enabled())
 
     def _savepoint_roots(self) -> tuple[str, ...]:
         """Where a control request may put a savepoint: the savepoint root, else the checkpoint storage."""

@@ -202,6 +202,10 @@ def test_a_token_protected_master_refuses_requests_without_the_token(tmp_path: P
 @pytest.mark.parametrize("change, parameter", [
     ({"host": "0.0.0.0"}, "token"),  # a control API off loopback without a token
     ({"job_spec": "engine.examples.purchases"}, "job"),  # no :function
+    # a job whose plan cannot be built: refused in the job's thread after the lease and the desired state
+    # 'running' were written (a new user's `sluice restore ... --parallelism 200` of a stopped job: supervision
+    # would have restarted it, and its FINISHED status became FAILED)
+    ({"parallelism": 200}, "parallelism"),
 ])
 def test_a_master_refuses_a_bad_config_naming_the_parameter_before_it_touches_storage(
         tmp_path: Path, change: dict, parameter: str) -> None:
