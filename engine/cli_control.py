@@ -174,8 +174,10 @@ def _human_status(s: dict[str, Any], now_ms: int | None = None) -> str:
                      f"out {'-' if records_out is None else records_out}"
                      + (f", {rate:.1f} records/s in" if rate is not None else ""))
     lag = s.get("lag_ms")
-    lines.append(f"  watermark {_when(s.get('watermark_ms'), None)}"
-                 + (f" (event-time lag {_age(lag)})" if isinstance(lag, int) else ""))
+    watermark = _when(s.get("watermark_ms"), None)
+    # no lag beside no watermark (a job before its first one, or whose event time is still at 1970)
+    lines.append(f"  watermark {watermark}"
+                 + (f" (event-time lag {_age(lag)})" if isinstance(lag, int) and watermark != "-" else ""))
     counts = ""
     if s.get("num_completed_checkpoints") is not None:
         counts = f"; {s['num_completed_checkpoints']} completed, {s.get('num_failed_checkpoints', 0)} failed"

@@ -9,6 +9,7 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from checkpoints.backends import open_store
@@ -276,3 +277,15 @@ def test_a_finished_jobs_status_document_carries_its_record_counts(tmp_path: Pat
     assert (f"  records in {document.extra['records_in']}, out {document.extra['records_out']}"
             in shown.output.splitlines()), shown.output
     assert "control API" not in shown.output, shown.output
+
+
+@pytest.mark.parametrize("watermark_ms, shown_lag", [(None, None), (-1, None), (0, None),
+                                                     (1_700_000_000_000, "event-time lag 2.0 h")])
+def test_the_event_time_lag_is_shown_only_beside_a_watermark(watermark_ms, shown_lag) -> None:
+    """A new user saw ``watermark - (event-time lag 498815.3 h)``: a lag measured from 1970 beside no watermark."""
+    from engine.cli_control import _human_status
+
+    status = {"job_id": "purchases", "state": "RUNNING", "watermark_ms": watermark_ms,
+              "lag_ms": None if watermark_ms is None else 7_200_000 if watermark_ms > 0 else 1_795_735_000_000}
+    line = next(x for x in _human_status(status).splitlines() if x.startswith("  watermark"))
+    assert (shown_lag in line) if shown_lag else ("lag" not in line and line == "  watermark -"), line
