@@ -16,10 +16,11 @@ from typing import Any
 import click
 
 from checkpoints.backends import open_store
-from checkpoints.errors import InvalidStorageUri
+from checkpoints.errors import CorruptSnapshotError, InvalidStorageUri, UnsupportedFormatVersion
 from checkpoints.inspect import inspect_snapshot, list_checkpoints
 from checkpoints.lease import read_lease
 from checkpoints.orphans import clean_orphans
+from checkpoints.status import read_status
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK
 
 
@@ -54,6 +55,23 @@ def checked_location(ctx: click.Context, param: click.Parameter, value: str | No
     except InvalidStorageUri as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
     return value
+
+
+def _savepoint_dir_of(store: Any, job_id: str) -> str | None:
+    """The savepoint directory the job's (last) master published in its status document, if it names a valid
+    one; None when there is no document (nothing read from storage is trusted beyond its checks)."""
+    try:
+        doc = read_status(store, job_id)
+    except (CorruptSnapshotError, UnsupportedFormatVersion):
+        return None  # `sluice status` says what is wrong with it; listing goes on from --storage
+    root = (doc.extra or {}).get("savepoint_dir") if doc is not None else None
+    if not isinstance(root, str) or not root.startswith(("s3://", "s3a://", "file://")):
+        return None
+    try:
+        open_store(root)
+    except InvalidStorageUri:
+        return None
+    return root
 
 
 def _store_options(endpoint_url: str | None, region: str | None) -> dict[str, Any]:
@@ -105,8 +123,8 @@ def checkpoints_cli() -> None:
 @click.option("--storage", required=True, callback=checked_location,
               help="checkpoint root: s3://bucket/prefix or file:///path")
 @click.option("--savepoint-dir", "savepoint_root", default=None, callback=checked_location,
-              help="savepoint root (the job's --savepoint-dir; default: --storage, where a job run without "
-                   "one puts its savepoints)")
+              help="savepoint root (the job's --savepoint-dir; default: the one its master's status document "
+                   "names, else --storage, where a job run without one puts its savepoints)")
 @deprecated_alias("--savepoints", "savepoint_root", "--savepoint-dir", default=None, callback=checked_location)
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
 @click.option("--region", default=None, help="S3 region")
@@ -114,10 +132,10 @@ def checkpoints_cli() -> None:
 def list_command(job_id: str, storage: str, savepoint_root: str | None, endpoint_url: str | None,
                  region: str | None, as_json: bool) -> None:
     """List the retained checkpoints and the savepoints of JOB_ID (savepoints from --savepoint-dir, else from
-    --storage, the job master's default savepoint directory)."""
+    the savepoint directory its master's status document names, else from --storage)."""
     options = _store_options(endpoint_url, region)
     store = open_store(storage, **(options if storage.startswith("s3") else {}))
-    savepoint_root = savepoint_root or storage
+    savepoint_root = savepoint_root or _savepoint_dir_of(store, job_id) or storage
     savepoint_store = open_store(savepoint_root, **(options if savepoint_root.startswith("s3") else {}))
     data = list_checkpoints(store, job_id, savepoint_store)
     if as_json:

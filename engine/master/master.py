@@ -152,6 +152,8 @@ class JobMaster:
         self._lease_done = threading.Event()
         #: the job's lease (checkpoints.lease.LeaseKeeper) while the master runs with storage
         self.lease: Any = None
+        #: where this master puts savepoints (--savepoint-dir, else the job's default, else the checkpoint storage)
+        self.savepoint_root: str | None = None
         #: why this master was fenced (another master owns the job now); it then writes nothing more
         self.fenced: BaseException | None = None
         #: called once when the master is fenced; the default cancels the job without recording anything.
@@ -235,9 +237,10 @@ class JobMaster:
                                            chaining=env.is_chaining_enabled())
             # without --savepoint-dir, savepoints go to the job's env.set_default_savepoint_directory, else where
             # control requests may put them: the checkpoint storage
+            self.savepoint_root = (self.config.savepoint_dir or env.get_default_savepoint_directory()
+                                   or self.config.storage_uri)
             self.client = env.execute_async(self.config.job_name, from_savepoint=self.config.from_savepoint,
-                                            savepoint_dir=self.config.savepoint_dir
-                                            or env.get_default_savepoint_directory() or self.config.storage_uri)
+                                            savepoint_dir=self.savepoint_root)
         except BaseException:
             self._end_lease()
             raise
@@ -555,6 +558,8 @@ class JobMaster:
             failures=tuple(s.get("failures", ())),
             extra={"control_url": self.server.url if self.server else None, "runtime": self.config.runtime,
                    "job_spec": self.config.job_spec, "parallelism": s.get("parallelism"),
+                   # where its savepoints go: `sluice checkpoints list` looks there without --savepoint-dir
+                   "savepoint_dir": self.savepoint_root,
                    "records_in": s.get("records_in"), "records_out": s.get("records_out"),
                    "fencing_token": self.lease.fencing_token if self.lease is not None else None},
             suspension=suspension,

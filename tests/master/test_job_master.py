@@ -240,6 +240,13 @@ def test_the_sluice_cli_runs_savepoints_and_stops_a_job(tmp_path: Path) -> None:
         out, _ = run.communicate(timeout=60)
         assert run.returncode == 0
         assert json.loads(out.strip().splitlines()[-1])["job_id"] == "purchases"
+        # without --savepoint-dir, `checkpoints list` finds them where the master put them (its status document
+        # names the folder); a new user saw only the checkpoints and took the savepoints for lost
+        listed = subprocess.run(cli + ["checkpoints", "list", "purchases", "--storage", storage, "--json"],
+                                capture_output=True, text=True, env=env, timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        uris = [s["uri"] for s in json.loads(listed.stdout)["savepoints"]]
+        assert len(uris) == 2 and all(u.startswith((tmp_path / "sp").as_uri()) for u in uris), uris
         missing = subprocess.run(cli + ["status", "nosuchjob", "--storage", storage], capture_output=True,
                                  text=True, env=env, timeout=60)
         assert missing.returncode == 1 and missing.stderr.startswith("error: job 'nosuchjob'")
