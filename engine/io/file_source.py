@@ -204,7 +204,8 @@ class _FileReader(SplitReader):
             if self._offset > len(self._rows):
                 raise JobDefinitionError(
                     "start_offset", self._offset, f"must not pass the end ({len(self._rows)}) of its file",
-                    "The checkpoint belongs to different input; restore it with the input it was taken on")
+                    "The checkpoint belongs to different input; restore it with the input it was taken on "
+                    "(a job built from parameters: the same --param values as the run that took it)")
         start = self._offset
         stop = min(len(self._rows), start + max_records)
         self._offset = stop

@@ -213,7 +213,8 @@ def check_int_offset(split: SourceSplit, offset: Offset | None, length: int | No
     if length is not None and offset > length:
         raise JobDefinitionError(
             "start_offset", offset, f"must not pass the end ({length}) of split {split.split_id!r}",
-            "The checkpoint belongs to different input; restore it with the input it was taken on")
+            "The checkpoint belongs to different input; restore it with the input it was taken on (a job built "
+            "from parameters: the same --param values as the run that took it)")
     return offset
 
 
