@@ -7,6 +7,7 @@ seed documents where PyFlink differs.
 from engine.api.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from engine.api.datastream import DataStream, KeyedStream, SingleOutputStreamOperator, TimeCharacteristic
 from engine.api.environment import StreamExecutionEnvironment
+from engine.api.configuration import Configuration
 from engine.api.job_client import JobClient
 from engine.api.restart import RestartStrategies
 from engine.api.functions import (

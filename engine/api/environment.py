@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Sequence
 
 from engine.api.datastream import DataStream, TimeCharacteristic
+from engine.api.configuration import Configuration, apply_configuration
 from engine.api.execution_config import ExecutionConfig
 from engine.api.execution_mode import RuntimeExecutionMode, resolve_runtime_mode
 from engine.api.job_client import JobClient
@@ -47,11 +48,24 @@ class StreamExecutionEnvironment:
         self._job_runtime_mode: RuntimeExecutionMode | None = None
 
     @staticmethod
-    def get_execution_environment(config: dict[str, Any] | None = None) -> StreamExecutionEnvironment:
+    def get_execution_environment(config: Configuration | dict[str, Any] | None = None) -> StreamExecutionEnvironment:
+        """A new environment; ``config``: PyFlink's :class:`Configuration` (the Flink keys Sluice honours are
+        applied, engine/api/configuration.py), or a dict of Sluice runtime options (``set_runtime_option``)."""
         env = StreamExecutionEnvironment()
+        if isinstance(config, Configuration):
+            return env.configure(config)
+        if config is not None and not isinstance(config, dict):
+            raise JobDefinitionError("config", config, "must be a Configuration or a dict of runtime options")
         for key, value in (config or {}).items():
             env.set_runtime_option(key, value)
         return env
+
+    def configure(self, configuration: Configuration) -> StreamExecutionEnvironment:
+        """Apply PyFlink's :class:`Configuration` (the keys of engine/api/configuration.py's ``APPLIED``)."""
+        if not isinstance(configuration, Configuration):
+            raise JobDefinitionError("configuration", configuration, "must be a Configuration")
+        apply_configuration(self, configuration)
+        return self
 
     # -- settings ------------------------------------------------------------------------------
     def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
