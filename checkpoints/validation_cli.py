@@ -29,7 +29,8 @@ import click
               help="validate with pandas or Spark; auto: Spark above --spark-threshold rows of state")
 @click.option("--spark-threshold", type=int, default=None, help="rows of state above which --engine auto uses Spark")
 @click.option("--record/--no-record", default=False, show_default=True,
-              help="write the outcome into the snapshot's _metadata (the validated tier of savepoints)")
+              help="write the outcome beside the snapshot (_validation/<run>.json) and into its _metadata (the "
+                   "validated tier of savepoints); without it, validate only reads the snapshot's storage")
 @click.option("--allow-non-restored-state", is_flag=True, help="with --job: state nobody restores is not an error")
 @click.option("--allow-drained", is_flag=True,
               help="a drained snapshot (taken by stop --drain, watermark MAX_WATERMARK) is not a failure")
@@ -56,7 +57,7 @@ def validate_command(snapshot: str, job_spec: str | None, data_docs_dir: str | N
             report = validate_snapshot(
                 snapshot, job_spec=job_spec, user_expectations=expectations_file, data_docs_dir=data_docs_dir,
                 engine=engine, spark_row_threshold=spark_threshold or DEFAULT_SPARK_ROW_THRESHOLD, record=record,
-                allow_drained=allow_drained, **options)
+                write_results=record, allow_drained=allow_drained, **options)
             compat = (check_compatibility(snapshot, job_spec, allow_non_restored_state=allow_non_restored_state,
                                           **options) if job_spec else None)
     except SluiceError as exc:
@@ -67,19 +68,19 @@ def validate_command(snapshot: str, job_spec: str | None, data_docs_dir: str | N
         click.echo(json.dumps({"ok": ok, "validation": report.to_dict(),
                                "compatibility": compat.to_dict() if compat else None}, indent=2, default=str))
         raise SystemExit(0 if ok else 1)
-    _print_summary(report, compat)
+    _print_summary(report, compat, ok)
     raise SystemExit(0 if ok else 1)
 
 
-def _print_summary(report: Any, compat: Any) -> None:
+def _print_summary(report: Any, compat: Any, ok: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     console = Console(soft_wrap=True)
     verdict = "[green]PASSED[/green]" if report.passed else "[red]FAILED[/red]"
-    console.print(f"validation of {report.snapshot_uri} (job {report.job_id}, checkpoint {report.checkpoint_id}): "
-                  f"{verdict} on {report.engine}, {report.rows} rows in {report.duration_ms} ms")
+    console.print(f"state of {report.snapshot_uri} (job {report.job_id}, checkpoint {report.checkpoint_id}): "
+                  f"expectations {verdict} on {report.engine}, {report.rows} rows in {report.duration_ms} ms")
     table = Table("frame", "rows", "expectations", "failed")
     for a in report.assets:
         table.add_row(a.asset, str(a.rows), str(a.evaluated), f"[red]{a.failed}[/red]" if a.failed else "0")
@@ -106,3 +107,10 @@ def _print_summary(report: Any, compat: Any) -> None:
         console.print(f"Data Docs: {report.data_docs_url}")
     if report.results_uri:
         console.print(f"results: {report.results_uri}")
+    # the last line is the answer: the state may pass its expectations while the job cannot restore it
+    if ok:
+        console.print("[green]OK[/green]: " + ("the job can restore this snapshot" if compat is not None
+                                              else "the snapshot's state passed (add --job to check a restore)"))
+    else:
+        why = "its state failed validation" if not report.passed else f"job {compat.job_spec} cannot restore it"
+        console.print(f"[red]NOT OK[/red]: {why}")

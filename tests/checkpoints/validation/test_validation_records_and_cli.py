@@ -207,3 +207,22 @@ def test_sluice_validate_shows_its_progress_on_stderr_when_asked_and_keeps_stdou
     assert json.loads(shown.stdout)["ok"] is True
     quiet = CliRunner().invoke(validate_command, [healthy_uri, "--data-docs", str(docs_dir), "--json"])
     assert quiet.exit_code == 0 and quiet.stderr == ""  # off a terminal, without the flag: nothing
+
+
+def test_sluice_validate_ends_with_the_answer_and_writes_nothing_beside_the_snapshot_without_record(
+        healthy_uri, docs_dir):
+    """A new user read 'PASSED on pandas' as the answer when the job could not restore the snapshot (exit 1),
+    and validate wrote _validation/<run>.json into the snapshot's folder without --record (an operator's role
+    may only read it)."""
+    folder = Path(healthy_uri.removeprefix("file://"))
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    result = CliRunner().invoke(validate_command, [healthy_uri, "--data-docs", str(docs_dir),
+                                                   "--job", "validation_jobs:build_changed"])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert "expectations PASSED" in lines[0] and lines[-1] == "NOT OK: job validation_jobs:build_changed cannot " \
+        "restore it", lines
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before
+    recorded = CliRunner().invoke(validate_command, [healthy_uri, "--data-docs", str(docs_dir), "--record"])
+    assert recorded.exit_code == 0 and recorded.output.strip().splitlines()[-1].startswith("OK: "), recorded.output
+    assert list(folder.glob("_validation/*.json")), "--record writes the results beside the snapshot"
