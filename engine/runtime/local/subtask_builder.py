@@ -110,6 +110,8 @@ class SubtaskBuilder:
         tasks: list[Subtask] = []
         plan = self.plan
         gates: dict[tuple[int, int], list[Channel]] = {}
+        #: (vertex, subtask) -> its channels of broadcast edges, which its gate polls first (InputGate)
+        self._broadcast_channels: dict[tuple[int, int], list[int]] = {}
         edge_channels: dict[int, dict[int, list[Channel]]] = {}  # id(edge) -> source subtask -> channels by target
         for v in plan.vertices:
             for j in range(v.parallelism):
@@ -118,6 +120,8 @@ class SubtaskBuilder:
                     sources = [j] if edge.partitioning is Partitioning.FORWARD else range(edge.source_vertex.parallelism)
                     for i in sources:
                         ch = Channel(len(channels), f"{edge.name}[{i}->{j}]", self.runtime.channel_capacity)
+                        if edge.partitioning is Partitioning.BROADCAST:
+                            self._broadcast_channels.setdefault((v.id, j), []).append(ch.index)
                         channels.append(ch)
                         edge_channels.setdefault(id(edge), {}).setdefault(i, []).append(ch)
                 gates[(v.id, j)] = channels
@@ -275,7 +279,7 @@ class SubtaskBuilder:
                 task.before_read = self.job.inject_barriers
             return task
         head = operators[v.head.id]
-        gate = InputGate(gate_channels)
+        gate = InputGate(gate_channels, first=self._broadcast_channels.get((v.id, index), ()))
         task = StreamTask(name, gate, head, ops, outs)
         self._restore_valve(task, vkey, index, v.parallelism)
         self._replay_channel_state(gate, task_id, v)
