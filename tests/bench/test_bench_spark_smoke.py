@@ -24,10 +24,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(1200)  # its own JVM and 4 cells x 2 windows x 3 sides: 8 min on a 2-core host at load 15
 def test_smoke_grid_runs_every_side_and_their_results_agree() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run([sys.executable, "-m", "bench.bench_spark", "--smoke"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=1100)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["benchmark"] == "bench_spark_smoke"
