@@ -238,3 +238,58 @@ def print_result_line(result: dict[str, Any]) -> None:
     """The machine-readable outcome: exactly one JSON object on the last stdout line."""
     sys.stdout.flush()
     print(json.dumps(result, sort_keys=True, default=str), flush=True)
+
+
+class PeakTreeRss:
+    """Peak resident memory of a process tree while a run lasts: this process, the Spark JVM and every
+    process under it (PySpark's daemon and Python workers), summed and sampled every ``interval_s`` by a
+    thread (psutil).  ``with PeakTreeRss(jvm_pid) as peak: ...`` then ``peak.mb``.
+
+    Sampled, so a spike shorter than the interval can be missed; the sum counts pages shared between a
+    forked worker and its daemon twice (as ``ps`` does), which both sides of a comparison pay alike.
+    """
+
+    def __init__(self, jvm_pid: int | None, interval_s: float = 0.1) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be > 0; got {interval_s}")
+        self.jvm_pid = jvm_pid
+        self.interval_s = interval_s
+        self.mb = 0.0
+        self._stop: Any = None
+        self._thread: Any = None
+
+    def sample_mb(self) -> float:
+        import psutil
+
+        procs = [psutil.Process()]
+        if self.jvm_pid is not None:
+            try:
+                jvm = psutil.Process(self.jvm_pid)
+                procs += [jvm, *jvm.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                pass
+        total = 0
+        for proc in procs:
+            try:
+                total += proc.memory_info().rss
+            except psutil.NoSuchProcess:
+                pass  # a worker that exited between the listing and the read
+        return total / (1024.0 * 1024.0)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.mb = max(self.mb, self.sample_mb())
+
+    def __enter__(self) -> "PeakTreeRss":
+        import threading
+
+        self.mb = self.sample_mb()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="bench-peak-rss", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.mb = round(max(self.mb, self.sample_mb()), 1)

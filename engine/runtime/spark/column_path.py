@@ -14,8 +14,11 @@ results.  Per read of the split (engine/runtime/spark/stages.py ``_read_slice``)
    writes for it (so the window operator drops it, sends it to the late side output, or re-fires the window);
 3. groups the other records per (key, pane) with pyarrow's hash aggregate (``Table.group_by``, C++): one
    row per group with the pane's sum/min/max as ``_num``, the group's first record in arrival order as
-   ``_value`` (the only Python objects built: one dict per group, :func:`engine.io.formats.table_to_pylist`,
-   the very dicts the element path reads) and that record's timestamp and arrival position.
+   ``_value`` and that record's timestamp and arrival position.  ``_value`` is the record's text as
+   :func:`engine.runtime.spark.rows.encode_record` gives it for the dict the element path reads, written
+   column-wise by :func:`record_texts` (no Python object per record or per group) when every column is a
+   string of plain ASCII, an integer, a finite float, a bool or a UTC timestamp in s/ms/us; any other table
+   builds the dicts (:func:`engine.io.formats.table_to_pylist`) and encodes them one by one.
 
 Every row's ``_offset`` is its first record's position in the task's arrival order (the Router's sequence),
 so the window stage's (channel, sequence) order among partials, elements and the other tasks' rows is the
@@ -101,9 +104,6 @@ def read_columns(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, rou
     table = pa.Table.from_batches([batch])
     rows = router.rows
 
-    from engine.io.formats import table_to_pylist
-    from engine.runtime.spark.rows import encode_record
-
     if late.all():
         on_time = np.empty(0, np.int64)
     else:
@@ -117,7 +117,7 @@ def read_columns(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, rou
         firsts = firsts[order]
         aggregates = folded.column(f"v_{pre.kind}").to_numpy()[order]
         picked = pa.array(firsts)
-        texts = [encode_record(v) for v in table_to_pylist(table.take(picked))]
+        texts = record_texts(table.take(picked))
         rows.extend(len(firsts), window_id, split=router.channel, offset=(first + firsts).tolist(),
                     ts=ts[firsts].tolist(), key=encode_key_column(keys.take(picked)).to_pylist(), value=texts,
                     num=aggregates.tolist())
@@ -125,13 +125,77 @@ def read_columns(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, rou
         # late records: element rows, as the Router writes them (its pane test gives "late" for them too)
         behind = np.flatnonzero(late)
         picked = pa.array(behind)
-        texts = [encode_record(v) for v in table_to_pylist(table.take(picked))]
+        texts = record_texts(table.take(picked))
         rows.extend(len(behind), window_id, split=router.channel, offset=(first + behind).tolist(),
                     ts=ts[behind].tolist(), key=encode_key_column(keys.take(picked)).to_pylist(), value=texts)
     received = router.received
     for edge in ((col.source, None, col.timestamps), (col.timestamps, None, window_id)):
         received[edge] = received.get(edge, 0) + n
     return True
+
+
+#: the text of a printable-ASCII string JSON needs no escape for (no ``"``, no ``\\``)
+_PLAIN_ASCII = r'^[\x20\x21\x23-\x5b\x5d-\x7e]*$'
+
+
+def _json_fragment(column: pa.Array) -> pa.Array | None:
+    """One column's JSON text per value, as the record's text holds it, or None when this is not done column-wise.
+
+    A string of plain ASCII is itself in double quotes; an integer its decimal text; a finite float Arrow's
+    shortest round-trip text (``.0`` added to an integral one, so it reads back as a float); a bool
+    ``true``/``false``; a UTC timestamp (pyarrow gives ``ZoneInfo("UTC")``) the codec's ``$dz`` tag of its wall
+    time, which decodes to the very datetime the element path reads.
+    """
+    t = column.type
+    if column.null_count:
+        return None
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        column = pc.cast(column, pa.string())
+        if pc.all(pc.match_substring_regex(column, _PLAIN_ASCII)).as_py() is False:
+            return None
+        return pc.binary_join_element_wise('"', column, '"', "")
+    if pa.types.is_boolean(t):
+        return pc.if_else(column, "true", "false")
+    if pa.types.is_integer(t):
+        return pc.cast(column, pa.string())
+    if pa.types.is_floating(t) and t != pa.float16():
+        if not pc.all(pc.is_finite(column)).as_py():
+            return None
+        text = pc.cast(pc.cast(column, pa.float64()), pa.string())
+        integral = pc.invert(pc.match_substring_regex(text, r"[.eE]"))
+        return pc.if_else(integral, pc.binary_join_element_wise(text, ".0", ""), text)
+    if pa.types.is_timestamp(t) and t.tz == "UTC" and t.unit in _TO_MS:
+        ints = column.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        walls = np.datetime_as_string(ints.astype(f"datetime64[{t.unit}]").astype("datetime64[us]"))
+        return pc.binary_join_element_wise('{"$dz":["', pa.array(walls, pa.string()), '",0,"UTC"]}', "")
+    return None
+
+
+def record_texts(table: pa.Table) -> list[str]:
+    """``encode_record(d)`` for each row dict ``d`` of ``table`` (as :func:`engine.io.formats.table_to_pylist`
+    gives them) in value, not always in bytes — ``decode_values`` reads both back as equal dicts of equal types
+    (tests/runtime/spark/test_column_record_texts.py) — written column-wise (module docstring, step 3)."""
+    import json
+
+    from engine.io.formats import table_to_pylist
+    from engine.runtime.spark.rows import encode_record
+
+    names = table.column_names
+    fragments = []
+    if table.num_rows and names and len(set(names)) == len(names) and not any(n.startswith("$") for n in names):
+        for column in table.columns:
+            fragment = _json_fragment(column.combine_chunks())
+            if fragment is None:
+                break
+            fragments.append(fragment)
+    if not table.num_rows or not names or len(fragments) != len(names):
+        return [encode_record(v) for v in table_to_pylist(table)]
+    parts: list[Any] = []
+    for i, (name, fragment) in enumerate(zip(names, fragments)):
+        parts.append(("{" if i == 0 else ",") + json.dumps(name) + ":")
+        parts.append(fragment)
+    parts.append("}")
+    return pc.binary_join_element_wise(*parts, "").to_pylist()
 
 
 def encode_key_column(column: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -67,9 +67,25 @@ min of mins, the earliest first element — and keeps the same state rows (a sna
 the local runtime, restores on the other, at any parallelism: tests/runtime/spark/test_spark_column_path.py).
 A read the columns cannot take exactly (a null, a float or huge field, a naive timestamp, a generator that must
 see every record...) takes the element path whole, as whole elements (the Router does not fold a column
-path window's records).  Partial: the window stage still decodes one Python record per partial and folds it
-through the operator's batch path; with many keys and few records per (key, pane) in an epoch the partials are
-nearly as many as the records, and that part costs what the element path does.  Measured with
+path window's records).  The reading task writes each partial's first record as text column-wise
+(column_path.py ``record_texts``; encoding one dict per partial with the codec was the largest single cost of the
+Python workers).  Partial: the window stage still decodes one Python record per partial and folds it
+through the operator's batch path, and restores and snapshots the operator's state through the general layout
+every epoch; with many keys and few records per (key, pane) in an epoch the partials are nearly as many as the
+records, and that part costs what the element path does.  Where the time went before ``record_texts``
+(bench/bench_spark.py's column form, 1M events over 1k Zipf keys, sliding 60/10 s, 10 epochs; PySpark's
+``spark.sql.pyspark.udf.profiler=perf`` in the workers, cProfile in the driver; one run on a host loaded far
+beyond its 2 cores): of the workers' profiled time, encoding the partials' first records 35 %, decoding them in
+the window stage 20 %, the operator's restore and snapshot each epoch 17 %, the fold itself under 2 %; the
+driver spends about 1 s an epoch building the epoch's DataFrames (JVM analysis over py4j) and otherwise waits
+for the two Spark jobs of each epoch; the JVM's CPU per event (12-17 µs) is above the workers' (11-12 µs).  Before and after ``record_texts``, column form only, one process per
+run, the two versions taking turns (before, after, before, after) on a shared 2-core host whose load fell from
+about 19 to 5 meanwhile: 5M events over 100k uniform keys, tumbling 60 s, 8.3k and 17.4k vs 27.5k and 35.5k
+events/s, Python CPU per event 27.1 and 25.1 vs 17.4 and 16.2 µs, JVM 11.3 and 11.6 vs 11.4 and 10.5 µs (almost
+every record is its own partial there); 2M events over 1k Zipf keys, sliding 60/10 s, with native Spark in the
+same process: 17.7k (x1.34 native) and 8.6k (x0.93) vs 13.5k (x0.91) and 9.1k (x0.72), Python 12.3 and 14.8 vs
+11.5 and 12.2 µs per event — there the partials are fewer than the records and the JVM's per-epoch work
+dominates, and no throughput change shows through this host's noise.  Measured with
 bench/bench_spark.py (2M events over 1k Zipf keys, 20 epochs, local[2], one run each on a shared, busy host):
 the column path against the same column-form job on the element path, tumbling 60 s 48.7k vs 24.3k events/s,
 sliding 60/10 s 56.0k vs 23.8k; Python worker CPU per event 6.0 vs 20.6 µs (tumbling).  Native Spark ran
