@@ -24,16 +24,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.spark
-@pytest.mark.timeout(1200)  # its own JVM and 4 cells x 2 windows x 3 sides: 8 min on a 2-core host at load 15
+@pytest.mark.timeout(900)  # its own JVM, 1 cell x 2 windows x 3 sides (the 4-cell smoke took 8 min at load 15)
 def test_smoke_grid_runs_every_side_and_their_results_agree() -> None:
+    """CI runs one cell of the smoke grid (2,000 Zipf keys) to keep under its 30 minutes; the whole smoke grid
+    (``--smoke`` alone: 30 and 2,000 keys x uniform and Zipf) is run by hand."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    done = subprocess.run([sys.executable, "-m", "bench.bench_spark", "--smoke"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1100)
+    done = subprocess.run([sys.executable, "-m", "bench.bench_spark", "--smoke", "--keys", "2000", "--skew", "1.1"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=850)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["benchmark"] == "bench_spark_smoke"
     cells = result["cells"]
-    assert {(c["keys"], c["skew"]) for c in cells} == {(30, 0.0), (30, 1.1), (2000, 0.0), (2000, 1.1)}
+    assert {(c["keys"], c["skew"]) for c in cells} == {(2000, 1.1)}
     for cell in cells:
         for window in ("tumbling", "sliding"):
             rows = cell["checked_rows"][window]
