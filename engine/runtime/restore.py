@@ -37,6 +37,7 @@ from engine.runtime.snapshot_metadata import (
     SOURCE_STAGE_SUFFIX,
     VALVE_SUFFIX,
     restored_watermark,
+    sink_subtask_metadata,
     split_states,
     stage_state_for_splits,
     state_table_name,
@@ -63,7 +64,8 @@ class RestorePoint:
     #: state, and the watermark the window operators had reached; empty / None for this run's in-memory checkpoints
     split_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     watermark: int | None = None
-    #: a Spark snapshot's sinks' two-phase-commit states (None: not transactional), in plan order
+    #: the two-phase-commit states (None: not transactional), in plan order, of the sinks of a Spark snapshot
+    #: written before both runtimes listed sinks alike (``"kind": "sink"``); a newer one lists them as local does
     spark_sink_states: list[dict[str, Any] | None] = field(default_factory=list)
     #: where a stored snapshot was read from, and its ``_metadata`` (checkpoints.CheckpointMetadata); None for
     #: this run's in-memory checkpoints
@@ -80,8 +82,8 @@ class RestorePoint:
         subtask) and no ``v<vertex>.valve``: each source vertex gets one stage holding its source's unfinished
         splits (the runtime hands each subtask its own splits' entries), and each other vertex a valve whose
         output stands at the snapshot's watermark (with fresh channels, as after a rescale: it never regresses);
-        each transactional sink gets the pending transactions Spark's driver-side writer held (matched in plan
-        order, which is how Spark lists them), for subtask 0 to commit.  What the snapshot has is kept as it is;
+        each transactional sink of an older Spark snapshot gets the pending transactions Spark's driver-side
+        writer held (matched in plan order, which is how Spark listed them), for subtask 0 to commit.  What the snapshot has is kept as it is;
         in-memory checkpoints of this run are returned unchanged.
         """
         if not self.split_states and self.watermark is None and not self.spark_sink_states:
@@ -94,10 +96,7 @@ class RestorePoint:
                 uid = node.operator_uid()
                 if state is not None and uid not in operators:
                     operators[uid] = [(0, MaterializedOperatorSnapshot(
-                        {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid,
-                         "operator_class": "SinkOperator", "checkpoint_id": self.checkpoint_id,
-                         "max_parallelism": plan.max_parallelism, "key_group_range": [0, plan.max_parallelism - 1],
-                         "sink_state": state}, {}))]
+                        sink_subtask_metadata(uid, self.checkpoint_id, plan.max_parallelism, state), {}))]
         elif self.spark_sink_states:
             raise CorruptSnapshotError(
                 f"snapshot {self.checkpoint_id} holds the pending transactions of {len(self.spark_sink_states)} "

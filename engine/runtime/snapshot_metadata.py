@@ -17,9 +17,11 @@ both write, besides ``source_positions`` and the window operators' state files:
 - ``watermarks.watermark``: the watermark the window operators had reached (every record after
   the snapshot is judged against it); ``watermarks.operators``: each window subtask's;
 - ``"kind": "window"`` in each window operator's config;
-- each two-phase-commit sink's pending transactions, which the other runtime reads through
-  :func:`sink_states` (Spark: ``"kind": "sink"`` with ``two_phase_commit``; local: each sink
-  subtask's ``sink_state``, merged as the local SinkOperator merges them when rescaled).
+- each two-phase-commit sink's pending transactions: the sink is an operator named as its plan node,
+  each subtask's ``sink_state`` in its metadata (:func:`sink_subtask_metadata`; Spark's one
+  driver-side writer is subtask 0 of 1), read through :func:`sink_states`, which merges the subtasks
+  as the local SinkOperator merges them when rescaled.  Spark snapshots written before both runtimes
+  wrote sinks alike list a sink as ``"kind": "sink"`` with ``two_phase_commit``; they are still read.
 
 Each runtime also writes what only it needs (``RUNTIME_EXTRAS`` in engine/runtime/checkpoint_storage.py):
 the local runtime a valve per task
@@ -40,6 +42,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from checkpoints.validation.operator_config import window_operator_config
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, WatermarkStatus
 from engine.graph.transformations import WindowTransformation
+from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION
 from engine.operators.timestamps_watermarks import FORMAT_VERSION as STAGE_FORMAT_VERSION
 from engine.state import codec
 from engine.watermarks.valve import VALVE_FORMAT_VERSION
@@ -247,11 +250,21 @@ def stage_state_for_splits(splits: Iterable[Mapping[str, Any]]) -> dict[str, Any
             "num_dead_letters": 0, "splits": entries}
 
 
+def sink_subtask_metadata(uid: str, checkpoint_id: int, max_parallelism: int, state: Mapping[str, Any],
+                          key_group_range: Sequence[int] | None = None) -> dict[str, Any]:
+    """A sink subtask's snapshot metadata as the local SinkOperator writes it (engine/operators/simple.py): the
+    base operator metadata and the two-phase-commit ``sink_state``.  ``key_group_range``: the subtask's (a sink of
+    parallelism 1, e.g. Spark's one driver-side writer, covers every key group)."""
+    return {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid, "operator_class": "SinkOperator",
+            "checkpoint_id": checkpoint_id, "max_parallelism": max_parallelism,
+            "key_group_range": list(key_group_range or (0, max_parallelism - 1)), "sink_state": dict(state)}
+
+
 def sink_states(meta: Any) -> dict[str, dict[str, Any]]:
     """uid -> two-phase-commit state (``{"format_version", "pending"}``) of each transactional sink in a snapshot of
-    either runtime, in the snapshot's order: Spark's driver-side sink writer (``"kind": "sink"``) or the local
-    runtime's sink subtasks, whose pending transactions are merged in subtask order, as the local SinkOperator
-    merges them when a restore changes the sink's parallelism."""
+    either runtime, in the snapshot's order: the sink subtasks' ``sink_state``, whose pending transactions are merged
+    in subtask order, as the local SinkOperator merges them when a restore changes the sink's parallelism (or, in an
+    older Spark snapshot, its driver-side writer's ``"kind": "sink"`` operator)."""
     out: dict[str, dict[str, Any]] = {}
     for op in meta.operators:
         if op.config.get("kind") == "sink":

@@ -78,8 +78,9 @@ def restore_if_requested(checkpointing: SparkCheckpointing) -> None:
                              meta.checkpoint_id)
         job.state[v.head.id] = job.spark.range(0, v.parallelism, numPartitions=v.parallelism) \
             .mapInArrow(fn, ROW_DDL).localCheckpoint(eager=True)
+    # an older Spark snapshot lists each driver-side writer as a "kind": "sink" operator named by its task id;
+    # a snapshot of either runtime now names each sink subtask's state by the sink's operator uid
     saved_sinks = [op.uid for op in meta.operators if op.config.get("kind") == "sink"]
-    # a local runtime's snapshot names each sink subtask's state by the sink's operator uid
     local_sinks = {uid: st for uid, st in sink_states(meta).items() if uid not in saved_sinks}
     nodes = {n.id: n for v in job.plan.vertices for n in v.nodes}
     for position, (task_id, writer) in enumerate(checkpointing.sink_tasks.items()):
