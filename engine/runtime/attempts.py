@@ -1,19 +1,15 @@
 """One job run as attempts: the restart loop both runtimes share (seed 002 "Recovery").
 
-The first attempt starts from the savepoint the run was given, or from scratch.  When an attempt fails
-and the restart strategy (engine/api/restart.py) allows another restart, :class:`Attempts` waits its
-delay and starts the next one from the newest retained checkpoint that reads and verifies, else from the
-run's start; when it allows no more (or the master was fenced), the run fails with a JobFailedError
-naming the restarts and the last cause.  The state moves ``created`` → ``running`` (→ ``restarting`` →
-``running`` ...) → ``finished``, ``stopped``, ``cancelled`` or ``failed`` (or stays ``running``: Spark's
-``max_epochs``).  ``on_end(status)`` runs once, when the whole run has ended: retention is applied
-there, never between attempts, since a restart restores those checkpoints.
-
-A runtime says what an attempt is (engine/runtime/{local,spark}/job_run.py) with small callables:
-``start(choice)`` builds one (``choice``: None for the run's start, else a :class:`RestoreChoice`),
-``run(attempt)`` runs it and returns the state it ended in (or raises), ``end(attempt, failure)`` follows
-it; ``candidates()`` lists ``(checkpoint id, retained checkpoint)`` newest first, ``load`` reads and
-verifies one, ``committed(checkpoint_id)`` names the exactly-once sinks that already committed its output.
+The first attempt starts from the run's savepoint, or from scratch.  After a failure the restart strategy
+(engine/api/restart.py) decides: its delay, then the next attempt from the newest retained checkpoint that
+reads and verifies (else the run's start); or a JobFailedError naming the restarts and the last cause (also
+when the master was fenced).  States: ``created`` → ``running`` (→ ``restarting`` → ``running`` ...) →
+``finished``/``stopped``/``cancelled``/``failed`` (or ``running``: Spark's ``max_epochs``).  ``on_end(status)``
+runs once, when the whole run has ended: retention is applied there, never between attempts.  The runtime
+(engine/runtime/{local,spark}/job_run.py) says what an attempt is: ``start(choice)`` builds one (``choice``
+None: the run's start), ``run`` returns the state it ended in or raises, ``end(attempt, failure)`` follows it;
+``candidates()`` are ``(checkpoint id, retained checkpoint)`` newest first, ``load`` reads and verifies one,
+``committed(checkpoint_id)`` names the exactly-once sinks that already committed its output.
 """
 
 from __future__ import annotations
@@ -46,16 +42,17 @@ class RestoreChoice(NamedTuple):
 
 
 class Attempts(Generic[A]):
-    """The restart loop of one run (see the module docstring).  ``restart_when_start_fails``: a restarted
+    """The restart loop of one run (see the module docstring); ``strategy``: the job's restart strategy
+    (``restart_strategy_of(env)``).  ``restart_when_start_fails``: a restarted
     attempt that cannot be built (a sink failing to re-commit, storage down) is restarted like a failed one,
     when the strategy allows; otherwise the run fails at once, as it does when the first cannot be built."""
 
-    def __init__(self, job_name: str, backoff: Any, clock: Any, *, start: Callable[[RestoreChoice | None], A],
+    def __init__(self, job_name: str, strategy: Any, clock: Any, *, start: Callable[[RestoreChoice | None], A],
                  run: Callable[[A], str], end: Callable[[A, Exception | None], None],
                  candidates: Callable[[], list[tuple[int, Any]]], load: Callable[[Any], Any],
                  committed: Callable[[int], list[str]], on_end: Callable[[JobStatus | None], None],
                  restart_when_start_fails: bool = False) -> None:
-        self.job_name, self.backoff, self.clock = job_name, backoff, clock
+        self.job_name, self.backoff, self.clock = job_name, strategy.backoff(), clock
         self._start, self._run, self._end, self._on_end = start, run, end, on_end
         self._candidates, self._load, self._committed = candidates, load, committed
         self.restart_when_start_fails = restart_when_start_fails
@@ -130,21 +127,15 @@ class Attempts(Generic[A]):
                     delay_ms)
         self.restarts += 1
         self._set_state("restarting")
-        wait_restart_delay(self.clock, delay_ms)
+        self._wait(delay_ms)
 
     def _restore_point(self) -> RestoreChoice | None:
-        """The newest retained checkpoint that loads, or None when there is none (the run's start then).
-
-        - An unreadable one (``CorruptSnapshotError``, or ``SnapshotNotFound``: its ``_metadata`` is gone) is logged
-          and passed over for the one before it, as a restarted Flink master passes over a checkpoint its
-          CompletedCheckpointStore cannot retrieve -- unless an exactly-once sink already committed its
-          transactions: restoring an older checkpoint would then write the records between the two a second
-          time, so the run fails instead, naming the sinks and the ways out.
-        - While storage is unreachable (``StorageUnavailable``), the same one is read again after the strategy's
-          backoff: reading the checkpoint is part of restarting, so an outage costs restart attempts, not the job.
-        - When there are candidates but none is readable, the run fails with a ``CorruptSnapshotError`` naming
-          each problem: starting over instead would emit results the sinks already committed a second time.
-        """
+        """The newest retained checkpoint that loads, or None when there is none (the run's start then).  An
+        unreadable one (corrupt, or its ``_metadata`` gone) is passed over, as a restarted Flink master passes over
+        one its CompletedCheckpointStore cannot retrieve -- unless an exactly-once sink committed its output (the
+        span between the two would be written twice): then, or when none is readable, the run fails naming the
+        problems and the ways out.  While storage is unreachable the same one is read again after the strategy's
+        backoff: an outage costs restart attempts, not the job."""
         problems: list[str] = []
         for checkpoint_id, candidate in self._candidates():
             while True:
@@ -163,7 +154,7 @@ class Attempts(Generic[A]):
                             "retained checkpoints (sluice run --from-savepoint <chk folder>)") from exc
                     log.warning("job %s: storage unreachable while restarting (%s); retrying in %d ms",
                                 self.job_name, exc, delay_ms)
-                    wait_restart_delay(self.clock, delay_ms)
+                    self._wait(delay_ms)
                     continue
                 if holders:
                     raise CorruptSnapshotError(
@@ -189,13 +180,9 @@ class Attempts(Generic[A]):
             self.state = state
             self.changed.notify_all()
 
-
-def wait_restart_delay(clock: Any, delay_ms: int) -> None:
-    """The restart strategy's delay: a manual clock (tests) advances at once, a real one is slept on."""
-    if delay_ms <= 0:
-        return
-    advance = getattr(clock, "advance", None)
-    if advance is not None:
-        advance(delay_ms)
-    else:
-        time.sleep(delay_ms / 1000)
+    def _wait(self, delay_ms: int) -> None:
+        """The strategy's delay: a manual clock (tests) advances at once, a real one is slept on."""
+        if delay_ms > 0 and hasattr(self.clock, "advance"):
+            self.clock.advance(delay_ms)
+        elif delay_ms > 0:
+            time.sleep(delay_ms / 1000)

@@ -36,7 +36,7 @@ class FakeRun:
         self.loads: list[int] = []
         self.clock = ManualClock(0)
         self.attempts = Attempts(
-            "fake", RestartStrategies.fixed_delay_restart(restarts, delay_ms).backoff(), self.clock,
+            "fake", RestartStrategies.fixed_delay_restart(restarts, delay_ms), self.clock,
             start=self.start, run=self.run, end=self.end, load=self.load,
             candidates=lambda: [(cid, cid) for cid in sorted(self.retained, reverse=True)],
             committed=lambda cid: ["s3://out/"] if cid in committed else [],

@@ -8,10 +8,8 @@ job master's :class:`~engine.runtime.local.job_client.LocalJobClient`) asks for
 savepoints or a cancel.  Each attempt is a fresh :class:`LocalJob` built from the
 plan (``env.get_parallelism()`` now, so a restore may rescale) and restored from
 the latest completed checkpoint, or from the savepoint the run started from,
-or from scratch when there is neither.  The restart loop itself -- attempts
-counted against the restart strategy, its delay, the restore point, the states,
-retention applied once the whole run ends -- is the one both runtimes share
-(engine/runtime/attempts.py); this module says what a local attempt is.
+or from scratch when there is neither, by the restart loop both runtimes share
+(engine/runtime/attempts.py).
 """
 
 from __future__ import annotations
@@ -66,8 +64,6 @@ class JobRun:
         self.from_savepoint = from_savepoint
         self.job_id = stable_job_id(job_name, self.env.get_runtime_options().get("job_id"))
         self.clock = self.env.get_clock()
-        self.strategy = restart_strategy_of(self.env)
-        self.backoff = self.strategy.backoff()
         config = self.env.get_checkpoint_config()
         #: RuntimeExecutionMode.BATCH (engine/api/execution_mode.py): keyed inputs sorted, no checkpoints
         self.batch = self.env.is_batch(roots)
@@ -99,10 +95,8 @@ class JobRun:
         #: failed checkpoints of the attempts before the current one
         self.failed_checkpoints_before = 0
         self.records_before_attempt = 0
-        #: the restart loop (engine/runtime/attempts.py): the first attempt from ``initial_restore``, each restart
-        #: from the newest retained checkpoint that loads, read again with the backoff while storage is unreachable
-        self.attempts: Attempts[Any] = Attempts(
-            job_name, self.backoff, self.clock, start=self._start_attempt, run=self._run_attempt,
+        self.attempts: Attempts[Any] = Attempts(  # the first attempt from initial_restore
+            job_name, restart_strategy_of(self.env), self.clock, start=self._start_attempt, run=self._run_attempt,
             end=self._end_attempt, candidates=lambda: [(c.checkpoint_id, c) for c in
                                                        reversed(list(self.store.get_all_checkpoints()))],
             load=self.adapter.restore_point, committed=lambda cid: sinks_that_committed(self.roots, cid),

@@ -1,11 +1,9 @@
 """A Spark job across its attempts: restarts from the latest completed checkpoint (seed 002 "Recovery").
 
-The Spark runtime's counterpart of engine/runtime/local/job_run.py: one
-:class:`~engine.runtime.spark.job.SparkJob` per attempt, run by the restart loop both runtimes share
-(engine/runtime/attempts.py: the strategy's delay, the restore point -- the newest retained checkpoint
-that reads and verifies on the driver, sizes and checksums, before the attempt is built -- the states,
-the final JobFailedError, retention once the whole run ends).  A restart is the restore a new job
-master does after a crash (sources rewound to S(k), keyed state and valve from k, exactly-once sinks
+The Spark runtime's counterpart of engine/runtime/local/job_run.py: one SparkJob per attempt, run by
+the restart loop both runtimes share (engine/runtime/attempts.py; the restore point is verified on the
+driver, sizes and checksums, before the attempt is built).  A restart is the restore a new job master
+does after a crash (sources rewound to S(k), keyed state and valve from k, exactly-once sinks
 re-committing k's pre-committed transactions); checkpoint ids continue across attempts.  A failure
 while building a restarted attempt fails that attempt like any other.
 
@@ -46,6 +44,7 @@ from engine.runtime.spark.checkpoint_store import RestorableCheckpoint
 
 log = logging.getLogger(__name__)
 
+
 class SparkJobRun:
     def __init__(self, runtime: Any, job_name: str, sinks: list[Any], collect: list[Any],
                  from_savepoint: str | None = None) -> None:
@@ -55,9 +54,6 @@ class SparkJobRun:
         self.sinks = sinks
         self.collect = collect
         self.job_id = stable_job_id(job_name, self.env.get_runtime_options().get("job_id"))
-        self.strategy = restart_strategy_of(self.env)
-        self.backoff = self.strategy.backoff()
-        self.clock = self.env.get_clock()
         self.initial_restore = from_savepoint or runtime.restore_from
         max_history, max_dead_letters = history_limits(self.env.get_runtime_options())
         #: collect node id -> values, and the newest dead letters with their total: one each for the whole run
@@ -66,7 +62,7 @@ class SparkJobRun:
             self.env.get_runtime_options(), max_dead_letters, job_name)
         #: the restart loop (engine/runtime/attempts.py); a restarted attempt that cannot be built is restarted
         self.attempts: Attempts[Any] = Attempts(
-            job_name, self.backoff, self.clock, start=self._start_attempt, run=self._run_attempt,
+            job_name, restart_strategy_of(self.env), self.env.get_clock(), start=self._start_attempt, run=self._run_attempt,
             end=self._end_attempt, candidates=lambda: [(r.checkpoint_id, r) for r in reversed(self._retained)],
             load=self._verified, committed=lambda cid: sinks_that_committed(self.sinks, cid),
             on_end=self._apply_retention, restart_when_start_fails=True)
@@ -87,7 +83,6 @@ class SparkJobRun:
     state = property(lambda self: self.attempts.state)
     attempt = property(lambda self: self.attempts.attempt)
     restarts = property(lambda self: self.attempts.restarts)
-    failures = property(lambda self: self.attempts.failures)
     job = property(lambda self: self.attempts.current, doc="the current attempt (a SparkJob)")
 
     def run(self) -> JobExecutionResult:
@@ -105,9 +100,8 @@ class SparkJobRun:
                                    num_completed_checkpoints=self._completed_before + job.checkpointing.num_completed)
 
     def _apply_retention(self, status: JobStatus | None) -> None:
-        """ExternalizedCheckpointRetention, once the whole run has ended (never between attempts: a restart
-        restores these checkpoints), by the local runtime's rule (checkpoint_storage_adapter
-        ``deletes_retained_checkpoints_at_end``).  A run left running (``max_epochs``) deletes nothing."""
+        """ExternalizedCheckpointRetention once the whole run has ended (``on_end``), by the local runtime's rule
+        (``deletes_retained_checkpoints_at_end``); a run left running (``max_epochs``, no status) deletes nothing."""
         job = self.job
         if job is None or status is None:
             return
@@ -217,7 +211,7 @@ class SparkJobRun:
         return dataclasses.replace(report, state=state, attempt=self.attempt, restarts=self.restarts,
                                    num_failed_checkpoints=self._failed_before + failed_now,
                                    last_completed_checkpoint_id=completed[-1] if completed else None,
-                                   failures=tuple(self.failures),
+                                   failures=tuple(self.attempts.failures),
                                    num_completed_checkpoints=self._completed_before + current)
 
     def checkpoint_history(self) -> list[CheckpointRecord]:
