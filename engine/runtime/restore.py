@@ -83,8 +83,8 @@ class RestorePoint:
         splits (the runtime hands each subtask its own splits' entries), and each other vertex a valve whose
         output stands at the snapshot's watermark (with fresh channels, as after a rescale: it never regresses);
         each transactional sink of an older Spark snapshot gets the pending transactions Spark's driver-side
-        writer held (matched in plan order, which is how Spark listed them), for subtask 0 to commit.  What the snapshot has is kept as it is;
-        in-memory checkpoints of this run are returned unchanged.
+        writer held (matched in plan order, which is how Spark listed them), for subtask 0 to commit.  What the
+        snapshot has is kept as it is; in-memory checkpoints of this run are returned unchanged.
         """
         if not self.split_states and self.watermark is None and not self.spark_sink_states:
             return self

@@ -250,14 +250,14 @@ def stage_state_for_splits(splits: Iterable[Mapping[str, Any]]) -> dict[str, Any
             "num_dead_letters": 0, "splits": entries}
 
 
-def sink_subtask_metadata(uid: str, checkpoint_id: int, max_parallelism: int, state: Mapping[str, Any],
-                          key_group_range: Sequence[int] | None = None) -> dict[str, Any]:
-    """A sink subtask's snapshot metadata as the local SinkOperator writes it (engine/operators/simple.py): the
-    base operator metadata and the two-phase-commit ``sink_state``.  ``key_group_range``: the subtask's (a sink of
-    parallelism 1, e.g. Spark's one driver-side writer, covers every key group)."""
+def sink_subtask_metadata(uid: str, checkpoint_id: int, max_parallelism: int,
+                          state: Mapping[str, Any]) -> dict[str, Any]:
+    """The snapshot metadata the local SinkOperator writes (engine/operators/simple.py) for the subtask of a sink of
+    parallelism 1 (every key group), as Spark's one driver-side writer is: the base operator metadata and the
+    two-phase-commit ``sink_state``."""
     return {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid, "operator_class": "SinkOperator",
             "checkpoint_id": checkpoint_id, "max_parallelism": max_parallelism,
-            "key_group_range": list(key_group_range or (0, max_parallelism - 1)), "sink_state": dict(state)}
+            "key_group_range": [0, max_parallelism - 1], "sink_state": dict(state)}
 
 
 def sink_states(meta: Any) -> dict[str, dict[str, Any]]:
