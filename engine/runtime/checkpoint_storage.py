@@ -32,7 +32,8 @@ Two-phase-commit sinks are alike too: a sink subtask acknowledges as its plan no
 writer acknowledges as subtask 0 of 1, so a sink of parallelism 1 is written identically (the golden
 test's second job, tests/runtime/spark/metadata_golden_sink.json, normalising only the pending
 transactions' random ids and the writer's own part files).  A local sink of parallelism p lists p subtasks,
-Spark's always one; ``snapshot_metadata.sink_states`` merges them, so either restores the other's.
+Spark's always one; ``snapshot_metadata.sink_states`` merges them and ``match_sink_states`` hands them
+to the job's sinks by uid, else by plan order, so either restores the other's.
 
 Not yet alike (partial): a window subtask that holds no key (e.g. the golden job with the window at
 parallelism 4: key groups 0-1 and 4-5 get no key).  The local subtask writes its empty state tables,

@@ -41,6 +41,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from checkpoints.validation.operator_config import window_operator_config
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, WatermarkStatus
+from engine.errors import CorruptSnapshotError
 from engine.graph.transformations import WindowTransformation
 from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION
 from engine.operators.timestamps_watermarks import FORMAT_VERSION as STAGE_FORMAT_VERSION
@@ -258,6 +259,23 @@ def sink_subtask_metadata(uid: str, checkpoint_id: int, max_parallelism: int,
     return {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid, "operator_class": "SinkOperator",
             "checkpoint_id": checkpoint_id, "max_parallelism": max_parallelism,
             "key_group_range": [0, max_parallelism - 1], "sink_state": dict(state)}
+
+
+def match_sink_states(saved: Mapping[str, Any], sinks: Sequence[tuple[str, Any]], snapshot: str) -> list[tuple[Any, Any]]:
+    """``(sink, state)`` for each of a job's transactional sinks (``(operator uid, sink)`` in plan order) that the
+    snapshot's ``saved`` states (:func:`sink_states`) hold pending transactions for: by operator uid, and the states
+    no uid claims by plan order -- a sink without ``.uid(...)`` is named by its plan position and class, and an older
+    Spark snapshot named its writers by task id.  Pending transactions nobody would commit are refused, never dropped."""
+    uids = {uid for uid, _ in sinks}
+    matched = [(sink, saved[uid]) for uid, sink in sinks if uid in saved]
+    unclaimed = [(uid, state) for uid, state in saved.items() if uid not in uids]
+    rest = [sink for uid, sink in sinks if uid not in saved]
+    if unclaimed and len(unclaimed) != len(rest):
+        raise CorruptSnapshotError(
+            f"snapshot {snapshot} holds pending sink transactions of {[u for u, _ in unclaimed]}, which the job's "
+            f"sinks {sorted(uids)} do not match one for one; restore the same program (give each sink .uid(...)) so "
+            "each is committed")
+    return matched + list(zip(rest, [state for _, state in unclaimed])) if unclaimed else matched
 
 
 def sink_states(meta: Any) -> dict[str, dict[str, Any]]:
