@@ -27,12 +27,19 @@ unaligned checkpoints, which a Spark job cannot have) and Spark's ``watermarks.e
 ``watermarks.valve`` (its one valve over all splits).  Either runtime restores the other's snapshot
 without them (engine/runtime/snapshot_metadata.py rebuilds them from the core).
 
-Not yet alike (partial): two-phase-commit sinks.  Spark's driver-side sink writers are listed as one
-``"kind": "sink"`` operator each (``sink_states``, named by task id ``sink-<node>``), the local runtime's
-sink subtasks acknowledge as operators with ``sink_state`` in their metadata; both are read through
-``snapshot_metadata.sink_states``, so they restore across runtimes, but a job with such a sink does not
-write identical documents yet.  Nor does the golden job cover a window subtask without any key (Spark
-acknowledges it with empty counts and no file).
+Two-phase-commit sinks are alike too: a sink subtask acknowledges as its plan node's operator with
+``sink_state`` (``snapshot_metadata.sink_subtask_metadata``) in its metadata; Spark's one driver-side
+writer acknowledges as subtask 0 of 1, so a sink of parallelism 1 is written identically (the golden
+test's second job, tests/runtime/spark/metadata_golden_sink.json, normalising only the pending
+transactions' random ids and the writer's own part files).  A local sink of parallelism p lists p subtasks,
+Spark's always one; ``snapshot_metadata.sink_states`` merges them and ``match_sink_states`` hands them
+to the job's sinks by uid, else by plan order, so either restores the other's.
+
+Not yet alike (partial): a window subtask that holds no key (e.g. the golden job with the window at
+parallelism 4: key groups 0-1 and 4-5 get no key).  The local subtask writes its empty state tables,
+``state_rows`` of 0 and its ``current_watermark``; Spark's task sees no rows for it and acknowledges
+empty ``state_rows``/``state_kinds``/``__tables__``, no file and no watermark (``watermarks.operators``
+then lacks the subtask).  The golden jobs do not cover it.
 """
 
 from __future__ import annotations
@@ -124,16 +131,14 @@ class MetadataBuilder:
 
     def build(self, checkpoint: CompletedCheckpoint, acks: Iterable[OperatorStateAck],
               splits: Mapping[str, Mapping[str, Any]], watermark: int | None = None,
-              extra_watermarks: Mapping[str, Any] | None = None,
-              sink_states: Mapping[str, Any] | None = None) -> CheckpointMetadata:
+              extra_watermarks: Mapping[str, Any] | None = None) -> CheckpointMetadata:
         """The ``_metadata`` of ``checkpoint``.
 
         ``splits``: the portable core's per-split states (``watermarks.splits``); ``watermark``: the job's
         watermark, given by a runtime that keeps one (Spark: its valve's output, which every window operator
         runs at); else the lowest window subtask's (records after the snapshot are judged against it), else the
         lowest operator's, else the lowest valve output; ``extra_watermarks``: the runtime's own
-        ``watermarks`` entries (:data:`RUNTIME_EXTRAS`); ``sink_states``: Spark's driver-side sink writers'
-        two-phase-commit states by task id (the local runtime's sinks acknowledge as operators).
+        ``watermarks`` entries (:data:`RUNTIME_EXTRAS`).
         """
         by_uid: dict[str, list[OperatorStateAck]] = {}
         for ack in acks:
@@ -155,9 +160,6 @@ class MetadataBuilder:
                 uid=uid, name=self.names.get(uid, uid), parallelism=len(subtask_acks),
                 max_parallelism=self.max_parallelism, config=config,
                 subtasks=tuple(SubtaskState(a.subtask, a.key_group_range, a.files) for a in subtask_acks)))
-        for task_id, state in (sink_states or {}).items():
-            operators.append(OperatorState(task_id, task_id, 1, self.max_parallelism,
-                                           {"kind": "sink", "two_phase_commit": state}, ()))
         if watermark is None:  # the lowest window subtask's, else any operator's, else the lowest valve output
             windows = {u: m for u, m in operator_marks.items() if u in self.window_configs}
             valves = [m["task_state"] for uid, subtask_acks in by_uid.items() if uid.endswith(VALVE_SUFFIX)

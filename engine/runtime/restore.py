@@ -37,6 +37,9 @@ from engine.runtime.snapshot_metadata import (
     SOURCE_STAGE_SUFFIX,
     VALVE_SUFFIX,
     restored_watermark,
+    match_sink_states,
+    sink_states,
+    sink_subtask_metadata,
     split_states,
     stage_state_for_splits,
     state_table_name,
@@ -63,8 +66,8 @@ class RestorePoint:
     #: state, and the watermark the window operators had reached; empty / None for this run's in-memory checkpoints
     split_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     watermark: int | None = None
-    #: a Spark snapshot's sinks' two-phase-commit states (None: not transactional), in plan order
-    spark_sink_states: list[dict[str, Any] | None] = field(default_factory=list)
+    #: a stored snapshot's sinks' two-phase-commit states by operator uid (snapshot_metadata.sink_states)
+    sink_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: where a stored snapshot was read from, and its ``_metadata`` (checkpoints.CheckpointMetadata); None for
     #: this run's in-memory checkpoints
     snapshot_uri: str | None = None
@@ -80,28 +83,22 @@ class RestorePoint:
         subtask) and no ``v<vertex>.valve``: each source vertex gets one stage holding its source's unfinished
         splits (the runtime hands each subtask its own splits' entries), and each other vertex a valve whose
         output stands at the snapshot's watermark (with fresh channels, as after a rescale: it never regresses);
-        each transactional sink gets the pending transactions Spark's driver-side writer held (matched in plan
-        order, which is how Spark lists them), for subtask 0 to commit.  What the snapshot has is kept as it is;
-        in-memory checkpoints of this run are returned unchanged.
+        a transactional sink whose pending transactions the snapshot holds under another uid (an older Spark
+        snapshot's ``"kind": "sink"``, a sink renamed without ``.uid(...)``) gets them by plan order
+        (``match_sink_states``), for subtask 0 to commit.  What the snapshot has is kept as it is; in-memory
+        checkpoints of this run are returned unchanged.
         """
-        if not self.split_states and self.watermark is None and not self.spark_sink_states:
+        if not self.split_states and self.watermark is None and not self.sink_states:
             return self
         operators = dict(self.operators)
-        # the job's transactional sinks in plan order, as the Spark runtime lists them (collect targets are no sinks)
-        sinks = [n for v in plan.vertices for n in v.nodes if type(n) is SinkTransformation]
-        if len(sinks) == len(self.spark_sink_states):
-            for node, state in zip(sinks, self.spark_sink_states):
-                uid = node.operator_uid()
-                if state is not None and uid not in operators:
-                    operators[uid] = [(0, MaterializedOperatorSnapshot(
-                        {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid,
-                         "operator_class": "SinkOperator", "checkpoint_id": self.checkpoint_id,
-                         "max_parallelism": plan.max_parallelism, "key_group_range": [0, plan.max_parallelism - 1],
-                         "sink_state": state}, {}))]
-        elif self.spark_sink_states:
-            raise CorruptSnapshotError(
-                f"snapshot {self.checkpoint_id} holds the pending transactions of {len(self.spark_sink_states)} "
-                f"sink(s) but the job has {len(sinks)}; the same program must be restored so each is committed")
+        # the job's transactional sinks in plan order (collect targets are no sinks)
+        sinks = [(n.operator_uid(), n) for v in plan.vertices for n in v.nodes
+                 if type(n) is SinkTransformation and hasattr(n.sink, "create_writer")]
+        for node, state in match_sink_states(self.sink_states, sinks, self.snapshot_uri or str(self.checkpoint_id)):
+            uid = node.operator_uid()
+            if uid not in operators:
+                operators[uid] = [(0, MaterializedOperatorSnapshot(
+                    sink_subtask_metadata(uid, self.checkpoint_id, plan.max_parallelism, state), {}))]
         for v in plan.vertices:
             vkey = f"v{v.id}"
             if v.is_source():
@@ -140,8 +137,7 @@ def load_restore_point(uri: str, *, snapshot: Any = None, materialize: bool = Tr
     meta = snapshot.metadata
     point = RestorePoint(meta.checkpoint_id, dict(meta.source_positions), is_savepoint=meta.is_savepoint(),
                          split_states=split_states(meta), watermark=restored_watermark(meta),
-                         spark_sink_states=[op.config.get("two_phase_commit") for op in meta.operators
-                                            if op.config.get("kind") == "sink"],
+                         sink_states=sink_states(meta),
                          snapshot_uri=snapshot.uri, metadata=meta)
     if not materialize:
         return point

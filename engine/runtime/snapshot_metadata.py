@@ -17,9 +17,11 @@ both write, besides ``source_positions`` and the window operators' state files:
 - ``watermarks.watermark``: the watermark the window operators had reached (every record after
   the snapshot is judged against it); ``watermarks.operators``: each window subtask's;
 - ``"kind": "window"`` in each window operator's config;
-- each two-phase-commit sink's pending transactions, which the other runtime reads through
-  :func:`sink_states` (Spark: ``"kind": "sink"`` with ``two_phase_commit``; local: each sink
-  subtask's ``sink_state``, merged as the local SinkOperator merges them when rescaled).
+- each two-phase-commit sink's pending transactions: the sink is an operator named as its plan node,
+  each subtask's ``sink_state`` in its metadata (:func:`sink_subtask_metadata`; Spark's one
+  driver-side writer is subtask 0 of 1), read through :func:`sink_states`, which merges the subtasks
+  as the local SinkOperator merges them when rescaled.  Spark snapshots written before both runtimes
+  wrote sinks alike list a sink as ``"kind": "sink"`` with ``two_phase_commit``; they are still read.
 
 Each runtime also writes what only it needs (``RUNTIME_EXTRAS`` in engine/runtime/checkpoint_storage.py):
 the local runtime a valve per task
@@ -39,7 +41,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from checkpoints.validation.operator_config import window_operator_config
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, WatermarkStatus
+from engine.errors import CorruptSnapshotError
 from engine.graph.transformations import WindowTransformation
+from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION
 from engine.operators.timestamps_watermarks import FORMAT_VERSION as STAGE_FORMAT_VERSION
 from engine.state import codec
 from engine.watermarks.valve import VALVE_FORMAT_VERSION
@@ -247,11 +251,38 @@ def stage_state_for_splits(splits: Iterable[Mapping[str, Any]]) -> dict[str, Any
             "num_dead_letters": 0, "splits": entries}
 
 
+def sink_subtask_metadata(uid: str, checkpoint_id: int, max_parallelism: int,
+                          state: Mapping[str, Any]) -> dict[str, Any]:
+    """The snapshot metadata the local SinkOperator writes (engine/operators/simple.py) for the subtask of a sink of
+    parallelism 1 (every key group), as Spark's one driver-side writer is: the base operator metadata and the
+    two-phase-commit ``sink_state``."""
+    return {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid, "operator_class": "SinkOperator",
+            "checkpoint_id": checkpoint_id, "max_parallelism": max_parallelism,
+            "key_group_range": [0, max_parallelism - 1], "sink_state": dict(state)}
+
+
+def match_sink_states(saved: Mapping[str, Any], sinks: Sequence[tuple[str, Any]], snapshot: str) -> list[tuple[Any, Any]]:
+    """``(sink, state)`` for each of a job's transactional sinks (``(operator uid, sink)`` in plan order) that the
+    snapshot's ``saved`` states (:func:`sink_states`) hold pending transactions for: by operator uid, and the states
+    no uid claims by plan order -- a sink without ``.uid(...)`` is named by its plan position and class, and an older
+    Spark snapshot named its writers by task id.  Pending transactions nobody would commit are refused, never dropped."""
+    uids = {uid for uid, _ in sinks}
+    matched = [(sink, saved[uid]) for uid, sink in sinks if uid in saved]
+    unclaimed = [(uid, state) for uid, state in saved.items() if uid not in uids]
+    rest = [sink for uid, sink in sinks if uid not in saved]
+    if unclaimed and len(unclaimed) != len(rest):
+        raise CorruptSnapshotError(
+            f"snapshot {snapshot} holds pending sink transactions of {[u for u, _ in unclaimed]}, which the job's "
+            f"sinks {sorted(uids)} do not match one for one; restore the same program (give each sink .uid(...)) so "
+            "each is committed")
+    return matched + list(zip(rest, [state for _, state in unclaimed])) if unclaimed else matched
+
+
 def sink_states(meta: Any) -> dict[str, dict[str, Any]]:
     """uid -> two-phase-commit state (``{"format_version", "pending"}``) of each transactional sink in a snapshot of
-    either runtime, in the snapshot's order: Spark's driver-side sink writer (``"kind": "sink"``) or the local
-    runtime's sink subtasks, whose pending transactions are merged in subtask order, as the local SinkOperator
-    merges them when a restore changes the sink's parallelism."""
+    either runtime, in the snapshot's order: the sink subtasks' ``sink_state``, whose pending transactions are merged
+    in subtask order, as the local SinkOperator merges them when a restore changes the sink's parallelism (or, in an
+    older Spark snapshot, its driver-side writer's ``"kind": "sink"`` operator)."""
     out: dict[str, dict[str, Any]] = {}
     for op in meta.operators:
         if op.config.get("kind") == "sink":

@@ -8,7 +8,8 @@ job master's :class:`~engine.runtime.local.job_client.LocalJobClient`) asks for
 savepoints or a cancel.  Each attempt is a fresh :class:`LocalJob` built from the
 plan (``env.get_parallelism()`` now, so a restore may rescale) and restored from
 the latest completed checkpoint, or from the savepoint the run started from,
-or from scratch when there is neither.
+or from scratch when there is neither, by the restart loop both runtimes share
+(engine/runtime/attempts.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from engine.checkpointing.job_status import JobStatus
 from engine.errors import JobFailedError
 from engine.graph.plan import PhysicalPlan, build_plan
 from engine.io.dead_letter_output import dead_letter_history
+from engine.runtime.attempts import Attempts, RestoreChoice
 from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter
 from engine.runtime.control import ControlQueue, ControlRequest
 from engine.runtime.restore import RestorePoint, load_restore_point
@@ -31,14 +33,7 @@ from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatu
 from engine.histories import BoundedHistory, history_limits
 from engine.runtime.local.checkpointing import Mailbox
 from engine.runtime.local.faults import FaultKind
-from engine.runtime.recovery import (
-    discard_orphaned_staging,
-    newest_readable_restore_point,
-    persist_dead_letters,
-    restart_delay_after,
-    sinks_that_committed,
-    wait_restart_delay,
-)
+from engine.runtime.recovery import discard_orphaned_staging, persist_dead_letters, sinks_that_committed
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +64,6 @@ class JobRun:
         self.from_savepoint = from_savepoint
         self.job_id = stable_job_id(job_name, self.env.get_runtime_options().get("job_id"))
         self.clock = self.env.get_clock()
-        self.strategy = restart_strategy_of(self.env)
-        self.backoff = self.strategy.backoff()
         config = self.env.get_checkpoint_config()
         #: RuntimeExecutionMode.BATCH (engine/api/execution_mode.py): keyed inputs sorted, no checkpoints
         self.batch = self.env.is_batch(roots)
@@ -101,79 +94,29 @@ class JobRun:
         self.num_completed_checkpoints = 0
         #: failed checkpoints of the attempts before the current one
         self.failed_checkpoints_before = 0
-        self.state = "created"
-        self.attempt = 0
-        self.restarts = 0
         self.records_before_attempt = 0
-        #: the current attempt (a LocalJob)
-        self.job: Any = None
+        self.attempts: Attempts[Any] = Attempts(  # the first attempt from initial_restore
+            job_name, restart_strategy_of(self.env), self.clock, start=self._start_attempt, run=self._run_attempt,
+            end=self._end_attempt, candidates=lambda: [(c.checkpoint_id, c) for c in
+                                                       reversed(list(self.store.get_all_checkpoints()))],
+            load=self.adapter.restore_point, committed=lambda cid: sinks_that_committed(self.roots, cid),
+            on_end=self._end_run)
         self._alignment: dict[int, int] = {}
         self._savepoint_futures: dict[int, Future] = {}
         self._stop_after: set[int] = set()
 
     # -- attempts ----------------------------------------------------------------------------------
+    state = property(lambda self: self.attempts.state, doc="created, running, restarting, finished, stopped, ...")
+    attempt = property(lambda self: self.attempts.attempt)
+    restarts = property(lambda self: self.attempts.restarts)
+    job = property(lambda self: self.attempts.current, doc="the current attempt (a LocalJob)")
+
     def run(self) -> JobExecutionResult:
         started = time.monotonic()
         self.executor = ThreadPoolExecutor(ASYNC_WRITER_THREADS, thread_name_prefix=f"sluice-upload-{self.job_id}")
-        restore = self.initial_restore
-        # anything but a clean end is a failure: FINISHED would delete the retained checkpoints an operator needs
-        # (an attempt that could not even be built -- a sink failing to re-commit, storage down -- used to end so)
-        final_status = JobStatus.FAILED
         try:
-            while True:
-                self.attempt += 1
-                if self.runtime.fault_plan is not None:
-                    self.runtime.fault_plan.attempt = self.attempt
-                if restore is None:
-                    for target in self.collected.values():
-                        target.clear()  # from scratch: nothing of a failed attempt counts
-                    discard_orphaned_staging(self.roots, self.adapter.storage)
-                plan = build_plan(self.roots, self.env.get_parallelism(), self.env.get_max_parallelism(),
-                                  chaining=self.env.is_chaining_enabled())
-                self.adapter.set_plan_nodes(n for v in plan.vertices for n in v.nodes)
-                # a snapshot the Spark runtime took gets the per-task states it lacks from its portable core
-                job = self._new_attempt(self, plan, restore.for_plan(plan) if restore is not None else None)
-                if restore is not None:
-                    discard_orphaned_staging(self.roots, self.adapter.storage)  # sinks re-committed restore's handles in initialize_state
-                if self.job is not None and self.checkpointing_enabled:  # the attempt before this one
-                    self.failed_checkpoints_before += self.job.coordinator.num_failed_checkpoints
-                self.job = job
-                self.state = "running"
-                failed = True
-                try:
-                    job.run()
-                    failed = False
-                    self.state = "finished"
-                    final_status = JobStatus.FINISHED
-                    break
-                except JobStopped as stop:
-                    failed = False
-                    self.state = "cancelled" if str(stop) == "cancel" else "stopped"
-                    final_status = JobStatus.CANCELED if self.state == "cancelled" else JobStatus.FINISHED
-                    break
-                except Exception as exc:  # noqa: BLE001 - any task failure fails the attempt (seed 002 "Recovery")
-                    self.records_before_attempt += job.records_read()
-                    delay_ms = restart_delay_after(exc, self.backoff, self.clock, self.job_name)
-                    if delay_ms is None:
-                        self.state = "failed"
-                        final_status = JobStatus.FAILED
-                        raise JobFailedError(
-                            f"job {self.job_name!r} failed after {self.restarts} restart(s) "
-                            f"({self.backoff.describe()}): {type(exc).__name__}: {exc}"
-                        ) from exc
-                    self.restarts += 1
-                    self.state = "restarting"
-                finally:
-                    job.end(failed)
-                wait_restart_delay(self.clock, delay_ms)
-                restore = self._restore_point_when_storage_answers()
-        except BaseException:
-            if self.state not in ("finished", "cancelled", "stopped"):
-                self.state = "failed"
-            raise
+            self.attempts.run()
         finally:
-            if self.checkpointing_enabled and self.job is not None:
-                self.job.coordinator.shutdown(final_status)
             # control requests still queued, and any that come later, are answered (refused), not left waiting
             self.requests.close(self._serve_control)
             self.control.close()
@@ -191,14 +134,44 @@ class JobRun:
             completed_checkpoints=[r.checkpoint_id for r in self.history], restarts=self.restarts,
             num_completed_checkpoints=self.history.total, num_dead_letters=self.dead_letters.total)
 
-    def _restore_point_when_storage_answers(self) -> RestorePoint | None:
-        """The restore point of the next attempt: the newest retained checkpoint that loads, read again with
-        the restart strategy's backoff while storage is unreachable (engine/runtime/recovery.py); the
-        savepoint the run started from, or nothing, when no checkpoint completed."""
-        retained = [(c.checkpoint_id, c) for c in reversed(list(self.store.get_all_checkpoints()))]
-        found = newest_readable_restore_point(self.job_name, retained, self.adapter.restore_point, self.backoff,
-                                              self.clock, committed=lambda cid: sinks_that_committed(self.roots, cid))
-        return found[1] if found is not None else self.initial_restore
+    def _start_attempt(self, choice: RestoreChoice | None) -> Any:
+        """Attempt n+1 from a retained checkpoint, or (``choice`` None) from the run's savepoint or scratch."""
+        restore = choice.loaded if choice is not None else self.initial_restore
+        if self.runtime.fault_plan is not None:
+            self.runtime.fault_plan.attempt = self.attempt + 1
+        if restore is None:
+            for target in self.collected.values():
+                target.clear()  # from scratch: nothing of a failed attempt counts
+            discard_orphaned_staging(self.roots, self.adapter.storage)
+        plan = build_plan(self.roots, self.env.get_parallelism(), self.env.get_max_parallelism(),
+                          chaining=self.env.is_chaining_enabled())
+        self.adapter.set_plan_nodes(n for v in plan.vertices for n in v.nodes)
+        # a snapshot the Spark runtime took gets the per-task states it lacks from its portable core
+        job = self._new_attempt(self, plan, restore.for_plan(plan) if restore is not None else None)
+        if restore is not None:
+            discard_orphaned_staging(self.roots, self.adapter.storage)  # sinks re-committed restore's handles in initialize_state
+        if self.job is not None and self.checkpointing_enabled:  # the attempt before this one
+            self.failed_checkpoints_before += self.job.coordinator.num_failed_checkpoints
+        return job
+
+    @staticmethod
+    def _run_attempt(job: Any) -> str:
+        try:
+            job.run()
+        except JobStopped as stop:  # a cancel or a stop-with-savepoint: not a failure
+            return "cancelled" if str(stop) == "cancel" else "stopped"
+        return "finished"
+
+    def _end_attempt(self, job: Any, failure: Exception | None) -> None:
+        if failure is not None:
+            self.records_before_attempt += job.records_read()
+        job.end(failure is not None)
+
+    def _end_run(self, status: JobStatus | None) -> None:
+        """Retention at the end of the whole run (the coordinator's shutdown); anything but a clean end is a
+        failure: FINISHED would delete the retained checkpoints an operator needs."""
+        if self.checkpointing_enabled and self.job is not None:
+            self.job.coordinator.shutdown(status or JobStatus.FAILED)
 
     # -- checkpoint events (scheduler thread) ------------------------------------------------------
     def record_task_metrics(self, checkpoint_id: int, metrics: Any) -> None:
@@ -295,4 +268,4 @@ class JobRun:
             metrics=job.metrics() if job is not None else {},
             splits=job.split_watermarks() if job is not None else {},
             operators=job.operator_metrics() if job is not None else {},
-            state_size_bytes=dict(self.adapter.last_operator_sizes))
+            state_size_bytes=dict(self.adapter.last_operator_sizes), failures=tuple(self.attempts.failures))

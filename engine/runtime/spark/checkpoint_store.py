@@ -15,8 +15,10 @@ from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.checkpointing.completed_checkpoint_store import CompletedCheckpointStore
 from engine.checkpointing.discarder import CheckpointDiscarder
 from engine.checkpointing.job_status import JobStatus
+from engine.runtime.checkpoint_storage import OperatorStateAck
 from engine.runtime.operator_metrics import operator_state_sizes
 from engine.runtime.recovery import persist_dead_letters
+from engine.runtime.snapshot_metadata import sink_subtask_metadata
 from engine.runtime.spark.state_files import window_uid
 
 if TYPE_CHECKING:
@@ -127,8 +129,13 @@ def build_metadata(owner: SparkCheckpointing, checkpoint: CompletedCheckpoint) -
     job = owner.job
     acks = [checkpoint.task_states[f"{window_uid(v)}#{i}"].operator_states[window_uid(v)]
             for v in job.windows for i in range(v.parallelism)]
-    sinks = {task_id: checkpoint.task_states[task_id].operator_states[task_id] for task_id in owner.sink_tasks}
+    nodes = {n.id: n for v in job.plan.vertices for n in v.nodes}
+    for task_id in owner.sink_tasks:  # the one driver-side writer: subtask 0 of 1, as a local sink subtask acks
+        state = checkpoint.task_states[task_id].operator_states[task_id]
+        if state is not None:  # a sink without transactions holds nothing
+            uid = nodes[int(task_id.split("-", 1)[1])].operator_uid()
+            meta = {**sink_subtask_metadata(uid, checkpoint.checkpoint_id, job.max_parallelism, state), "__tables__": {}}
+            acks.append(OperatorStateAck(uid, 0, meta, (), None))
     boundary = owner.boundaries.pop(checkpoint.checkpoint_id)
     return owner.metadata_builder.build(checkpoint, acks, boundary["splits"], watermark=boundary["watermark"],
-                                        extra_watermarks={"epoch": boundary["epoch"], "valve": boundary["valve"]},
-                                        sink_states=sinks)
+                                        extra_watermarks={"epoch": boundary["epoch"], "valve": boundary["valve"]})

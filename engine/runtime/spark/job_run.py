@@ -1,20 +1,11 @@
 """A Spark job across its attempts: restarts from the latest completed checkpoint (seed 002 "Recovery").
 
-The Spark runtime's counterpart of engine/runtime/local/job_run.py.  A :class:`SparkJobRun` runs
-one :class:`~engine.runtime.spark.job.SparkJob` per attempt.  When an attempt fails (a task's
-exception, a storage error, a declined checkpoint beyond the tolerable count) and the restart
-strategy (``env.set_restart_strategy``, engine/api/restart.py) allows another, it waits the
-strategy's delay and builds the next attempt from the newest completed checkpoint — the same
-restore a new job master does after a crash (sources rewound to S(k), keyed state and valve from
-k, exactly-once sinks re-committing k's pre-committed transactions) — or, without one, from the
-savepoint the run started from, or from scratch.  Checkpoint ids continue across attempts.
-
-The restore point is read and fully verified (sizes and checksums) on the driver before the attempt
-is built, as on the local runtime (engine/runtime/recovery.py ``newest_readable_restore_point``):
-an unreadable newest checkpoint is passed over for the retained one before it, with a warning; if
-none of the run's retained checkpoints is readable the job fails rather than starting over; while
-storage is unreachable the read is retried with the strategy's backoff.  A failure while building
-a restarted attempt fails that attempt like any other.
+The Spark runtime's counterpart of engine/runtime/local/job_run.py: one SparkJob per attempt, run by
+the restart loop both runtimes share (engine/runtime/attempts.py; the restore point is verified on the
+driver, sizes and checksums, before the attempt is built).  A restart is the restore a new job master
+does after a crash (sources rewound to S(k), keyed state and valve from k, exactly-once sinks
+re-committing k's pre-committed transactions); checkpoint ids continue across attempts.  A failure
+while building a restarted attempt fails that attempt like any other.
 
 What the driver itself holds is cut back to the restore point, so replayed epochs do not add it
 twice: the ``execute_and_collect`` lists and the dead letters keep what they held at k's barrier
@@ -43,24 +34,15 @@ from typing import Any
 from checkpoints import load_snapshot
 from engine.api.restart import restart_strategy_of
 from engine.checkpointing.job_status import JobStatus
-from engine.errors import CorruptSnapshotError, JobFailedError
+from engine.errors import JobFailedError
 from engine.io.dead_letter_output import dead_letter_history
+from engine.runtime.attempts import Attempts, RestoreChoice
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
 from engine.histories import BoundedHistory, history_limits
-from engine.runtime.recovery import (
-    discard_orphaned_staging,
-    newest_readable_restore_point,
-    persist_dead_letters,
-    restart_delay_after,
-    sinks_that_committed,
-    wait_restart_delay,
-)
+from engine.runtime.recovery import discard_orphaned_staging, persist_dead_letters, sinks_that_committed
 from engine.runtime.spark.checkpoint_store import RestorableCheckpoint
 
 log = logging.getLogger(__name__)
-
-#: failures kept for status(), newest last
-_FAILURES_KEPT = 10
 
 
 class SparkJobRun:
@@ -72,20 +54,18 @@ class SparkJobRun:
         self.sinks = sinks
         self.collect = collect
         self.job_id = stable_job_id(job_name, self.env.get_runtime_options().get("job_id"))
-        self.strategy = restart_strategy_of(self.env)
-        self.backoff = self.strategy.backoff()
-        self.clock = self.env.get_clock()
         self.initial_restore = from_savepoint or runtime.restore_from
         max_history, max_dead_letters = history_limits(self.env.get_runtime_options())
         #: collect node id -> values, and the newest dead letters with their total: one each for the whole run
         self.collected: dict[int, list[Any]] = {}
         self.dead_letters: BoundedHistory[dict[str, Any]] = dead_letter_history(
             self.env.get_runtime_options(), max_dead_letters, job_name)
-        self.attempt = 0
-        self.restarts = 0
-        self.state = "created"
-        self.job: Any = None
-        self.failures: list[str] = []
+        #: the restart loop (engine/runtime/attempts.py); a restarted attempt that cannot be built is restarted
+        self.attempts: Attempts[Any] = Attempts(
+            job_name, restart_strategy_of(self.env), self.env.get_clock(), start=self._start_attempt, run=self._run_attempt,
+            end=self._end_attempt, candidates=lambda: [(r.checkpoint_id, r) for r in reversed(self._retained)],
+            load=self._verified, committed=lambda cid: sinks_that_committed(self.sinks, cid),
+            on_end=self._apply_retention, restart_when_start_fails=True)
         #: checkpoint records of the attempts that ended, oldest first: the newest ``max_checkpoint_history``
         self._history: BoundedHistory[CheckpointRecord] = BoundedHistory(max_history)
         #: completed checkpoints (not savepoints) of the attempts that ended
@@ -98,24 +78,31 @@ class SparkJobRun:
         #: properties of the newest checkpoint or savepoint of the attempts that ended (retention at the end)
         self._latest_properties: Any = None
         self._result: Future = Future()
-        self._changed = threading.Condition()
 
     # ---- running -----------------------------------------------------------------------------------------------
+    state = property(lambda self: self.attempts.state)
+    attempt = property(lambda self: self.attempts.attempt)
+    restarts = property(lambda self: self.attempts.restarts)
+    job = property(lambda self: self.attempts.current, doc="the current attempt (a SparkJob)")
+
     def run(self) -> JobExecutionResult:
         """Attempts until one ends (finished, stopped, cancelled) or the strategy allows no more restarts."""
+        started = time.monotonic()
         try:
-            return self._run_attempts()
+            job = self.attempts.run()
         finally:
-            self._apply_retention()
             persist_dead_letters(self.dead_letters, "end")  # finished, stopped or failed: nothing lost
+        result = job.result(int((time.monotonic() - started) * 1000))
+        return dataclasses.replace(result, restarts=self.restarts, dead_letters=list(self.dead_letters),
+                                   num_dead_letters=self.dead_letters.total, collected=self.collected,
+                                   completed_checkpoints=[r.checkpoint_id for r in self.checkpoint_history()
+                                                          if r.kind == "checkpoint"],
+                                   num_completed_checkpoints=self._completed_before + job.checkpointing.num_completed)
 
-    def _apply_retention(self) -> None:
-        """ExternalizedCheckpointRetention, once the whole run has ended (never between attempts: a restart
-        restores these checkpoints), by the local runtime's rule (checkpoint_storage_adapter
-        ``deletes_retained_checkpoints_at_end``).  A run left running (``max_epochs``) deletes nothing."""
+    def _apply_retention(self, status: JobStatus | None) -> None:
+        """ExternalizedCheckpointRetention once the whole run has ended (``on_end``), by the local runtime's rule
+        (``deletes_retained_checkpoints_at_end``); a run left running (``max_epochs``, no status) deletes nothing."""
         job = self.job
-        status = {"finished": JobStatus.FINISHED, "stopped": JobStatus.FINISHED, "cancelled": JobStatus.CANCELED,
-                  "failed": JobStatus.FAILED}.get(self.state)
         if job is None or status is None:
             return
         latest = job.checkpointing.latest_properties or self._latest_properties
@@ -124,71 +111,20 @@ class SparkJobRun:
         except Exception:  # noqa: BLE001 - the run's outcome stands; what stays is left to orphan clean-up
             log.warning("job %r: applying the checkpoint retention at its end failed", self.job_name, exc_info=True)
 
-    def _run_attempts(self) -> JobExecutionResult:
-        started = time.monotonic()
-        job = self._next_attempt(self.initial_restore, None)  # a restore the run was asked for that fails, fails it
-        while True:
-            try:
-                job.run()
-                break
-            except Exception as exc:  # noqa: BLE001 - any failure fails the attempt (seed 002 "Recovery")
-                self._attempt_ended(job)
-                self._restart_or_fail(exc)
-            job = None
-            while job is None:
-                try:
-                    job = self._restarted_attempt()
-                except (JobFailedError, CorruptSnapshotError):
-                    self._set_state("failed")
-                    raise
-                except Exception as exc:  # noqa: BLE001 - building the attempt failed: restart it again
-                    self._restart_or_fail(exc)
-        self._set_state(job.status().state)
-        result = job.result(int((time.monotonic() - started) * 1000))
-        return dataclasses.replace(result, restarts=self.restarts, dead_letters=list(self.dead_letters),
-                                   num_dead_letters=self.dead_letters.total, collected=self.collected,
-                                   completed_checkpoints=[r.checkpoint_id for r in self.checkpoint_history()
-                                                          if r.kind == "checkpoint"],
-                                   num_completed_checkpoints=self._completed_before + job.checkpointing.num_completed)
-
-    def _restart_or_fail(self, exc: Exception) -> None:
-        """Count the failed attempt and wait the strategy's delay, or fail the job when it allows no more."""
-        self.failures = (self.failures + [f"{type(exc).__name__}: {exc}"])[-_FAILURES_KEPT:]
-        delay_ms = restart_delay_after(exc, self.backoff, self.clock, self.job_name)
-        if delay_ms is None:
-            self._set_state("failed")
-            raise JobFailedError(
-                f"job {self.job_name!r} failed after {self.restarts} restart(s) "
-                f"({self.backoff.describe()}): {type(exc).__name__}: {exc}"
-            ) from exc
-        self.restarts += 1
-        self._set_state("restarting")
-        wait_restart_delay(self.clock, delay_ms)
-
-    def _restarted_attempt(self) -> Any:
-        """The next attempt, from the newest of this run's retained checkpoints that reads and verifies, or
-        from the savepoint the run started from (or scratch) when none completed."""
+    def _verified(self, retained: RestorableCheckpoint) -> Any:
+        """A retained checkpoint's snapshot, read and verified (sizes and checksums) on the driver."""
+        uri = retained.pointer
         options = self.runtime.storage_options
+        return load_snapshot(uri, verify_checksums=True, **(options if uri.startswith(("s3://", "s3a://")) else {}))
 
-        def verified(retained: RestorableCheckpoint) -> Any:
-            uri = retained.pointer
-            return load_snapshot(uri, verify_checksums=True, **(options if uri.startswith(("s3://", "s3a://")) else {}))
-
-        candidates = [(r.checkpoint_id, r) for r in reversed(self._retained)]
-        found = newest_readable_restore_point(self.job_name, candidates, verified, self.backoff, self.clock,
-                                              committed=lambda cid: sinks_that_committed(self.sinks, cid))
-        if found is None:
-            return self._next_attempt(self.initial_restore, None)
-        checkpoint_id, snapshot = found
-        while self._retained[-1].checkpoint_id != checkpoint_id:
-            self._retained.pop()  # passed over as unreadable: not worth reading again at the next restart
-        retained = self._retained[-1]
-        return self._next_attempt(retained.pointer, retained.marks, snapshot)
-
-    def _next_attempt(self, restore: str | None, marks: dict[str, Any] | None, snapshot: Any = None) -> Any:
-        """Build attempt n+1 from ``restore`` (``snapshot``: already loaded and verified) with the driver's
-        outputs cut back to ``marks`` (None: to nothing)."""
-        kept = marks or {"collected": {}, "dead_letters": 0}
+    def _start_attempt(self, choice: RestoreChoice | None) -> Any:
+        """Build attempt n+1 from the restore point ``choice`` (None: the run's savepoint, or scratch) with the
+        driver's outputs cut back to what they held at its barrier (to nothing without one)."""
+        restore, snapshot, kept = self.initial_restore, None, {"collected": {}, "dead_letters": 0}
+        if choice is not None:
+            while self._retained[-1].checkpoint_id != choice.checkpoint_id:
+                self._retained.pop()  # passed over as unreadable: not worth reading again at the next restart
+            restore, snapshot, kept = choice.retained.pointer, choice.loaded, choice.retained.marks or kept
         for node, values in self.collected.items():
             del values[kept["collected"].get(node, 0):]
         self.dead_letters.take_back_to(kept["dead_letters"])
@@ -203,14 +139,16 @@ class SparkJobRun:
         # parts staged by a failed attempt, or by a killed process before this one, that no restored handle
         # named are garbage: the restored handles were committed when the sinks were initialized just now
         discard_orphaned_staging(self.sinks, job.checkpointing.storage)
-        with self._changed:
-            self.attempt += 1
-            self.job = job
-            self.state = "running"
-            self._changed.notify_all()
         return job
 
-    def _attempt_ended(self, job: Any) -> None:
+    @staticmethod
+    def _run_attempt(job: Any) -> str:
+        job.run()
+        return job.status().state
+
+    def _end_attempt(self, job: Any, failure: Exception | None) -> None:
+        if failure is None:
+            return  # the last attempt: status() and the result read it directly
         for record in job.checkpoint_history():
             self._history.append(dataclasses.replace(record, attempt=self.attempt))
         self._completed_before += job.checkpointing.num_completed
@@ -218,11 +156,6 @@ class SparkJobRun:
             self._failed_before += job.checkpointing.coordinator.num_failed_checkpoints
         self._retained.extend(job.checkpointing.retained)
         self._latest_properties = job.checkpointing.latest_properties or self._latest_properties
-
-    def _set_state(self, state: str) -> None:
-        with self._changed:
-            self.state = state
-            self._changed.notify_all()
 
     def run_in_background(self) -> threading.Thread:
         thread = threading.Thread(target=self._run_quietly, name=f"sluice-spark-{self.job_id}", daemon=True)
@@ -238,9 +171,9 @@ class SparkJobRun:
     # ---- control handle ----------------------------------------------------------------------------------------
     def _running_attempt(self) -> Any:
         """The attempt to hand a request to: while the run waits to restart, the next one."""
-        with self._changed:
+        with self.attempts.changed:
             while self.state in ("created", "restarting") and not self._result.done():
-                self._changed.wait(0.1)
+                self.attempts.changed.wait(0.1)
             return self.job
 
     def _ended_future(self) -> Future:
@@ -278,7 +211,7 @@ class SparkJobRun:
         return dataclasses.replace(report, state=state, attempt=self.attempt, restarts=self.restarts,
                                    num_failed_checkpoints=self._failed_before + failed_now,
                                    last_completed_checkpoint_id=completed[-1] if completed else None,
-                                   failures=tuple(self.failures),
+                                   failures=tuple(self.attempts.failures),
                                    num_completed_checkpoints=self._completed_before + current)
 
     def checkpoint_history(self) -> list[CheckpointRecord]:

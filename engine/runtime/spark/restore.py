@@ -30,7 +30,8 @@ def restore_if_requested(checkpointing: SparkCheckpointing) -> None:
         return
     from engine.runtime.checkpoint_storage import CHANNEL_STATE_SUFFIX
     from engine.runtime.restore import load_restore_point
-    from engine.runtime.snapshot_metadata import saved_split_key, sink_states, valve_state_for_splits
+    from engine.runtime.snapshot_metadata import (match_sink_states, saved_split_key, sink_states,
+                                                  valve_state_for_splits)
 
     options = checkpointing.storage_options if uri.startswith(("s3://", "s3a://")) else {}
     # the one restore path (engine/runtime/restore.py); the tasks read the state files themselves
@@ -78,19 +79,12 @@ def restore_if_requested(checkpointing: SparkCheckpointing) -> None:
                              meta.checkpoint_id)
         job.state[v.head.id] = job.spark.range(0, v.parallelism, numPartitions=v.parallelism) \
             .mapInArrow(fn, ROW_DDL).localCheckpoint(eager=True)
-    saved_sinks = [op.uid for op in meta.operators if op.config.get("kind") == "sink"]
-    # a local runtime's snapshot names each sink subtask's state by the sink's operator uid
-    local_sinks = {uid: st for uid, st in sink_states(meta).items() if uid not in saved_sinks}
+    # each sink's pending transactions, by operator uid (either runtime's snapshot), else by plan order
     nodes = {n.id: n for v in job.plan.vertices for n in v.nodes}
-    for position, (task_id, writer) in enumerate(checkpointing.sink_tasks.items()):
-        if not hasattr(writer, "initialize_state"):
-            continue
-        saved = task_id if task_id in uids else (
-            saved_sinks[position] if len(saved_sinks) == len(checkpointing.sink_tasks) else None)
-        if saved is not None:
-            writer.initialize_state(meta.operator(saved).config.get("two_phase_commit"))
-        elif (state := local_sinks.get(nodes[int(task_id.split("-", 1)[1])].operator_uid())) is not None:
-            writer.initialize_state(state)
+    writers = [(nodes[int(task_id.split("-", 1)[1])].operator_uid(), writer)
+               for task_id, writer in checkpointing.sink_tasks.items() if hasattr(writer, "initialize_state")]
+    for writer, state in match_sink_states(sink_states(meta), writers, point.snapshot_uri):
+        writer.initialize_state(state)
     if checkpointing.coordinator is not None:
         checkpointing.coordinator.restore_checkpoint_id_counter(point.checkpoint_id)
     checkpointing.restored_from = point.snapshot_uri

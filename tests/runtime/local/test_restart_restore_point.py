@@ -1,4 +1,4 @@
-"""How the local runtime's in-process restart reads its restore point (engine/runtime/recovery.py, issue 17).
+"""How the local runtime's in-process restart reads its restore point (engine/runtime/attempts.py, issue 17).
 
 The job is killed right after checkpoint 3 completed (a BEFORE_COMMIT fault: retained, its output not yet
 committed), and storage then misbehaves as the job restarts:

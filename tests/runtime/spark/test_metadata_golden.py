@@ -16,6 +16,12 @@ What the comparison normalises, and why:
   pyarrow changes them with no change in Sluice.  Between the two runtimes they are compared as they
   are: both wrote byte-identical files.
 
+The second job writes the sums to an exactly-once ``FileSink`` as well: both runtimes list the sink as
+one operator named as its plan node, with each subtask's two-phase-commit ``sink_state`` in its
+metadata.  A pending transaction's id is random and its staged part names and checksums are the
+writer's (Spark's tasks stage their own parts), so each pending handle's ``txn`` and ``files`` are
+normalised; what the runtimes committed is compared as it is.
+
 Paths are relative to the snapshot folder, and the job id is the job's name: neither needs normalising.
 Set ``SLUICE_UPDATE_GOLDEN=1`` to rewrite the golden file after a deliberate format change (and review
 its diff).
@@ -32,29 +38,40 @@ from typing import Any
 import pytest
 
 from checkpoints import load_snapshot
+from engine.io.file_sink import FileSink, read_committed
 from engine.runtime.checkpoint_storage import RUNTIME_EXTRAS, runtime_extras
 from engine.runtime.snapshot_metadata import SOURCE_STAGE_SUFFIX, VALVE_SUFFIX, valve_state_for_splits
 from metadata_golden_job import NUM_RECORDS, build
 from source_gate import savepoint_after
 
 GOLDEN = Path(__file__).with_name("metadata_golden.json")
+#: the same job writing its sums to an exactly-once FileSink (uid ``out``, parallelism 1) as well
+GOLDEN_SINK = Path(__file__).with_name("metadata_golden_sink.json")
 
 
-def _local_savepoint(tmp: Path) -> dict[str, Any]:
+def _built(runtime: str, tmp: Path, output: str | None) -> tuple[Any, Any, list[Any]]:
+    env, stream = build(runtime, f"file://{tmp}/{runtime}-chk")
+    if output is None:
+        return env, stream, []
+    sink = stream.sink_to(FileSink(output, "jsonl", mode="exactly_once")).set_parallelism(1).uid("out")
+    return env, stream, [sink._node]
+
+
+def _local_savepoint(tmp: Path, output: str | None = None) -> dict[str, Any]:
     from engine.runtime.local.runtime import LocalRuntime
 
-    env, stream = build("local", f"file://{tmp}/local-chk")
-    client, uri = savepoint_after(lambda: LocalRuntime(env).submit("golden", [], [stream._node]), NUM_RECORDS,
+    env, stream, sinks = _built("local", tmp, output)
+    client, uri = savepoint_after(lambda: LocalRuntime(env).submit("golden", sinks, [stream._node]), NUM_RECORDS,
                                   f"file://{tmp}/sp-local")
     client.wait(60)
     return load_snapshot(uri).metadata.to_dict()
 
 
-def _spark_savepoint(tmp: Path) -> dict[str, Any]:
+def _spark_savepoint(tmp: Path, output: str | None = None) -> dict[str, Any]:
     from engine.runtime.spark.runtime import SparkRuntime
 
-    env, stream = build("spark", f"file://{tmp}/spark-chk")
-    job = SparkRuntime(env).start("golden", [], [stream._node])
+    env, stream, sinks = _built("spark", tmp, output)
+    job = SparkRuntime(env).start("golden", sinks, [stream._node])
     for _ in range(3):  # the first epoch reads everything; the others find nothing new
         assert job.run_epoch()
     uri = job.stop_with_savepoint(f"file://{tmp}/sp-spark").result(timeout=120)
@@ -110,3 +127,46 @@ def test_the_runtime_extras_are_the_named_ones_and_follow_from_the_portable_core
     core = documents["spark"]["watermarks"]
     splits = [core["splits"][key] for key in sorted(core["splits"])]
     assert spark["watermarks"]["valve"] == valve_state_for_splits(splits, core["watermark"])
+
+
+# -- a two-phase-commit sink ---------------------------------------------------------------------------------------
+
+def _without_transactions(document: dict[str, Any]) -> dict[str, Any]:
+    """Each pending sink transaction's random id and the writer's own part files replaced by placeholders."""
+    out = copy.deepcopy(document)
+    for op in out["operators"]:
+        for meta in (op["config"].get("subtask_metadata") or {}).values():
+            for _, handle in (meta.get("sink_state") or {}).get("pending", []):
+                assert handle["files"], f"a pending transaction of {op['uid']} names no part"
+                handle["txn"], handle["files"] = "<txn>", "<the writer's parts>"
+    return out
+
+
+@pytest.fixture(scope="module")
+def sink_documents(spark, tmp_path_factory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("golden-sink")
+    local = _local_savepoint(tmp / "local", str(tmp / "out-local"))
+    spark_doc = _spark_savepoint(tmp / "spark", str(tmp / "out-spark"))
+    return {"local": local, "spark": spark_doc,
+            "committed": {r: read_committed(str(tmp / f"out-{r}")) for r in ("local", "spark")}}
+
+
+def test_a_two_phase_commit_sink_is_written_alike_by_both_runtimes(sink_documents) -> None:
+    local, _ = runtime_extras(_without_transactions(_without_timestamps(sink_documents["local"])))
+    spark, _ = runtime_extras(_without_transactions(_without_timestamps(sink_documents["spark"])))
+    assert [(op["uid"], op["name"]) for op in local["operators"]] == [("sums", "Window(sum)"),
+                                                                     ("out", "Sink(FileSink)")]
+    assert local == spark
+    committed = sink_documents["committed"]
+    assert committed["local"] and sorted(committed["local"]) == sorted(committed["spark"])
+
+
+def test_the_sink_metadata_matches_the_checked_in_golden_file(sink_documents) -> None:
+    portable, _ = runtime_extras(_without_transactions(_without_file_bytes(_without_timestamps(
+        sink_documents["local"]))))
+    if os.environ.get("SLUICE_UPDATE_GOLDEN") == "1":
+        GOLDEN_SINK.write_text(json.dumps(portable, indent=1, sort_keys=True) + "\n")
+    assert portable == json.loads(GOLDEN_SINK.read_text())
+    spark, _ = runtime_extras(_without_transactions(_without_file_bytes(_without_timestamps(
+        sink_documents["spark"]))))
+    assert spark == json.loads(GOLDEN_SINK.read_text())

@@ -167,6 +167,37 @@ def test_a_snapshot_goes_spark_to_local_and_back_to_spark(golden, tmp_path: Path
     assert _sorted(part1 + part2 + part3) == golden
 
 
+def test_a_file_sink_goes_spark_to_local_and_back_with_identical_committed_output(golden, tmp_path: Path) -> None:
+    """The round trip with an exactly-once FileSink: both runtimes list the sink's pending transactions as its
+    plan node's subtasks (Spark's one writer as subtask 0 of 1, the local sink's two subtasks), and the run that
+    restores a savepoint commits what it left pending, once."""
+    from engine.runtime.local.runtime import LocalRuntime
+    from engine.runtime.spark.runtime import SparkRuntime
+
+    out = str(tmp_path / "out")
+    env, stream = build("spark", f"file://{tmp_path}/spark-chk", output=out)
+    job = SparkRuntime(env).start("portable", list(env._sinks), [stream._node])
+    for _ in range(2):
+        assert job.run_epoch()
+        job.await_checkpoints()
+    first = job.stop_with_savepoint(f"file://{tmp_path}/sp1").result(timeout=120)
+    sinks = [op for op in load_snapshot(first).metadata.operators if op.name == "Sink(FileSink)"]
+    assert [op.parallelism for op in sinks] == [1] and _pending(first)
+
+    env, local_stream = build("local", f"file://{tmp_path}/local-chk", options={"from_savepoint": first}, output=out)
+    client, second = savepoint_after(
+        lambda: LocalRuntime(env).submit("portable", list(env._sinks), [local_stream._node]), 60,
+        f"file://{tmp_path}/sp2")
+    client.wait(60)
+    sinks = [op for op in load_snapshot(second).metadata.operators if op.name == "Sink(FileSink)"]
+    assert [op.parallelism for op in sinks] == [2] and _pending(second)
+    assert 0 < len(read_committed(out)) < len(golden)  # stopped midway
+
+    env, _ = build("spark", f"file://{tmp_path}/spark-chk2", options={"from_savepoint": second}, output=out)
+    env.execute("back on spark")
+    assert _sorted(read_committed(out)) == _as_json(golden)
+
+
 # -- pending sink transactions: a checkpoint completed, the process died before its sinks committed ---------------
 
 class CommitFailsOnce(FileSink):

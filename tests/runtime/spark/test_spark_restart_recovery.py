@@ -1,6 +1,6 @@
 """Spark's in-process restart reads its restore point the way the local runtime's does (issue 17).
 
-engine/runtime/spark/job_run.py with engine/runtime/recovery.py, on a job that completes a checkpoint per epoch:
+engine/runtime/spark/job_run.py with engine/runtime/attempts.py, on a job that completes a checkpoint per epoch:
 
 - The exactly-once file sink's commit of checkpoint k fails once, after a byte of k's state was flipped in
   storage: k is complete and retained but unreadable, and its output not yet visible.  The restart passes
