@@ -234,7 +234,6 @@ def check_results(dataset: Any, window: str, outputs: dict[str, str],
     """
     from collections import Counter
 
-    import pyarrow as pa
 
     expected = expected_window_sums(dataset, window)
     size, _ = WINDOW_MS[window]

@@ -34,7 +34,7 @@ END_STATUS = {"finished": JobStatus.FINISHED, "stopped": JobStatus.FINISHED, "ca
 FAILURES_KEPT = 10
 
 
-class RestoreChoice(NamedTuple):
+class RestartPoint(NamedTuple):
     """The restore point of a restarted attempt: a retained checkpoint and what ``load`` read from it."""
     checkpoint_id: int
     retained: Any
@@ -47,7 +47,7 @@ class Attempts(Generic[A]):
     attempt that cannot be built (a sink failing to re-commit, storage down) is restarted like a failed one,
     when the strategy allows; otherwise the run fails at once, as it does when the first cannot be built."""
 
-    def __init__(self, job_name: str, strategy: Any, clock: Any, *, start: Callable[[RestoreChoice | None], A],
+    def __init__(self, job_name: str, strategy: Any, clock: Any, *, start: Callable[[RestartPoint | None], A],
                  run: Callable[[A], str], end: Callable[[A, Exception | None], None],
                  candidates: Callable[[], list[tuple[int, Any]]], load: Callable[[Any], Any],
                  committed: Callable[[int], list[str]], on_end: Callable[[JobStatus | None], None],
@@ -100,7 +100,7 @@ class Attempts(Generic[A]):
                     raise
                 self._restart_or_fail(exc)
 
-    def _started(self, choice: RestoreChoice | None) -> A:
+    def _started(self, choice: RestartPoint | None) -> A:
         attempt = self._start(choice)
         with self.changed:
             self.attempt += 1
@@ -129,7 +129,7 @@ class Attempts(Generic[A]):
         self._set_state("restarting")
         self._wait(delay_ms)
 
-    def _restore_point(self) -> RestoreChoice | None:
+    def _restore_point(self) -> RestartPoint | None:
         """The newest retained checkpoint that loads, or None when there is none (the run's start then).  An
         unreadable one (corrupt, or its ``_metadata`` gone) is passed over, as a restarted Flink master passes over
         one its CompletedCheckpointStore cannot retrieve -- unless an exactly-once sink committed its output (the
@@ -141,7 +141,7 @@ class Attempts(Generic[A]):
             while True:
                 try:
                     try:
-                        return RestoreChoice(checkpoint_id, candidate, self._load(candidate))
+                        return RestartPoint(checkpoint_id, candidate, self._load(candidate))
                     except (CorruptSnapshotError, SnapshotNotFound) as exc:
                         unreadable: Exception = exc
                     holders = self._committed(checkpoint_id)

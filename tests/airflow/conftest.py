@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 

@@ -8,7 +8,6 @@ is test_end_to_end_real_job.py.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 

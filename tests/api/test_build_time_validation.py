@@ -63,7 +63,6 @@ def test_a_non_callable_key_selector_is_refused() -> None:
 
 
 def test_a_trigger_that_cannot_merge_is_refused_for_session_windows(keyed) -> None:
-    from engine.windowing.triggers import PurgingTrigger
 
     class NonMerging(CountTrigger):
         def can_merge(self) -> bool:

@@ -22,7 +22,6 @@ Figures go to ``tests/artifacts/reliability-soak-<runtime>.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys

@@ -15,7 +15,7 @@ from engine.api.restart import RestartStrategies
 from engine.checkpointing.job_status import JobStatus
 from engine.clock import ManualClock
 from engine.errors import CorruptSnapshotError, JobFailedError, JobMasterFenced
-from engine.runtime.attempts import Attempts, RestoreChoice
+from engine.runtime.attempts import Attempts, RestartPoint
 
 
 class FakeRun:
@@ -30,7 +30,7 @@ class FakeRun:
         #: start call number (1 for the first) -> the exception that call raises
         self.start_failures = dict(start_failures or {})
         self.start_calls = 0
-        self.started: list[RestoreChoice | None] = []
+        self.started: list[RestartPoint | None] = []
         self.ended: list[tuple[int, str | None]] = []
         self.end_statuses: list[JobStatus | None] = []
         self.loads: list[int] = []
@@ -42,7 +42,7 @@ class FakeRun:
             committed=lambda cid: ["s3://out/"] if cid in committed else [],
             on_end=self.end_statuses.append, **options)
 
-    def start(self, choice: RestoreChoice | None) -> int:
+    def start(self, choice: RestartPoint | None) -> int:
         self.start_calls += 1
         if self.start_calls in self.start_failures:
             raise self.start_failures[self.start_calls]
@@ -110,7 +110,7 @@ def test_a_restart_passes_over_an_unreadable_checkpoint_and_waits_out_unreachabl
                   retained={3: [StorageUnavailable("503"), "state@3"]})
     run.attempts.run()
     assert run.loads == [3, 3]
-    assert run.started[1] == RestoreChoice(3, 3, "state@3")
+    assert run.started[1] == RestartPoint(3, 3, "state@3")
     assert run.clock.now_ms() == 20  # the attempt's restart, then the unreachable read
     assert (run.attempts.state, run.end_statuses) == ("stopped", [JobStatus.FINISHED])
 

@@ -25,7 +25,7 @@ from engine.checkpointing.job_status import JobStatus
 from engine.errors import JobFailedError
 from engine.graph.plan import PhysicalPlan, build_plan
 from engine.io.dead_letter_output import dead_letter_history
-from engine.runtime.attempts import Attempts, RestoreChoice
+from engine.runtime.attempts import Attempts, RestartPoint
 from engine.runtime.checkpoint_storage_adapter import CheckpointStorageAdapter
 from engine.runtime.control import ControlQueue, ControlRequest
 from engine.runtime.restore import RestorePoint, load_restore_point
@@ -134,7 +134,7 @@ class JobRun:
             completed_checkpoints=[r.checkpoint_id for r in self.history], restarts=self.restarts,
             num_completed_checkpoints=self.history.total, num_dead_letters=self.dead_letters.total)
 
-    def _start_attempt(self, choice: RestoreChoice | None) -> Any:
+    def _start_attempt(self, choice: RestartPoint | None) -> Any:
         """Attempt n+1 from a retained checkpoint, or (``choice`` None) from the run's savepoint or scratch."""
         restore = choice.loaded if choice is not None else self.initial_restore
         if self.runtime.fault_plan is not None:

@@ -36,7 +36,7 @@ from engine.api.restart import restart_strategy_of
 from engine.checkpointing.job_status import JobStatus
 from engine.errors import JobFailedError
 from engine.io.dead_letter_output import dead_letter_history
-from engine.runtime.attempts import Attempts, RestoreChoice
+from engine.runtime.attempts import Attempts, RestartPoint
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
 from engine.histories import BoundedHistory, history_limits
 from engine.runtime.recovery import discard_orphaned_staging, persist_dead_letters, sinks_that_committed
@@ -117,7 +117,7 @@ class SparkJobRun:
         options = self.runtime.storage_options
         return load_snapshot(uri, verify_checksums=True, **(options if uri.startswith(("s3://", "s3a://")) else {}))
 
-    def _start_attempt(self, choice: RestoreChoice | None) -> Any:
+    def _start_attempt(self, choice: RestartPoint | None) -> Any:
         """Build attempt n+1 from the restore point ``choice`` (None: the run's savepoint, or scratch) with the
         driver's outputs cut back to what they held at its barrier (to nothing without one)."""
         restore, snapshot, kept = self.initial_restore, None, {"collected": {}, "dead_letters": 0}

@@ -21,7 +21,6 @@ from engine.watermarks.strategy import WatermarkStrategy
 from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 from engine.windowing.evictors import CountEvictor
 from engine.windowing.triggers import CountTrigger, EventTimeTrigger
-from engine.windowing.windows import TimeWindow
 from window_jobs import SplitCollection
 
 
