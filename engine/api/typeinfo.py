@@ -204,30 +204,30 @@ class RowTypeInfo(TypeInformation):
         field joined by ``,`` (a nested row prints as ``Row(v=1.5, w=True)``, a boolean ``True``, None ``None``).
         PyFlink fails on a record that is no Row here; Sluice prints a tuple or list as an INSERT row and a
         dict by the field names."""
-        kind = "+I"
-        if isinstance(value, Row):
-            kind, fields = str(value.get_row_kind()), list(value)
-        elif isinstance(value, dict):
-            fields = [value.get(name) for name in self.field_names]
-        else:
-            fields = _fields(value, len(self.field_types))
-            if fields is None:
-                return _java_string(value)
+        kind_fields = self._kind_and_fields(value)
+        if kind_fields is None:
+            return _java_string(value)
+        kind, fields = kind_fields
         return kind + "[" + ",".join(str(v) for v in fields) + "]"
 
     def java_string(self, value: Any) -> str:
         """Java's ``Row.toString``: ``+I[a, 1.5]``, the kind, then each field's ``toString`` joined by ``, ``
         (measured on PyFlink 2.3.0's FileSink with the simple string encoder)."""
-        kind = "+I"
-        if isinstance(value, Row):
-            kind, fields = str(value.get_row_kind()), list(value)
-        elif isinstance(value, dict):
-            fields = [value.get(name) for name in self.field_names]
-        else:
-            fields = _fields(value, len(self.field_types))
-            if fields is None:
-                return _java_string(value)
+        kind_fields = self._kind_and_fields(value)
+        if kind_fields is None:
+            return _java_string(value)
+        kind, fields = kind_fields
         return kind + "[" + ", ".join(t.java_string(v) for t, v in zip(self.field_types, fields)) + "]"
+
+    def _kind_and_fields(self, value: Any) -> tuple[str, list[Any]] | None:
+        """A record's row kind (``+I`` unless it is a Row of another kind) and its fields in order: a tuple or list
+        by position, a dict by the field names; None for a value that is no row."""
+        if isinstance(value, Row):
+            return str(value.get_row_kind()), list(value)
+        if isinstance(value, dict):
+            return "+I", [value.get(name) for name in self.field_names]
+        fields = _fields(value, len(self.field_types))
+        return None if fields is None else ("+I", fields)
 
     def __repr__(self) -> str:
         return "RowTypeInfo(" + ", ".join(f"{n}: {t!r}" for n, t in zip(self.field_names, self.field_types)) + ")"
