@@ -77,7 +77,7 @@ class JobOperator:
 def load_job_spec(job_spec: str) -> tuple[Any, Any]:
     """Import ``module:function`` (the job master's loader) and call it with a fresh environment; ``(env, result)``."""
     from engine.api.environment import StreamExecutionEnvironment
-    from engine.master.master import load_job_spec as import_job_function
+    from engine.master.config import load_job_spec as import_job_function
 
     build = import_job_function(job_spec)
     env = StreamExecutionEnvironment.get_execution_environment()
