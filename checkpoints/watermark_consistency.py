@@ -7,8 +7,9 @@ job records several facts that only move together:
 
 - **copies agree.**  On both runtimes a window operator's watermark is recorded in its subtask's metadata
   (``current_watermark``, what a restore uses) and again in ``watermarks.operators`` (what validation reads).  The Spark runtime also records
-  each split's watermark beside the split's own watermark state, and the job's watermark beside the watermark
-  valve whose output it is.  Each pair must be equal.
+  each split's watermark beside the split's own watermark state, and its snapshots written before the valve
+  was left out of ``_metadata`` the job's watermark beside the watermark valve whose output it is.  Each pair
+  must be equal.
 - **no split ahead of its data.**  A split's watermark comes from its watermark generator, and the built-in
   generators (bounded out-of-orderness, ascending, either with idleness) record the largest timestamp they saw:
   the watermark is that minus the out-of-orderness bound, never more than it.

@@ -20,12 +20,13 @@ both with tests/runtime/spark/metadata_golden.json):
 - ``watermarks``: ``watermark`` (the lowest window subtask's, else the given one), ``splits``,
   ``operators`` (each window subtask's watermark).
 
-What stays runtime-specific is named by :data:`RUNTIME_EXTRAS` and :func:`runtime_extras` (the golden
-test checks there is nothing else): the local runtime's per-task JSON states (``v<vertex>.valve``,
-``v<vertex>.watermarks``, ``v<vertex>.channel-state``: exact per-task valves and in-flight data of
-unaligned checkpoints, which a Spark job cannot have) and Spark's ``watermarks.epoch`` and
-``watermarks.valve`` (its one valve over all splits).  Either runtime restores the other's snapshot
-without them (engine/runtime/snapshot_metadata.py rebuilds them from the core).
+Neither runtime writes its own watermark machinery: the local runtime's valve per task and watermark stage
+per source subtask, Spark's one valve over all splits, follow from the portable core (each split's watermark
+state, the window operators' watermarks), and a restore on either runtime rebuilds them from it
+(engine/runtime/snapshot_metadata.py); Flink persists no valve either.  The one part only one runtime
+writes is a local unaligned checkpoint's in-flight data (``v<vertex>.channel-state``), which Spark, whose
+checkpoints are aligned by construction, refuses to restore.  Snapshots written before (with ``.valve`` and
+``.watermarks`` operators, or Spark's ``watermarks.valve`` and ``watermarks.epoch``) are still read.
 
 Two-phase-commit sinks are alike too: a sink subtask acknowledges as its plan node's operator with
 ``sink_state`` (``snapshot_metadata.sink_subtask_metadata``) in its metadata; Spark's one driver-side
@@ -35,11 +36,10 @@ transactions' random ids and the writer's own part files).  A local sink of para
 Spark's always one; ``snapshot_metadata.sink_states`` merges them and ``match_sink_states`` hands them
 to the job's sinks by uid, else by plan order, so either restores the other's.
 
-Not yet alike (partial): a window subtask that holds no key (e.g. the golden job with the window at
-parallelism 4: key groups 0-1 and 4-5 get no key).  The local subtask writes its empty state tables,
-``state_rows`` of 0 and its ``current_watermark``; Spark's task sees no rows for it and acknowledges
-empty ``state_rows``/``state_kinds``/``__tables__``, no file and no watermark (``watermarks.operators``
-then lacks the subtask).  The golden jobs do not cover it.
+A window subtask that holds no key (e.g. the golden job with the window at parallelism 4: key groups 0-1 and
+4-5 get no key) is alike too: the local subtask snapshots its empty operator, and Spark's driver, whose task
+had no state rows for it, snapshots the same operator for the same key groups at the job's watermark
+(engine/runtime/spark/state_files.py ``keyless_subtask_ack``).
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from engine.runtime.snapshot_metadata import (
     operator_config,
     operator_watermarks,
     snapshot_watermark,
+    stored_table_name,
     window_configs,
 )
 from engine.state import codec
@@ -69,9 +70,9 @@ from engine.state import codec
 CHANNEL_STATE_SUFFIX = ".channel-state"
 CHANNEL_STATE_TABLE = "channel_state"
 
-#: the runtime-specific parts of ``_metadata``: operator uid suffixes (local) and ``watermarks`` keys (Spark)
-RUNTIME_EXTRAS = {"operator_suffixes": (VALVE_SUFFIX, SOURCE_STAGE_SUFFIX, CHANNEL_STATE_SUFFIX),
-                  "watermarks": ("epoch", "valve")}
+#: uid suffixes of the local runtime's per-task watermark states: acknowledged (the builder reads the valves when
+#: no window subtask has a watermark) but not written, since a restore rebuilds them from the portable core
+DERIVED_SUFFIXES = (VALVE_SUFFIX, SOURCE_STAGE_SUFFIX)
 
 #: keys every operator snapshot's metadata has (engine/operators/base.py); an operator with nothing else and
 #: no state file holds no state
@@ -95,22 +96,20 @@ class OperatorStateAck:
         return bool(self.files) or any(k not in _BASE_METADATA for k in self.metadata)
 
 
-def is_runtime_extra(uid: str) -> bool:
-    """Whether an operator uid is one of the local runtime's per-task states (see :data:`RUNTIME_EXTRAS`)."""
-    return uid.endswith(RUNTIME_EXTRAS["operator_suffixes"])
-
-
-def runtime_extras(document: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(portable, extras)``: a ``_metadata`` document (``CheckpointMetadata.to_dict()``) split into what both
-    runtimes write alike and the runtime-specific parts named by :data:`RUNTIME_EXTRAS`."""
-    portable = dict(document)
-    operators = list(document.get("operators") or [])
-    portable["operators"] = [op for op in operators if not is_runtime_extra(op["uid"])]
-    marks = dict(document.get("watermarks") or {})
-    extras = {"operators": [op for op in operators if is_runtime_extra(op["uid"])],
-              "watermarks": {k: marks.pop(k) for k in RUNTIME_EXTRAS["watermarks"] if k in marks}}
-    portable["watermarks"] = marks
-    return portable, extras
+def write_operator_snapshot(location: Any, uid: str, subtask: int, snapshot: Any) -> OperatorStateAck:
+    """Write one operator subtask's materialized snapshot (engine/operators/base.py) to a checkpoint location, a
+    file per state table, and acknowledge it: the local runtime's writers and Spark's driver (for a window subtask
+    that holds no key, engine/runtime/spark/state_files.py) write operator snapshots alike."""
+    names: dict[str, str] = {}
+    files = []
+    for name, table in sorted(snapshot.tables.items()):
+        stored = safe_name(stored_table_name(name))
+        names[stored] = name
+        files.append(location.write_state_file(safe_name(uid), subtask, stored, table))
+    metadata = {**snapshot.metadata, "__tables__": names}
+    keyed = any(name.startswith("keyed/") or name == "timers" for name in snapshot.tables)
+    krange = tuple(snapshot.metadata["key_group_range"]) if keyed else None
+    return OperatorStateAck(uid, subtask, metadata, tuple(files), krange)  # type: ignore[arg-type]
 
 
 class MetadataBuilder:
@@ -130,15 +129,13 @@ class MetadataBuilder:
         self.names = {safe_name(n.operator_uid()): n.name for n in nodes}
 
     def build(self, checkpoint: CompletedCheckpoint, acks: Iterable[OperatorStateAck],
-              splits: Mapping[str, Mapping[str, Any]], watermark: int | None = None,
-              extra_watermarks: Mapping[str, Any] | None = None) -> CheckpointMetadata:
+              splits: Mapping[str, Mapping[str, Any]], watermark: int | None = None) -> CheckpointMetadata:
         """The ``_metadata`` of ``checkpoint``.
 
         ``splits``: the portable core's per-split states (``watermarks.splits``); ``watermark``: the job's
         watermark, given by a runtime that keeps one (Spark: its valve's output, which every window operator
         runs at); else the lowest window subtask's (records after the snapshot are judged against it), else the
-        lowest operator's, else the lowest valve output; ``extra_watermarks``: the runtime's own
-        ``watermarks`` entries (:data:`RUNTIME_EXTRAS`).
+        lowest operator's, else the lowest valve output.
         """
         by_uid: dict[str, list[OperatorStateAck]] = {}
         for ack in acks:
@@ -148,7 +145,7 @@ class MetadataBuilder:
         operator_marks: dict[str, dict[str, int]] = {}
         for uid in sorted(by_uid, key=lambda u: (u not in order, order.get(u, 0), u)):
             subtask_acks = sorted(by_uid[uid], key=lambda a: a.subtask)
-            if not any(a.holds_state() for a in subtask_acks):
+            if uid.endswith(DERIVED_SUFFIXES) or not any(a.holds_state() for a in subtask_acks):
                 continue
             metas = {a.subtask: dict(a.metadata) for a in subtask_acks}
             window = uid in self.window_configs
@@ -166,7 +163,7 @@ class MetadataBuilder:
                       for a in subtask_acks for m in [a.metadata] if "task_state" in m]
             watermark = snapshot_watermark(windows or operator_marks, valves)
         watermarks: dict[str, Any] = {"watermark": watermark, "splits": {k: dict(v) for k, v in sorted(splits.items())},
-                                      "operators": operator_marks, **(extra_watermarks or {})}
+                                      "operators": operator_marks}
         properties = SnapshotProperties.savepoint() if checkpoint.is_savepoint() else SnapshotProperties.checkpoint(
             retain_on_cancellation=not checkpoint.properties.discard_cancelled)
         return CheckpointMetadata(

@@ -38,7 +38,6 @@ from engine.checkpointing.discarder import CheckpointDiscarder
 from engine.checkpointing.job_status import JobStatus
 from engine.checkpointing.properties import CheckpointProperties
 from engine.checkpointing.task_state import TaskSnapshot, TaskStateSnapshot
-from engine.graph.transformations import safe_name
 from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION, MaterializedOperatorSnapshot, OperatorSnapshot
 from engine.runtime.checkpoint_storage import (
     CHANNEL_STATE_SUFFIX,
@@ -46,10 +45,11 @@ from engine.runtime.checkpoint_storage import (
     MetadataBuilder,
     OperatorStateAck,
     encode_channel_state,
+    write_operator_snapshot,
 )
 from engine.runtime.operator_metrics import operator_state_sizes
 from engine.runtime.restore import RestorePoint, load_restore_point
-from engine.runtime.snapshot_metadata import SOURCE_STAGE_SUFFIX, split_states_of_stage, stored_table_name
+from engine.runtime.snapshot_metadata import SOURCE_STAGE_SUFFIX, split_states_of_stage
 
 
 def subtask_of(task_id: str) -> int:
@@ -63,10 +63,6 @@ def _channel_state_snapshot(task_id: str, checkpoint_id: int, state: InputChanne
          "operator_class": "InputChannelState", "checkpoint_id": checkpoint_id, "max_parallelism": max_parallelism,
          "key_group_range": [0, max_parallelism - 1]},
         {CHANNEL_STATE_TABLE: encode_channel_state(state)})
-
-
-def _is_keyed(snapshot: MaterializedOperatorSnapshot) -> bool:
-    return any(name.startswith("keyed/") or name == "timers" for name in snapshot.tables)
 
 
 def deletes_retained_checkpoints_at_end(latest: CheckpointProperties | None, job_status: JobStatus) -> bool:
@@ -186,25 +182,13 @@ class CheckpointStorageAdapter:
             self.check_fence(f"write the state of task {task_id} for checkpoint {cid}")
         location = self._location(cid)
         subtask = subtask_of(task_id)
-        handles: dict[str, Any] = {uid: self._write(location, uid, subtask, m) for uid, m in materialized.items()}
+        handles: dict[str, Any] = {uid: write_operator_snapshot(location, uid, subtask, m) for uid, m in materialized.items()}
         channel_handle = None
         if channel_state is not None and not channel_state.is_empty():
             uid = task_id.rsplit(".", 1)[0] + CHANNEL_STATE_SUFFIX
-            channel_handle = self._write(location, uid, subtask,
+            channel_handle = write_operator_snapshot(location, uid, subtask,
                                          _channel_state_snapshot(task_id, cid, channel_state, self.max_parallelism))
         return TaskStateSnapshot(handles, dict(snapshot.source_positions), channel_handle)
-
-    def _write(self, location: Any, uid: str, subtask: int, snap: MaterializedOperatorSnapshot) -> OperatorStateAck:
-        names: dict[str, str] = {}
-        files = []
-        for name, table in sorted(snap.tables.items()):
-            stored = safe_name(stored_table_name(name))
-            names[stored] = name
-            files.append(location.write_state_file(safe_name(uid), subtask, stored, table))
-        metadata = dict(snap.metadata)
-        metadata["__tables__"] = names
-        krange = tuple(snap.metadata["key_group_range"]) if _is_keyed(snap) else None
-        return OperatorStateAck(uid, subtask, metadata, tuple(files), krange)  # type: ignore[arg-type]
 
     # -- completion ----------------------------------------------------------------------------
     def finalize(self, completed: CompletedCheckpoint) -> str | None:

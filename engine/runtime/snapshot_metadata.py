@@ -23,16 +23,14 @@ both write, besides ``source_positions`` and the window operators' state files:
   as the local SinkOperator merges them when rescaled.  Spark snapshots written before both runtimes
   wrote sinks alike list a sink as ``"kind": "sink"`` with ``two_phase_commit``; they are still read.
 
-Each runtime also writes what only it needs (``RUNTIME_EXTRAS`` in engine/runtime/checkpoint_storage.py):
-the local runtime a valve per task
-(``v<vertex>.valve``) and one watermark stage per source subtask (``v<vertex>.watermarks``);
-Spark its one valve over all splits (``watermarks.valve``) and the epoch.  Both write each operator
-subtask's snapshot metadata (``config.subtask_metadata``).  A restore uses its own runtime's extras when the
-snapshot has them (exact, also for in-flight data) and otherwise rebuilds them from the core
+Both write each operator subtask's snapshot metadata (``config.subtask_metadata``).  Neither writes its own
+watermark machinery (engine/runtime/checkpoint_storage.py): a restore rebuilds the local runtime's valve per task
+and watermark stage per source subtask, and Spark's valve over all splits, from the core
 (:func:`split_states`, :func:`restored_watermark`, :func:`valve_state_for_splits`,
-:func:`stage_state_for_splits`): the one path both shapes are read through.  Snapshots written
-before the core existed (local ones without ``watermarks.splits``) are read through the same
-functions, which derive the core from the local extras.
+:func:`stage_state_for_splits`): the one path every snapshot is read through.  Snapshots written before that
+(local ones with ``v<vertex>.valve`` and ``v<vertex>.watermarks`` operators, Spark ones with
+``watermarks.valve`` and ``watermarks.epoch``) still restore: what they have is kept, and local ones written
+before the core existed (without ``watermarks.splits``) get it derived from their stages.
 """
 
 from __future__ import annotations

@@ -62,6 +62,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
         return self._retained
 
     def add_checkpoint_and_subsume_oldest(self, checkpoint: CompletedCheckpoint) -> list[CompletedCheckpoint]:
+        epoch = self.owner.boundaries[checkpoint.checkpoint_id]["epoch"]  # popped by build_metadata
         metadata = build_metadata(self.owner, checkpoint)
         if not checkpoint.is_savepoint():  # a fenced master must not write _metadata into chk-<id>: the id may be taken
             self.persistent.check_fence(f"finalize checkpoint {checkpoint.checkpoint_id}")
@@ -72,7 +73,7 @@ class StorageCompletedCheckpointStore(CompletedCheckpointStore):
         owner.latest_properties = checkpoint.properties
         entry = {
             "checkpoint_id": checkpoint_id, "savepoint": checkpoint.is_savepoint(), "uri": uri,
-            "bytes": metadata.total_bytes(), "epoch": metadata.watermarks["epoch"],
+            "bytes": metadata.total_bytes(), "epoch": epoch,
             "triggered_ms": checkpoint.timestamp_ms, "completed_ms": checkpoint.completion_timestamp_ms,
             "upload_ms": owner.upload_ms.pop(checkpoint_id, None),
             "duration_ms": checkpoint.completion_timestamp_ms - checkpoint.timestamp_ms}
@@ -125,7 +126,7 @@ def build_metadata(owner: SparkCheckpointing, checkpoint: CompletedCheckpoint) -
     """The ``_metadata`` of a completed checkpoint or savepoint (engine/runtime/checkpoint_storage.py
     ``MetadataBuilder``, as on the local runtime): every window subtask's acknowledged state, the sinks'
     two-phase-commit states and the driver's state at its barrier (``owner.boundaries``, taken by
-    SparkCheckpointing._snapshot): the splits, the job's watermark and Spark's own epoch and valve."""
+    SparkCheckpointing._snapshot): the splits and the job's watermark (its valve follows from them)."""
     job = owner.job
     acks = [checkpoint.task_states[f"{window_uid(v)}#{i}"].operator_states[window_uid(v)]
             for v in job.windows for i in range(v.parallelism)]
@@ -137,5 +138,4 @@ def build_metadata(owner: SparkCheckpointing, checkpoint: CompletedCheckpoint) -
             meta = {**sink_subtask_metadata(uid, checkpoint.checkpoint_id, job.max_parallelism, state), "__tables__": {}}
             acks.append(OperatorStateAck(uid, 0, meta, (), None))
     boundary = owner.boundaries.pop(checkpoint.checkpoint_id)
-    return owner.metadata_builder.build(checkpoint, acks, boundary["splits"], watermark=boundary["watermark"],
-                                        extra_watermarks={"epoch": boundary["epoch"], "valve": boundary["valve"]})
+    return owner.metadata_builder.build(checkpoint, acks, boundary["splits"], watermark=boundary["watermark"])

@@ -58,7 +58,13 @@ from engine.runtime.spark.checkpoint_store import (
     StorageCompletedCheckpointStore,
     StorageDiscarder,
 )
-from engine.runtime.spark.state_files import ACK_DDL, operator_state_ack, window_uid, write_state_files
+from engine.runtime.spark.state_files import (
+    ACK_DDL,
+    keyless_subtask_ack,
+    operator_state_ack,
+    window_uid,
+    write_state_files,
+)
 
 
 # ---- the coordinator's task gateway ------------------------------------------------------------------
@@ -365,9 +371,10 @@ class SparkCheckpointing:
         self.output_marks[checkpoint_id] = job.output_marks()  # driver memory only, for an in-process restart
         # the driver's part of barrier n, taken now: the checkpoint may complete epochs later
         self.boundaries[checkpoint_id] = {
-            "epoch": job.epoch, "watermark": job.watermark, "valve": job.splits.valve.snapshot(),
+            "epoch": job.epoch, "watermark": job.watermark,
             "splits": {sid: {"watermarks": s.watermarks, "finished": s.finished, "idle": s.idle,
                              "watermark": s.watermark} for sid, s in job.splits.entries.items()}}
+        watermark = job.watermark  # every keyed operator's at this boundary
 
         def upload() -> dict[str, Any]:
             window_acks: dict[str, Any] = {}
@@ -381,8 +388,14 @@ class SparkCheckpointing:
                     for subtask, ack in state.mapInArrow(fn, ACK_DDL).collect():
                         written[subtask] = json.loads(ack)
                 for i in range(v.parallelism):
-                    window_acks[f"{uid}#{i}"] = TaskStateSnapshot({uid: operator_state_ack(
-                        uid, i, written.get(i), v.parallelism, job.max_parallelism, checkpoint_id)})
+                    ack = written.get(i)
+                    if ack is None or not (ack["files"] or ack["metadata"]["state_rows"]):
+                        # no key in its key groups: the task wrote nothing; written as a local subtask writes it
+                        state_ack = keyless_subtask_ack(location, v.head, uid, i, v.parallelism, job.max_parallelism,
+                                                        checkpoint_id, watermark)
+                    else:
+                        state_ack = operator_state_ack(uid, i, ack, v.parallelism, job.max_parallelism)
+                    window_acks[f"{uid}#{i}"] = TaskStateSnapshot({uid: state_ack})
             return window_acks
 
         if pending.properties.is_savepoint() or not self.async_uploads:

@@ -58,8 +58,8 @@ def restore_if_requested(checkpointing: SparkCheckpointing) -> None:
         s.offset, s.watermarks = point.source_positions[key], saved["watermarks"]
         s.finished, s.idle, s.watermark = saved["finished"], saved["idle"], saved["watermark"]
         in_channel_order[job.splits.channel[key_now]] = saved
-    # Spark's own valve over all splits when the snapshot has it; else (a local snapshot) rebuilt from the splits
-    job.splits.restore_valve(meta.watermarks.get("valve") or valve_state_for_splits(in_channel_order, job.watermark),
+    # Spark's valve over all splits, rebuilt from them (an older Spark snapshot's own ``watermarks.valve`` is the same)
+    job.splits.restore_valve(valve_state_for_splits(in_channel_order, job.watermark),
                              job.watermark)
     uids = {op.uid for op in meta.operators}
     saved_windows = [op.uid for op in meta.operators if op.config.get("kind") == "window"]

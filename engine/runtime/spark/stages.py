@@ -265,7 +265,7 @@ def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
         yield current, pa.Table.from_batches(pending)
 
 
-def _keyed_operator(node: Any) -> Any:
+def keyed_operator(node: Any) -> Any:
     """The operator of a keyed vertex: the window operator, or the keyed process operator of
     ``KeyedStream.process`` and the rolling aggregates (the same class the local runtime runs)."""
     from engine.graph.transformations import BroadcastProcessTransformation, KeyedProcessTransformation
@@ -293,7 +293,7 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
     router = Router(routes, rows, context, f"{node_id}/{subtask:05d}", max_parallelism, watermark_before, staging)
     context.dead_letter = router.dead_letter
     router.subtask = subtask
-    operator = _keyed_operator(node)
+    operator = keyed_operator(node)
     operator.open(context, _NodeOutput(router, node_id))
     dests = table.column("_dest").to_numpy()
     state_rows = table.take(np.nonzero(dests == DEST_STATE)[0])

@@ -111,27 +111,49 @@ def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism
     return run
 
 
-def operator_state_ack(uid: str, subtask: int, ack: dict[str, Any] | None, parallelism: int, max_parallelism: int,
-                       checkpoint_id: int) -> Any:
-    """The ``OperatorStateAck`` of a window subtask from its task's acknowledgement row (None: the vertex had no
-    state yet, so the subtask holds none)."""
+def operator_state_ack(uid: str, subtask: int, ack: dict[str, Any], parallelism: int, max_parallelism: int) -> Any:
+    """The ``OperatorStateAck`` of a window subtask from its task's acknowledgement row."""
     from checkpoints import StateFileHandle
     from checkpoints._documents import Fields
-    from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION
     from engine.runtime.checkpoint_storage import OperatorStateAck
     from engine.state.key_groups import key_group_range_for_operator
 
     rng = key_group_range_for_operator(max_parallelism, parallelism, subtask)
-    if ack is None:
-        metadata = {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION, "operator_id": uid,
-                    "operator_class": "WindowOperator", "checkpoint_id": checkpoint_id,
-                    "max_parallelism": max_parallelism, "key_group_range": [rng.start_key_group, rng.end_key_group],
-                    "state_rows": {}, "state_kinds": {}, "__tables__": {}}
-        files: tuple = ()
-    else:
-        metadata = ack["metadata"]
-        files = tuple(StateFileHandle.from_dict(Fields(f, "ack")) for f in ack["files"])
-    return OperatorStateAck(uid, subtask, metadata, files, (rng.start_key_group, rng.end_key_group))
+    files = tuple(StateFileHandle.from_dict(Fields(f, "ack")) for f in ack["files"])
+    return OperatorStateAck(uid, subtask, ack["metadata"], files, (rng.start_key_group, rng.end_key_group))
+
+
+def keyless_subtask_ack(location: Any, node: Any, uid: str, subtask: int, parallelism: int, max_parallelism: int,
+                        checkpoint_id: int, watermark: int) -> Any:
+    """The acknowledgement of a keyed vertex's subtask that holds no key at a checkpoint, written by the driver.
+
+    Its task had no state rows, so it wrote nothing; the local runtime's subtask of the same key groups snapshots
+    its operator all the same (empty state tables, zero entry counts, its watermark).  So does this: the vertex's
+    operator (the class the tasks run) is opened for the subtask's key groups, brought to ``watermark`` (on Spark
+    every keyed operator runs at the job's watermark) and snapshotted, and its tables are written as a local
+    subtask's are (engine/runtime/checkpoint_storage.py ``write_operator_snapshot``).
+    """
+    from engine.clock import ManualClock
+    from engine.elements import StreamRecord, Watermark
+    from engine.errors import IllegalStateError
+    from engine.operators.base import ListOutput, OperatorContext
+    from engine.runtime.checkpoint_storage import write_operator_snapshot
+    from engine.runtime.spark.stages import keyed_operator
+    from engine.state.key_groups import key_group_range_for_operator
+
+    operator = keyed_operator(node)
+    output = ListOutput()
+    operator.open(OperatorContext(uid, subtask, parallelism, max_parallelism,
+                                  key_group_range_for_operator(max_parallelism, parallelism, subtask),
+                                  clock=ManualClock(0)), output)
+    if watermark > operator.current_watermark():
+        operator.process_watermark(Watermark(watermark))
+    snapshot = operator.snapshot_now(checkpoint_id)
+    operator.close()
+    emitted = [e for e in output.elements if isinstance(e, StreamRecord)]
+    if emitted or output.side_outputs:
+        raise IllegalStateError(f"Bug: the keyless subtask {subtask} of {uid!r} emitted records: {emitted[:3]}")
+    return write_operator_snapshot(location, uid, subtask, snapshot)
 
 
 #: snapshot metadata a key group's snapshot has of its own, merged per subtask by :func:`write_state_files`

@@ -58,8 +58,9 @@ def _key(e: Any) -> str:
     return e[0]
 
 
-def build(runtime: str, storage: str) -> tuple[StreamExecutionEnvironment, Any]:
-    """Two splits of keyed events into a tumbling 10 s sum (uid ``sums``), parallelism 2, max parallelism 8."""
+def build(runtime: str, storage: str, window_parallelism: int = 2) -> tuple[StreamExecutionEnvironment, Any]:
+    """Two splits of keyed events into a tumbling 10 s sum (uid ``sums``), parallelism 2, max parallelism 8; the
+    window at ``window_parallelism`` (4: two of its subtasks get no key)."""
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_runtime(runtime)
     env.set_parallelism(2)
@@ -72,4 +73,6 @@ def build(runtime: str, storage: str) -> tuple[StreamExecutionEnvironment, Any]:
         .with_timestamp_assigner(_timestamp)
     sums = env.from_source(HeldSplits(SPLITS), strategy, "events").uid("events").key_by(_key) \
         .window(TumblingEventTimeWindows.of(Time.seconds(10))).sum(2).uid("sums")
+    if window_parallelism != 2:
+        sums.set_parallelism(window_parallelism)
     return env, sums

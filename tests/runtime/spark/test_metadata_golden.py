@@ -8,9 +8,6 @@ Both runtimes build ``_metadata`` with the one ``MetadataBuilder`` (engine/runti
 What the comparison normalises, and why:
 
 - ``trigger_timestamp_ms`` and ``complete_timestamp_ms`` (wall clock of the run): set to 0;
-- the runtime-specific parts named by ``RUNTIME_EXTRAS`` (the local runtime's per-task valve and
-  source-stage states, Spark's ``watermarks.epoch`` and ``watermarks.valve``): split off with
-  ``runtime_extras`` and checked on their own below, so anything else that differs fails;
 - against the checked-in golden file only, each state file's ``bytes`` and ``sha256``: a Parquet
   footer names the writer's version (``created_by parquet-cpp-arrow version ...``), so an upgrade of
   pyarrow changes them with no change in Sluice.  Between the two runtimes they are compared as they
@@ -39,8 +36,6 @@ import pytest
 
 from checkpoints import load_snapshot
 from engine.io.file_sink import FileSink, read_committed
-from engine.runtime.checkpoint_storage import RUNTIME_EXTRAS, runtime_extras
-from engine.runtime.snapshot_metadata import SOURCE_STAGE_SUFFIX, VALVE_SUFFIX, valve_state_for_splits
 from metadata_golden_job import NUM_RECORDS, build
 from source_gate import savepoint_after
 
@@ -49,28 +44,28 @@ GOLDEN = Path(__file__).with_name("metadata_golden.json")
 GOLDEN_SINK = Path(__file__).with_name("metadata_golden_sink.json")
 
 
-def _built(runtime: str, tmp: Path, output: str | None) -> tuple[Any, Any, list[Any]]:
-    env, stream = build(runtime, f"file://{tmp}/{runtime}-chk")
+def _built(runtime: str, tmp: Path, output: str | None, window_parallelism: int = 2) -> tuple[Any, Any, list[Any]]:
+    env, stream = build(runtime, f"file://{tmp}/{runtime}-chk", window_parallelism)
     if output is None:
         return env, stream, []
     sink = stream.sink_to(FileSink(output, "jsonl", mode="exactly_once")).set_parallelism(1).uid("out")
     return env, stream, [sink._node]
 
 
-def _local_savepoint(tmp: Path, output: str | None = None) -> dict[str, Any]:
+def _local_savepoint(tmp: Path, output: str | None = None, window_parallelism: int = 2) -> dict[str, Any]:
     from engine.runtime.local.runtime import LocalRuntime
 
-    env, stream, sinks = _built("local", tmp, output)
+    env, stream, sinks = _built("local", tmp, output, window_parallelism)
     client, uri = savepoint_after(lambda: LocalRuntime(env).submit("golden", sinks, [stream._node]), NUM_RECORDS,
                                   f"file://{tmp}/sp-local")
     client.wait(60)
     return load_snapshot(uri).metadata.to_dict()
 
 
-def _spark_savepoint(tmp: Path, output: str | None = None) -> dict[str, Any]:
+def _spark_savepoint(tmp: Path, output: str | None = None, window_parallelism: int = 2) -> dict[str, Any]:
     from engine.runtime.spark.runtime import SparkRuntime
 
-    env, stream, sinks = _built("spark", tmp, output)
+    env, stream, sinks = _built("spark", tmp, output, window_parallelism)
     job = SparkRuntime(env).start("golden", sinks, [stream._node])
     for _ in range(3):  # the first epoch reads everything; the others find nothing new
         assert job.run_epoch()
@@ -99,34 +94,30 @@ def documents(spark, tmp_path_factory) -> dict[str, dict[str, Any]]:
     return {"local": _local_savepoint(tmp), "spark": _spark_savepoint(tmp)}
 
 
-def test_both_runtimes_write_the_same_metadata_but_for_their_named_extras(documents) -> None:
-    local, _ = runtime_extras(_without_timestamps(documents["local"]))
-    spark, _ = runtime_extras(_without_timestamps(documents["spark"]))
-    assert [op["uid"] for op in local["operators"]] == ["sums"]
+def test_both_runtimes_write_the_same_metadata(documents) -> None:
+    local, spark = _without_timestamps(documents["local"]), _without_timestamps(documents["spark"])
+    assert [op["uid"] for op in local["operators"]] == ["sums"]  # no per-task valve or watermark stage
+    assert sorted(local["watermarks"]) == ["operators", "splits", "watermark"]
     assert local == spark  # state files too: same rows, bytes and sha256
 
 
 def test_the_metadata_matches_the_checked_in_golden_file(documents) -> None:
-    portable, _ = runtime_extras(_without_file_bytes(_without_timestamps(documents["local"])))
+    portable = _without_file_bytes(_without_timestamps(documents["local"]))
     if os.environ.get("SLUICE_UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(json.dumps(portable, indent=1, sort_keys=True) + "\n")
     assert portable == json.loads(GOLDEN.read_text())
-    spark, _ = runtime_extras(_without_file_bytes(_without_timestamps(documents["spark"])))
-    assert spark == json.loads(GOLDEN.read_text())
+    assert _without_file_bytes(_without_timestamps(documents["spark"])) == json.loads(GOLDEN.read_text())
 
 
-def test_the_runtime_extras_are_the_named_ones_and_follow_from_the_portable_core(documents) -> None:
-    _, local = runtime_extras(documents["local"])
-    _, spark = runtime_extras(documents["spark"])
-    # local: one watermark stage per source subtask and one valve per other task, nothing in watermarks
-    assert local["watermarks"] == {}
-    assert sorted(op["uid"].rsplit(".", 1)[1] for op in local["operators"]) == ["valve", "valve", "watermarks"]
-    assert all(op["uid"].endswith((VALVE_SUFFIX, SOURCE_STAGE_SUFFIX)) for op in local["operators"])
-    # Spark: nothing in operators; its valve over all splits is the one the core rebuilds
-    assert spark["operators"] == [] and sorted(spark["watermarks"]) == sorted(RUNTIME_EXTRAS["watermarks"])
-    core = documents["spark"]["watermarks"]
-    splits = [core["splits"][key] for key in sorted(core["splits"])]
-    assert spark["watermarks"]["valve"] == valve_state_for_splits(splits, core["watermark"])
+def test_a_window_subtask_without_a_key_is_written_alike(spark, tmp_path) -> None:
+    """The window at parallelism 4 over four keys and max parallelism 8: two of its subtasks get no key.  The local
+    subtask snapshots its empty operator; Spark, which has no state rows for it, writes the same."""
+    local = _without_timestamps(_local_savepoint(tmp_path / "local", window_parallelism=4))
+    spark_doc = _without_timestamps(_spark_savepoint(tmp_path / "spark", window_parallelism=4))
+    window = next(op for op in local["operators"] if op["uid"] == "sums")
+    rows = {s: m["state_rows"] for s, m in window["config"]["subtask_metadata"].items()}
+    assert sorted(s for s, r in rows.items() if not any(r.values())) == ["0", "2"], rows  # the keyless ones
+    assert local == spark_doc
 
 
 # -- a two-phase-commit sink ---------------------------------------------------------------------------------------
@@ -152,8 +143,8 @@ def sink_documents(spark, tmp_path_factory) -> dict[str, Any]:
 
 
 def test_a_two_phase_commit_sink_is_written_alike_by_both_runtimes(sink_documents) -> None:
-    local, _ = runtime_extras(_without_transactions(_without_timestamps(sink_documents["local"])))
-    spark, _ = runtime_extras(_without_transactions(_without_timestamps(sink_documents["spark"])))
+    local = _without_transactions(_without_timestamps(sink_documents["local"]))
+    spark = _without_transactions(_without_timestamps(sink_documents["spark"]))
     assert [(op["uid"], op["name"]) for op in local["operators"]] == [("sums", "Window(sum)"),
                                                                      ("out", "Sink(FileSink)")]
     assert local == spark
@@ -162,11 +153,9 @@ def test_a_two_phase_commit_sink_is_written_alike_by_both_runtimes(sink_document
 
 
 def test_the_sink_metadata_matches_the_checked_in_golden_file(sink_documents) -> None:
-    portable, _ = runtime_extras(_without_transactions(_without_file_bytes(_without_timestamps(
-        sink_documents["local"]))))
+    portable = _without_transactions(_without_file_bytes(_without_timestamps(sink_documents["local"])))
     if os.environ.get("SLUICE_UPDATE_GOLDEN") == "1":
         GOLDEN_SINK.write_text(json.dumps(portable, indent=1, sort_keys=True) + "\n")
     assert portable == json.loads(GOLDEN_SINK.read_text())
-    spark, _ = runtime_extras(_without_transactions(_without_file_bytes(_without_timestamps(
-        sink_documents["spark"]))))
+    spark = _without_transactions(_without_file_bytes(_without_timestamps(sink_documents["spark"])))
     assert spark == json.loads(GOLDEN_SINK.read_text())
