@@ -28,7 +28,7 @@ from engine.api.environment import StreamExecutionEnvironment
 from engine.io.file_sink import read_committed
 from long_tests import long_tests
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800 if long_tests() else 600)]  # 45-90 s an attempt
 
 #: epochs an attempt completes before its kill (then a random delay below a second)
 KILL_POINTS = (0, 2, 3, 4)
