@@ -1,7 +1,8 @@
 """A real Airflow 3 deployment on loopback for tests: api-server, scheduler, dag-processor, triggerer.
 
-``LiveAirflow`` owns a fresh AIRFLOW_HOME with its own SQLite database, so it is independent of the
-in-process Airflow that ``conftest.py`` configures (whose ``AIRFLOW__*`` variables, e.g.
+``LiveAirflow`` owns a fresh AIRFLOW_HOME with its own SQLite database (WAL mode, and a 60 s busy timeout set
+in ``live_airflow_local_settings.py``: a loaded host must not kill a service with "database is locked"), so it
+is independent of the in-process Airflow that ``conftest.py`` configures (whose ``AIRFLOW__*`` variables, e.g.
 ``UNIT_TEST_MODE=True``, are dropped from the environment of the live processes).  Every process
 runs in its own process group and logs to ``home/logs-<name>.txt``; leaving the context stops all
 of them, and the task and trigger processes they started, even when startup failed halfway.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -33,6 +35,8 @@ from cryptography.fernet import Fernet
 
 T = TypeVar("T")
 
+#: the deployments' airflow_local_settings.py: SQLite's busy timeout
+LOCAL_SETTINGS = Path(__file__).with_name("live_airflow_local_settings.py")
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 USERNAME = "admin"
 TERMINAL_RUN_STATES = {"success", "failed"}
@@ -100,6 +104,9 @@ class LiveAirflow:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "simple_auth_passwords.json"),
             "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            # SQLite's busy timeout (live_airflow_local_settings.py, copied to home/config/ by start())
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "airflow_local_settings.connect_args",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "airflow_local_settings.connect_args_async",
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__API__BASE_URL": self.base_url,
@@ -132,6 +139,8 @@ class LiveAirflow:
         """Migrate the database, start the four services and wait until all report healthy."""
         started = time.monotonic()
         (self.home / "plugins").mkdir(parents=True, exist_ok=True)
+        (self.home / "config").mkdir(exist_ok=True)  # on every Airflow process's sys.path
+        shutil.copyfile(LOCAL_SETTINGS, self.home / "config" / "airflow_local_settings.py")
         (self.home / "simple_auth_passwords.json").write_text(json.dumps({USERNAME: self.password}))
         env = self.environment()
         migrate = self._spawn("db-migrate", ["db", "migrate"], env)
@@ -149,9 +158,7 @@ class LiveAirflow:
 
         deadline = started + self.startup_timeout_s
         self._poll(self._login, deadline, "the api-server to accept a login")
-        components = ("scheduler", "triggerer", "dag_processor")
-        self._poll(lambda: all(self.health()[c]["status"] == "healthy" for c in components),
-                   deadline, f"{', '.join(components)} to report healthy")
+        self.wait_healthy(deadline - time.monotonic())
         self.startup_s = time.monotonic() - started
 
     def stop(self, grace_s: float = 10.0) -> None:
@@ -195,6 +202,13 @@ class LiveAirflow:
 
     def health(self) -> dict[str, Any]:
         return self.get("/api/v2/monitor/health")
+
+    def wait_healthy(self, timeout: float = 60.0) -> None:
+        """Wait until the scheduler, triggerer and dag-processor report healthy; fail at once if a service died."""
+        components = ("scheduler", "triggerer", "dag_processor")
+        self._check_alive()
+        self._poll(lambda: all(self.health()[c]["status"] == "healthy" for c in components),
+                   time.monotonic() + timeout, f"{', '.join(components)} to report healthy")
 
     def wait_dags(self, dag_ids: Iterable[str], timeout: float = 120.0) -> None:
         """Wait until every DAG is parsed and listed; fail at once when the folder has import errors."""

@@ -3,6 +3,7 @@ run a deferrable sensor (through the triggerer) and a Python task, driven over t
 
 from __future__ import annotations
 
+import sqlite3
 import textwrap
 import time
 
@@ -48,6 +49,11 @@ def test_triggerer_runs_a_deferred_sensor(tmp_path):
         parsed_s = time.monotonic() - started
         af.unpause(DAG_ID)
         run_id = af.trigger(DAG_ID, {"n": 7})
+        # on a loaded host a writer can hold SQLite's lock for seconds (CI saw the scheduler die of "database is
+        # locked"); every service must wait for it, not fail, and Python's sqlite3 gives up after 5 s by default.
+        # Held for longer while the scheduler has a new run to schedule, so it must write.
+        held_s = _hold_the_metadata_db_write_lock(af, 8.0)
+        af.wait_healthy()
         state = af.wait_run(DAG_ID, run_id, timeout=240)
         run_s = time.monotonic() - started - parsed_s
         assert state == "success", f"{af.task_instances(DAG_ID, run_id)}\n{af.diagnostics()}"
@@ -69,4 +75,18 @@ def test_triggerer_runs_a_deferred_sensor(tmp_path):
         log = af.task_log(DAG_ID, run_id, "wait", try_number=tries)
         assert "Pausing task as DEFERRED" in log and "Trigger fired event" in log, log
         print(f"\nLiveAirflow: started in {af.startup_s:.1f}s, DAG parsed after {parsed_s:.1f}s, "
-              f"run took {run_s:.1f}s")
+              f"DB write lock held {held_s:.1f}s, run took {run_s:.1f}s")
+
+
+def _hold_the_metadata_db_write_lock(af: LiveAirflow, seconds: float) -> float:
+    """Take SQLite's write lock on the deployment's database (as a long write transaction would), keep it for
+    ``seconds`` while the services go on heartbeating, then release it; returns how long it was held."""
+    db = sqlite3.connect(af.home / "airflow.db", timeout=60.0, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")  # the RESERVED lock: every other writer waits (or fails) until it ends
+        taken = time.monotonic()
+        time.sleep(seconds)
+        db.execute("ROLLBACK")
+        return time.monotonic() - taken
+    finally:
+        db.close()

@@ -49,10 +49,13 @@ def start(where: Where | Path, tag: str, *extra: str, params: dict | None = None
     """A ``sluice run`` master of the purchases job; ``params`` are the job's (default REAL_JOB_PARAMS)."""
     where = where if isinstance(where, Where) else Where(where)
     tmp_path = where.tmp_path
+    # Spark: an epoch of the unbounded generator reads epoch_records per split (default 10,000, 40,000 in all: 20 to
+    # 60 s an epoch, and so a checkpoint, on a loaded 2-core host); 2,000 keeps every test's story at a fifth of that
+    runtime_options = ["bundle_size=64"] if where.runtime == "local" else ["epoch_interval_ms=200", "epoch_records=2000"]
     args = [sys.executable, "-m", "engine.cli", "run", JOB, "--job-id", "purchases", "--runtime", where.runtime,
             "--storage", where.storage, "--savepoint-dir", where.savepoints,
             "--output", str(tmp_path / "out"), "--checkpoint-interval", "300" if where.runtime == "local" else "1000",
-            "--parallelism", "2", "--option", "bundle_size=64" if where.runtime == "local" else "epoch_interval_ms=200",
+            "--parallelism", "2", *(arg for option in runtime_options for arg in ("--option", option)),
             *extra]
     for key, value in (REAL_JOB_PARAMS if params is None else params).items():
         args += ["--param", f"{key}={json.dumps(value)}"]

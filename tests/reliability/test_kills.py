@@ -11,8 +11,9 @@ killer would) and must go on, on a new JVM.  After the last round a master is st
 - after housekeeping (``sluice checkpoints clean --job-stopped --delete``) no orphan is left, and no sink has a
   staged part left under ``_staging/``.
 
-CI runs a few kills (``SLUICE_RELIABILITY_KILLS``, default 3 local / 1 Spark, then the JVM loss); by hand, e.g.
-``SLUICE_RELIABILITY_KILLS=50 .venv/bin/python -m pytest -n 0 tests/reliability/test_kills.py``.
+CI runs a few kills (3 local / 1 Spark, then the JVM loss); ``SLUICE_LONG_TESTS=1`` runs 10 on each runtime, and
+``SLUICE_RELIABILITY_KILLS`` any number, e.g.
+``SLUICE_RELIABILITY_KILLS=50 .venv/bin/python -m pytest -n 0 --timeout 6000 tests/reliability/test_kills.py``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import time
 import psutil
 import pytest
 
+from long_tests import long_tests
 from purchases_reference import REAL_JOB_PARAMS
 from reliability_support import (
     Where,
@@ -43,9 +45,10 @@ from reliability_support import (
     wait,
 )
 
-pytestmark = pytest.mark.slow
+#: 0: CI's 3 local / 1 Spark
+KILLS = int(os.environ.get("SLUICE_RELIABILITY_KILLS", "10" if long_tests() else "0"))
 
-KILLS = int(os.environ.get("SLUICE_RELIABILITY_KILLS", "0"))
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(max(600, 120 * KILLS + 300))]  # a Spark round: 40 to 220 s
 
 
 def test_seeded_kills_lose_nothing_duplicate_nothing_and_leave_exactly_n_checkpoints(where: Where) -> None:

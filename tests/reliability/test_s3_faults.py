@@ -7,7 +7,8 @@ job must complete a new checkpoint on its own, and every checkpoint the index na
 complete.  In the end the job is stopped with a savepoint and its committed output is compared with
 the generator's reference.
 
-CI: refusal 12 s (lease 5 s), the other faults 4 s each.  By hand: ``SLUICE_RELIABILITY_OUTAGE_S=30``.
+CI: refusal 12 s (lease 5 s), the other faults 4 s each.  By hand: 30 s with ``SLUICE_LONG_TESTS=1``, any length
+with ``SLUICE_RELIABILITY_OUTAGE_S``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from fault_proxy import FaultProxy
+from long_tests import long_tests
 from reliability_support import (
     Where,
     cli,
@@ -36,7 +38,7 @@ from reliability_support import (
 
 pytestmark = pytest.mark.slow
 
-OUTAGE_S = float(os.environ.get("SLUICE_RELIABILITY_OUTAGE_S", "12"))
+OUTAGE_S = float(os.environ.get("SLUICE_RELIABILITY_OUTAGE_S", "30" if long_tests() else "12"))
 FAULTS = [("refuse", OUTAGE_S), ("error500", 4.0), ("slowdown", 4.0), ("reset", 4.0), ("hang", 4.0)]
 
 
