@@ -99,8 +99,6 @@ class JobMaster:
         if c.output_dir and "dead_letter_dir" not in c.runtime_options:  # kept beside the job's output
             env.set_runtime_option("dead_letter_dir", f"{c.output_dir.rstrip('/')}/_dead_letters")
         env.set_runtime_option("job_id", job_id)
-        if self.lease is not None:
-            env.set_runtime_option("fence", self.lease)
         if c.checkpoint_interval_ms:
             env.enable_checkpointing(c.checkpoint_interval_ms)
             cfg = env.get_checkpoint_config()
@@ -146,12 +144,17 @@ class JobMaster:
     def start(self) -> JobMaster:
         self.config.check()  # before the lease: a config that cannot run leaves nothing in storage
         job_id = stable_job_id(self.config.job_name, self.config.runtime_options.get("job_id"))
-        self._check_plan(job_id)
+        # The job and its plan are built once, before the lease, so a definition that cannot run (a parallelism
+        # above the max parallelism, a bad parameter) is refused before this master writes anything: after the
+        # lease it would record the job as running, which supervision restarts, and overwrite a stopped job's
+        # status with a failure.
+        env = self._environment(job_id)
+        plan = build_plan(env._sinks, env.get_parallelism(), env.get_max_parallelism(),
+                          chaining=env.is_chaining_enabled())
         self._acquire_lease(job_id)
         try:
-            env = self._environment(job_id)
-            operators = describe_operators(env._sinks, env.get_parallelism(), env.get_max_parallelism(),
-                                           chaining=env.is_chaining_enabled())
+            if self.lease is not None:  # the job's checkpoint writes check it: a fenced master writes nothing
+                env.set_runtime_option("fence", self.lease)
             # without --savepoint-dir, savepoints go to the job's env.set_default_savepoint_directory, else where
             # control requests may put them: the checkpoint storage
             self.savepoint_root = (self.config.savepoint_dir or env.get_default_savepoint_directory()
@@ -166,7 +169,7 @@ class JobMaster:
         timeline = JobTimeline(control.job_id, capacity=self.config.view_samples,
                                read_metadata=_read_snapshot_metadata)
         self._failure_log = CheckpointFailureLog(timeline).attach()
-        self.view = JobView(control, timeline, operators, self.config.checkpoint_interval_ms or 0,
+        self.view = JobView(control, timeline, describe_operators(plan), self.config.checkpoint_interval_ms or 0,
                             self.config.status_interval_ms)
         self._record_intent("running", f"started by {self.config.started_by}"
                             + (f" from {self.config.from_savepoint}" if self.config.from_savepoint else ""))
@@ -185,14 +188,6 @@ class JobMaster:
                                          "restored_from": self.config.from_savepoint,
                                          "control_url": self.server.url})
         return self
-
-    def _check_plan(self, job_id: str) -> None:
-        """Build the job and its plan once before the lease, so a definition that cannot run (a parallelism
-        above the max parallelism, a bad parameter) is refused before this master writes anything: after the
-        lease it would record the job as running, which supervision restarts, and overwrite a stopped job's
-        status with a failure."""
-        env = self._environment(job_id)
-        build_plan(env._sinks, env.get_parallelism(), env.get_max_parallelism(), chaining=env.is_chaining_enabled())
 
     def _savepoint_roots(self) -> tuple[str, ...]:
         """Where a control request may put a savepoint: the savepoint root, else the checkpoint storage."""

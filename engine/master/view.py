@@ -570,17 +570,11 @@ class JobView:
                            self.sample_interval_ms, self.timeline.capacity)
 
 
-def describe_operators(sinks: list[Any], default_parallelism: int, max_parallelism: int,
-                       chaining: bool = True) -> list[dict[str, Any]] | None:
+def describe_operators(plan: Any) -> list[dict[str, Any]]:
     """The job's operator chains as the runtimes plan them (engine/graph/plan.py): name, parallelism, inputs,
-    and whether the chain reads a source or holds a sink.  None when the plan cannot be built."""
+    and whether the chain reads a source or holds a sink."""
     from engine.graph.transformations import SinkTransformation
-    from engine.graph.plan import build_plan
 
-    try:
-        plan = build_plan(sinks, default_parallelism, max_parallelism, chaining=chaining)
-    except Exception:  # noqa: BLE001 - the job itself reports a graph it cannot run; the view just omits it
-        return None
     return [{"uid": v.head.operator_uid(), "name": v.name, "parallelism": v.parallelism, "is_source": v.is_source(),
              "is_sink": any(isinstance(n, SinkTransformation) for n in v.nodes),
              "inputs": [f"{e.source_vertex.name} ({e.partitioning.value})" for e in v.inputs]}
