@@ -35,7 +35,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from engine.errors import CorruptSnapshotError, IllegalStateError, JobDefinitionError, UnsupportedFormatVersion
@@ -99,10 +99,12 @@ class FileSink(TwoPhaseCommitSink):
         """The type the stream declared (Flink's ``InputTypeConfigurable``); called by ``sink_to``."""
         self.input_type = type_info
 
+    def text_of(self) -> Callable[[Any], str] | None:
+        """A ``text`` file's line for a value: Java's ``toString`` of the declared input type (None: untyped)."""
+        return self.input_type.java_string if self.input_type is not None else None
+
     def _encode(self, values: Sequence[Any]) -> bytes:
-        if self.format == "text" and self.input_type is not None:
-            values = [self.input_type.java_string(v) for v in values]
-        return encode(self.format, values)
+        return encode(self.format, values, self.text_of())
 
     def _folder(self):
         if self._store is None:

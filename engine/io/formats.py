@@ -28,7 +28,7 @@ import functools
 import io
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.elements import TupleColumns
@@ -402,8 +402,8 @@ def _chunk_columns(chunks: Sequence[Any]) -> list[list] | None:
     return [[v for part in parts for v in part[j]] for j in range(width)]
 
 
-def encode_chunks(fmt: str, chunks: Sequence[Any]) -> bytes:
-    """``encode(fmt, values)`` of the values of ``chunks`` in order, the same bytes.
+def encode_chunks(fmt: str, chunks: Sequence[Any], text_of: Callable[[Any], str] | None = None) -> bytes:
+    """``encode(fmt, values, text_of)`` of the values of ``chunks`` in order, the same bytes.
 
     A chunk is a list of values or an engine/elements.py ``TupleColumns``; Parquet is written from
     the columns directly when every value is a tuple of one width (what ``encode`` would do with
@@ -416,7 +416,7 @@ def encode_chunks(fmt: str, chunks: Sequence[Any]) -> bytes:
     values: list[Any] = []
     for chunk in chunks:
         values.extend(chunk.values() if type(chunk) is TupleColumns else chunk)
-    return encode(fmt, values)
+    return encode(fmt, values, text_of)
 
 
 def _plain_row(row: Row) -> Any:
@@ -458,8 +458,10 @@ def _json_default(value: Any) -> Any:
                     f"({value!r:.60}); map it to a str, number, list or dict before the sink")
 
 
-def encode(fmt: str, values: Sequence[Any]) -> bytes:
-    """Bytes of one output file holding ``values`` in order."""
+def encode(fmt: str, values: Sequence[Any], text_of: Callable[[Any], str] | None = None) -> bytes:
+    """Bytes of one output file holding ``values`` in order.  ``text_of``: a ``text`` file's line for a value (the
+    stream's declared type's Java ``toString``, engine/api/typeinfo.py), else a string is written as it is and
+    anything else as Python's ``str``."""
     if fmt == "jsonl":
         return "".join(json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=True, default=_json_default)
                        + "\n" for v in values).encode("utf-8")
@@ -471,5 +473,7 @@ def encode(fmt: str, values: Sequence[Any]) -> bytes:
             table = pa.Table.from_pylist([_as_row(v) for v in values])
         return _parquet_bytes(table)
     if fmt == "text":  # Flink's SimpleStringEncoder: each record's string, then a newline
+        if text_of is not None:
+            return "".join(text_of(v) + "\n" for v in values).encode("utf-8")
         return "".join((v if isinstance(v, str) else str(v)) + "\n" for v in values).encode("utf-8")
     raise JobDefinitionError("format", fmt, "must be 'parquet', 'jsonl' or 'text' for a file sink")

@@ -54,12 +54,7 @@ class StagingTarget:
         from engine.io.storage import open_folder
 
         key = self.part_key(channel)
-        if self.format == "text" and self.input_type is not None:
-            from engine.elements import TupleColumns
-
-            text = self.input_type.java_string
-            chunks = [[text(v) for v in (c.values() if type(c) is TupleColumns else c)] for c in chunks]
-        data = encode_chunks(self.format, chunks)
+        data = encode_chunks(self.format, chunks, self.input_type.java_string if self.input_type is not None else None)
         open_folder(self.path, self.storage_options).put_bytes(key, data)
         return {"key": key, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
 
