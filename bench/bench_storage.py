@@ -41,7 +41,7 @@ from checkpoints import (  # noqa: E402
     LocalFileSystemStore,
     OperatorState,
     S3Store,
-    SubtaskState,
+    OperatorSubtaskState,
     load_snapshot_from,
 )
 
@@ -68,7 +68,7 @@ def build_state(size_mb: int, rng: np.random.Generator) -> tuple[list[pa.Table],
 
 
 def metadata_for(job_id: str, checkpoint_id: int, files_by_group: list[tuple]) -> CheckpointMetadata:
-    subtask = SubtaskState(0, (0, KEY_GROUPS - 1), tuple(h for chain in files_by_group for h in chain))
+    subtask = OperatorSubtaskState(0, (0, KEY_GROUPS - 1), tuple(h for chain in files_by_group for h in chain))
     return CheckpointMetadata(
         job_id=job_id,
         checkpoint_id=checkpoint_id,

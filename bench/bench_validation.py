@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from checkpoints import CheckpointMetadata, SnapshotProperties, CheckpointStorage, OperatorState, SubtaskState  # noqa: E402
+from checkpoints import CheckpointMetadata, SnapshotProperties, CheckpointStorage, OperatorState, OperatorSubtaskState  # noqa: E402
 from engine.state.key_groups import key_group_for_encoded_key, key_group_range_for_operator  # noqa: E402
 from engine.state.snapshot import state_table_schema  # noqa: E402
 from engine.timers import TIMER_SCHEMA_FIELDS  # noqa: E402
@@ -98,7 +98,7 @@ def synthetic_snapshot(root: str, rows: int) -> str:
         ], schema=pa.schema(list(TIMER_SCHEMA_FIELDS)))
         files = (location.write_state_file("tumbling", subtask, "keyed.window-contents", contents),
                  location.write_state_file("tumbling", subtask, "timers", timers))
-        subtasks.append(SubtaskState(subtask, (r.start_key_group, r.end_key_group), files))
+        subtasks.append(OperatorSubtaskState(subtask, (r.start_key_group, r.end_key_group), files))
         watermarks[str(subtask)] = WATERMARK
     config = {"operator_class": "WindowOperator",
               "assigner": {"kind": "tumbling_event_time", "size_ms": SIZE_MS, "slide_ms": SIZE_MS, "offset_ms": 0,

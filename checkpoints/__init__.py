@@ -76,7 +76,7 @@ from checkpoints.metadata import (
     OperatorState,
     SplitProgress,
     StateFileHandle,
-    SubtaskState,
+    OperatorSubtaskState,
 )
 from checkpoints.orphans import OrphanReport, clean_orphans, find_orphans
 from checkpoints.restore import Snapshot, load_snapshot, load_snapshot_from
@@ -123,7 +123,7 @@ __all__ = [
     "StateFileHandle",
     "StatusDocument",
     "StorageUnavailable",
-    "SubtaskState",
+    "OperatorSubtaskState",
     "UnsupportedFormatVersion",
     "apply_savepoint_policy",
     "clean_orphans",

@@ -113,7 +113,7 @@ class StateFileHandle:
 
 
 @dataclass(frozen=True, slots=True)
-class SubtaskState:
+class OperatorSubtaskState:
     """The files one subtask acknowledged, and the key groups they cover (inclusive ``(start, end)``)."""
 
     subtask: int
@@ -128,14 +128,14 @@ class SubtaskState:
         }
 
     @staticmethod
-    def from_dict(f: Fields) -> SubtaskState:
+    def from_dict(f: Fields) -> OperatorSubtaskState:
         rng = f.get("key_group_range", list, optional=True)
         if rng is not None:
             if len(rng) != 2 or not all(type(v) is int for v in rng):
                 raise CorruptSnapshotError(f"{f.what} key_group_range must be [start, end] ints, found {rng!r}")
             rng = (rng[0], rng[1])
         files = f.get("files", list)
-        return SubtaskState(
+        return OperatorSubtaskState(
             subtask=f.get("subtask", int),
             key_group_range=rng,
             files=tuple(StateFileHandle.from_dict(f.sub("files", i)) for i in range(len(files))),
@@ -152,7 +152,7 @@ class OperatorState:
     max_parallelism: int
     #: kind-specific, JSON-able: assigner and aggregate kind, allowed lateness, trigger...
     config: dict[str, Any] = field(default_factory=dict)
-    subtasks: tuple[SubtaskState, ...] = ()
+    subtasks: tuple[OperatorSubtaskState, ...] = ()
 
     def is_keyed(self) -> bool:
         return any(s.key_group_range is not None for s in self.subtasks)
@@ -181,7 +181,7 @@ class OperatorState:
             parallelism=f.get("parallelism", int),
             max_parallelism=f.get("max_parallelism", int),
             config=f.get("config", dict, optional=True, default={}),
-            subtasks=tuple(SubtaskState.from_dict(f.sub("subtasks", i)) for i in range(len(subtasks))),
+            subtasks=tuple(OperatorSubtaskState.from_dict(f.sub("subtasks", i)) for i in range(len(subtasks))),
         )
 
 

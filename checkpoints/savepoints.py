@@ -27,7 +27,7 @@ from checkpoints import layout
 from checkpoints.backends import ObjectStore
 from checkpoints.backends import open_store
 from checkpoints.errors import NotASavepoint, ObjectNotFound, PreconditionFailed, SnapshotNotFound
-from checkpoints.metadata import CheckpointMetadata, SnapshotProperties, StateFileHandle, SubtaskState
+from checkpoints.metadata import CheckpointMetadata, SnapshotProperties, StateFileHandle, OperatorSubtaskState
 from checkpoints.restore import _read_metadata, split_snapshot_uri
 from checkpoints.retention import SavepointHistoryPolicy, SavepointSummary, savepoints_to_discard
 from checkpoints.checkpoint_storage import CheckpointStorage, delete_snapshot_dir
@@ -142,7 +142,7 @@ def savepoint_from_checkpoint(
         dataclasses.replace(
             op,
             subtasks=tuple(
-                SubtaskState(s.subtask, s.key_group_range, tuple(relocated(h) for h in s.files)) for s in op.subtasks
+                OperatorSubtaskState(s.subtask, s.key_group_range, tuple(relocated(h) for h in s.files)) for s in op.subtasks
             ),
         )
         for op in metadata.operators

@@ -49,7 +49,7 @@ from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
 
-from checkpoints import CheckpointMetadata, OperatorState, SnapshotProperties, StateFileHandle, SubtaskState
+from checkpoints import CheckpointMetadata, OperatorState, SnapshotProperties, StateFileHandle, OperatorSubtaskState
 from engine.checkpointing.channel_state import InputChannelState
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.elements import StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement
@@ -156,7 +156,7 @@ class MetadataBuilder:
             operators.append(OperatorState(
                 uid=uid, name=self.names.get(uid, uid), parallelism=len(subtask_acks),
                 max_parallelism=self.max_parallelism, config=config,
-                subtasks=tuple(SubtaskState(a.subtask, a.key_group_range, a.files) for a in subtask_acks)))
+                subtasks=tuple(OperatorSubtaskState(a.subtask, a.key_group_range, a.files) for a in subtask_acks)))
         if watermark is None:  # the lowest window subtask's, else any operator's, else the lowest valve output
             windows = {u: m for u, m in operator_marks.items() if u in self.window_configs}
             valves = [m["task_state"] for uid, subtask_acks in by_uid.items() if uid.endswith(VALVE_SUFFIX)

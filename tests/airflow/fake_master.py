@@ -22,7 +22,7 @@ from concurrent.futures import Future
 import pyarrow as pa
 
 from checkpoints import (CheckpointMetadata, SnapshotProperties, CheckpointStorage, RetainedCheckpointStore,
-                         CompletenessLedger, OperatorState, SplitProgress, SubtaskState, open_store)
+                         CompletenessLedger, OperatorState, SplitProgress, OperatorSubtaskState, open_store)
 from checkpoints.restore import load_snapshot
 from checkpoints.savepoints import savepoint_from_checkpoint
 from checkpoints.status import StatusDocument, write_status
@@ -88,7 +88,7 @@ class FakeJob:
                 files = tuple(location.write_state_file("counts", subtask, "contents", state_rows(kg, cid, started),
                                                         key_group=kg)
                               for kg in range(start, end + 1) if kg in KEYS_BY_GROUP)
-                subtasks.append(SubtaskState(subtask, (start, end), files))
+                subtasks.append(OperatorSubtaskState(subtask, (start, end), files))
             self.records += 100
             metadata = CheckpointMetadata(
                 job_id=self.job_id, job_name=self.job_id, checkpoint_id=cid,

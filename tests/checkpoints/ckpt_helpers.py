@@ -16,7 +16,7 @@ from checkpoints import (
     OperatorState,
     S3Store,
     SplitProgress,
-    SubtaskState,
+    OperatorSubtaskState,
 )
 
 
@@ -162,7 +162,7 @@ def write_checkpoint(
             "window-op", subtask, "timers", pa.table({"key_group": pa.array([start], pa.int32()),
                                                       "ts": [checkpoint_id]})
         ))
-        subtasks.append(SubtaskState(subtask, (start, end), tuple(files)))
+        subtasks.append(OperatorSubtaskState(subtask, (start, end), tuple(files)))
     metadata = CheckpointMetadata(
         job_id=storage.job_id,
         job_name="test job",

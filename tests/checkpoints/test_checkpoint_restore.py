@@ -13,7 +13,7 @@ from checkpoints import (
     CheckpointStorage,
     CorruptSnapshotError,
     SnapshotNotFound,
-    SubtaskState,
+    OperatorSubtaskState,
     UnsupportedFormatVersion,
     load_snapshot,
     load_snapshot_from,
@@ -115,7 +115,7 @@ def test_a_snapshot_of_another_job_is_refused(written):
 
 def rewrite_ranges(backend, metadata, ranges):
     op = metadata.operators[0]
-    subtasks = tuple(SubtaskState(s.subtask, r, s.files) for s, r in zip(op.subtasks, ranges))
+    subtasks = tuple(OperatorSubtaskState(s.subtask, r, s.files) for s, r in zip(op.subtasks, ranges))
     changed = dataclasses.replace(metadata, operators=(dataclasses.replace(op, subtasks=subtasks),))
     backend.store.put_bytes("job-r/chk-5/_metadata", changed.to_json())
 
@@ -166,7 +166,7 @@ def test_a_savepoint_that_points_into_shared_is_refused_as_not_self_contained(wr
     first = op.subtasks[0]
     bad_file = dataclasses.replace(first.files[0], path=shared_path)
     bad = dataclasses.replace(savepoint, operators=(dataclasses.replace(
-        op, subtasks=(SubtaskState(first.subtask, first.key_group_range, (bad_file,) + first.files[1:]),) + op.subtasks[1:]),))
+        op, subtasks=(OperatorSubtaskState(first.subtask, first.key_group_range, (bad_file,) + first.files[1:]),) + op.subtasks[1:]),))
     backend.store.put_bytes(location.snapshot_dir + "_metadata", bad.to_json())
     assert "not self-contained" in refused(backend, location.snapshot_dir)
 

@@ -13,7 +13,7 @@ from checkpoints import (
     CheckpointStorage,
     RetainedCheckpointStore,
     CorruptSnapshotError,
-    SubtaskState,
+    OperatorSubtaskState,
     load_snapshot_from,
     read_index,
 )
@@ -36,7 +36,7 @@ def with_chain(metadata, location_chain_for_kg0):
     op = metadata.operators[0]
     first = op.subtasks[0]
     files = tuple(h for h in first.files if h.incremental_key != "window-op/kg0/contents")
-    sub = SubtaskState(first.subtask, first.key_group_range, tuple(location_chain_for_kg0) + files)
+    sub = OperatorSubtaskState(first.subtask, first.key_group_range, tuple(location_chain_for_kg0) + files)
     return dataclasses.replace(metadata, operators=(dataclasses.replace(op, subtasks=(sub,) + op.subtasks[1:]),))
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from checkpoints import CheckpointMetadata, SnapshotProperties, OperatorState, SubtaskState
+from checkpoints import CheckpointMetadata, SnapshotProperties, OperatorState, OperatorSubtaskState
 from checkpoints.validation.operator_config import window_operator_config
 from engine.api.environment import StreamExecutionEnvironment
 from engine.graph.operator_factory import build_window_operator
@@ -95,7 +95,7 @@ def write_snapshot(
                     table = edit(uid, index, stored, table)
                 files.append(location.write_state_file(uid, index, stored, table))
             start, end = snap.metadata["key_group_range"]
-            subtasks.append(SubtaskState(index, (start, end), tuple(files)))
+            subtasks.append(OperatorSubtaskState(index, (start, end), tuple(files)))
             watermarks.setdefault(uid, {})[str(index)] = int(snap.metadata["current_watermark"])
         config = {**window_operator_config(router.node), "state_rows": state_rows}
         operators.append(OperatorState(uid, router.node.name, router.parallelism, router.max_parallelism, config,
