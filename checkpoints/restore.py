@@ -198,6 +198,11 @@ def open_snapshot(
     problems: list[str] = []
     if expected_job_id is not None and metadata.job_id != expected_job_id:
         problems.append(f"{store.key_uri(metadata_key)} belongs to job {metadata.job_id!r}, not {expected_job_id!r}")
+    base = posixpath.basename(snapshot_dir.rstrip("/"))
+    named_id = layout.parse_checkpoint_dir(base) or layout.parse_savepoint_dir(base)
+    if named_id is not None and named_id != metadata.checkpoint_id:  # the runtimes name the folder by the id
+        problems.append(f"{store.key_uri(metadata_key)} says checkpoint {metadata.checkpoint_id}, but its folder "
+                        f"{base} was written for checkpoint {named_id}: the _metadata was altered or moved")
     shared_dir: str | None = None
     if metadata.is_savepoint():
         outside = sorted(p for p in metadata.referenced_paths() if layout.is_shared_path(p))

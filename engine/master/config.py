@@ -35,13 +35,34 @@ def load_job_spec(spec: str) -> Any:
 
 def build_job(env: Any, spec: str, params: dict[str, Any], output_dir: str | None) -> None:
     """Add the job of ``spec`` to ``env``, attaching file sinks for returned streams."""
-    streams = load_job_spec(spec)(env, **params)
+    function = load_job_spec(spec)
+    _check_params(spec, function, params)
+    streams = function(env, **params)
     if isinstance(streams, dict) and streams:
         if output_dir is None:
             raise JobDefinitionError("output", None, f"is required: {spec} returns streams {sorted(streams)} "
                                      "without sinks", "Pass --output DIR (local or s3://)")
         for name, stream in streams.items():
             stream.write_files(f"{output_dir.rstrip('/')}/{name}", "jsonl")
+
+
+def _check_params(spec: str, function: Any, params: dict[str, Any]) -> None:
+    """Refuse a ``--param`` the job function cannot take, naming the ones it can, before it runs."""
+    import inspect
+
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin or a C callable: nothing to check against
+        return
+    accepted = list(signature.parameters.values())[1:]  # the first is the environment
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted):
+        return
+    names = [p.name for p in accepted if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                   inspect.Parameter.KEYWORD_ONLY)]
+    for name in params:
+        if name not in names:
+            raise JobDefinitionError("param", name, f"is not a parameter of {spec}",
+                                     f"It takes {', '.join(names)}" if names else "It takes no --param")
 
 
 @dataclass

@@ -87,6 +87,7 @@ class JobMaster:
         #: the job view (GET /jobs/{job_id}/view), sampled at every status publication
         self.view: JobView | None = None
         self._failure_log: CheckpointFailureLog | None = None
+        self.dead_letter_dir: str | None = None
 
     def _environment(self, job_id: str) -> Any:
         c = self.config
@@ -98,6 +99,8 @@ class JobMaster:
             env.set_runtime_option(key, value)
         if c.output_dir and "dead_letter_dir" not in c.runtime_options:  # kept beside the job's output
             env.set_runtime_option("dead_letter_dir", f"{c.output_dir.rstrip('/')}/_dead_letters")
+        #: where the job's dead letters outlive the process (None: in memory only, the newest few and the count)
+        self.dead_letter_dir = env.get_runtime_options().get("dead_letter_dir")
         env.set_runtime_option("job_id", job_id)
         if c.checkpoint_interval_ms:
             env.enable_checkpointing(c.checkpoint_interval_ms)

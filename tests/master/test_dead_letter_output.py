@@ -34,6 +34,8 @@ def test_every_malformed_record_is_in_the_dead_letter_folder_once_with_its_reaso
     expected = _malformed_by_the_generator()
     assert expected > 20
     assert len(letters) == expected == result["metrics"]["num_dead_letter_records"]
+    # the run's last words say where they are
+    assert f"{expected} dead letters: written to {tmp_path / 'out'}/_dead_letters" in done.stderr, done.stderr[-2000:]
     assert sorted(d["seq"] for d in letters) == list(range(expected))  # once each
     assert len(parts) > 1, "written checkpoint by checkpoint, not only at the end"
     for letter in letters:

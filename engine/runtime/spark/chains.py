@@ -122,10 +122,16 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
             # process vertex too, its broadcast side arriving on a BROADCAST edge (below), its non-keyed form
             # placed by the records' channel (Router._to_window)
             return Consumer(WINDOW, node.id)
+        if isinstance(node, TimestampsAndWatermarksTransformation):
+            raise JobDefinitionError(
+                "runtime", "spark", f"cannot run {node.name!r} yet: on Spark, watermarks are generated per split as "
+                "the source reads it, so assign_timestamps_and_watermarks must follow the source directly (partial)",
+                "Give the strategy to the source instead -- env.from_source(source, strategy, name), with a "
+                "timestamp assigner that parses the raw record itself -- and map after it; or run the job on the "
+                "local runtime")
         raise JobDefinitionError(
             "runtime", "spark", f"cannot run {type(node).__name__} {node.name!r} yet",
-            "Partial: on Spark, assign_timestamps_and_watermarks must follow the source directly and add_async "
-            "is not supported; run this job on the local runtime")
+            "Partial: add_async is not supported on Spark; run this job on the local runtime")
 
     for v in plan.vertices:
         for node in v.nodes:
