@@ -65,6 +65,27 @@ def demo(workdir: str | None, events_per_split: int, parallelism: int, restore_p
         sys.exit(1)
 
 
+def _s3_options() -> list[click.Option]:
+    """``--endpoint-url`` and ``--region`` for the verbs that run or find a job, as the storage verbs have them.
+
+    They set boto3's environment (``AWS_ENDPOINT_URL``, ``AWS_DEFAULT_REGION``) for this process before the verb
+    runs, so the job, its Spark session's Python workers (started from this environment) and the status reads
+    all reach the same S3-compatible store."""
+    def setter(*names: str):
+        def apply(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+            if value:
+                for name in names:
+                    os.environ[name] = value
+            return value
+        return apply
+
+    return [click.Option(["--endpoint-url"], default=None, expose_value=False, is_eager=True,
+                         callback=setter("AWS_ENDPOINT_URL"), help="S3-compatible endpoint (sets AWS_ENDPOINT_URL)"),
+            click.Option(["--region"], default=None, expose_value=False, is_eager=True,
+                         callback=setter("AWS_DEFAULT_REGION", "AWS_REGION"),
+                         help="S3 region (sets AWS_DEFAULT_REGION)")]
+
+
 def _mount_commands() -> None:
     """The verbs defined in their own modules: running a job (engine/cli_run.py), finding and controlling one
     (engine/cli_control.py), and the storage verbs of the checkpoints package."""
@@ -72,7 +93,9 @@ def _mount_commands() -> None:
     from checkpoints.validation_cli import validate_command
 
     for command in (run, restore, status, list_jobs, view, savepoint, stop, cancel):
+        command.params.extend(_s3_options())
         main.add_command(command)
+    history_command.params.extend(_s3_options())
     checkpoints_cli.add_command(history_command, "history")
     main.add_command(checkpoints_cli, "checkpoints")
     main.add_command(inspect_command, "inspect")
