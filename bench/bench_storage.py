@@ -37,11 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from checkpoints import (  # noqa: E402
     CheckpointMetadata,
     CheckpointStorage,
-    RetainedCheckpointStore,
     LocalFileSystemStore,
     OperatorState,
-    S3Store,
     OperatorSubtaskState,
+    RetainedCheckpointStore,
+    S3Store,
     load_snapshot_from,
 )
 

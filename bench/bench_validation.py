@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from checkpoints import CheckpointMetadata, SnapshotProperties, CheckpointStorage, OperatorState, OperatorSubtaskState  # noqa: E402
+from checkpoints import CheckpointMetadata, CheckpointStorage, OperatorState, OperatorSubtaskState, SnapshotProperties  # noqa: E402
 from engine.state.key_groups import key_group_for_encoded_key, key_group_range_for_operator  # noqa: E402
 from engine.state.snapshot import state_table_schema  # noqa: E402
 from engine.timers import TIMER_SCHEMA_FIELDS  # noqa: E402

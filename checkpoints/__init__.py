@@ -56,6 +56,8 @@ Design decisions (deviations from the first sketch, and why):
 """
 
 from checkpoints.backends import LocalFileSystemStore, ObjectInfo, ObjectStore, S3Store, open_store
+from checkpoints.checkpoint_storage import CheckpointStorage, CheckpointStorageLocation
+from checkpoints.completed_store import AddResult, LatestCheckpoint, RetainedCheckpointStore
 from checkpoints.errors import (
     ConcurrentIndexUpdate,
     CorruptSnapshotError,
@@ -71,12 +73,12 @@ from checkpoints.errors import (
 from checkpoints.index import RetainedCheckpoint, RetainedCheckpointsIndex, read_index
 from checkpoints.metadata import (
     CheckpointMetadata,
-    SnapshotProperties,
     CompletenessLedger,
     OperatorState,
+    OperatorSubtaskState,
+    SnapshotProperties,
     SplitProgress,
     StateFileHandle,
-    OperatorSubtaskState,
 )
 from checkpoints.orphans import OrphanReport, clean_orphans, find_orphans
 from checkpoints.restore import Snapshot, load_snapshot, load_snapshot_from
@@ -89,8 +91,6 @@ from checkpoints.savepoints import (
     savepoint_from_checkpoint,
 )
 from checkpoints.status import StatusDocument, read_status, write_status
-from checkpoints.checkpoint_storage import CheckpointStorage, CheckpointStorageLocation
-from checkpoints.completed_store import AddResult, LatestCheckpoint, RetainedCheckpointStore
 
 __all__ = [
     "AddResult",

@@ -3,13 +3,13 @@
 Seed 001: a PendingCheckpoint collects, per operator, the state handles every
 task acknowledged; once all acknowledged it becomes a CompletedCheckpoint, whose
 handles are persisted so the job can be recovered.  :class:`CheckpointMetadata`
-is that persisted form: JSON, ``format_version`` "1.0", no pickle, so restoring
+is that persisted form: JSON, ``format_version`` "1.1", no pickle, so restoring
 never runs code from storage.  It is written last into the snapshot folder; its
 presence is what makes a checkpoint exist.
 
 Shape (``to_json``)::
 
-    {"format_version": "1.0", "job_id", "job_name", "checkpoint_id",
+    {"format_version": "1.1", "job_id", "job_name", "checkpoint_id",
      "properties": {"type": "checkpoint"|"savepoint", "forced", "externalized", "discard_on": [...]},
      "trigger_timestamp_ms", "complete_timestamp_ms",
      "source_positions": {"<source uid>/<split_id>": offset (any JSON)},  # Sn per split of each source
@@ -28,6 +28,13 @@ is named by its source operator's uid and its id (engine/runtime/snapshot_metada
 ``source_split_key``), in ``source_positions`` and in Spark's ``watermarks.splits`` alike; snapshots
 written before that name splits by the bare id, which restoring still accepts.
 
+**Sealed** (format 1.1): ``document_sha256`` is the sha256 of the canonical JSON of every other field
+(:func:`seal`).  The state files' checksums are in ``_metadata``; this one guards ``_metadata`` itself, so a
+hand edit of a source position or a checkpoint id, which no other check can tell from a real value, is
+refused on read.  A document of format 1.1 or later without it is refused too (the field was removed);
+1.0 documents, written before, have none and are read as they are.  It is a checksum, not a signature:
+a tool that rewrites the document on purpose seals it again with :func:`seal`.
+
 ``key_group_range`` is null for operators without keyed state.  A file path is
 relative to the snapshot folder, or starts with ``shared/`` (see
 :mod:`checkpoints.layout`).
@@ -35,16 +42,19 @@ relative to the snapshot folder, or starts with ``shared/`` (see
 
 from __future__ import annotations
 
-import hashlib
-
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from checkpoints._documents import Fields, check_version, dumps, loads
 from engine.errors import CorruptSnapshotError, JobDefinitionError
 
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"
+#: the first format whose documents are sealed (``document_sha256``)
+SEALED_SINCE = (1, 1)
+#: the field of ``_metadata`` holding the sha256 of the rest of the document
+DOCUMENT_SHA256 = "document_sha256"
 FILE_FORMATS = ("parquet", "arrow")
 FILE_KINDS = ("full", "delta")
 SNAPSHOT_TYPES = ("checkpoint", "savepoint")
@@ -347,7 +357,7 @@ class CheckpointMetadata:
         }
 
     def to_json(self) -> bytes:
-        return dumps(self.to_dict())
+        return seal(self.to_dict())
 
     def digest(self) -> str:
         """sha256 of the canonical document: equal digests, equal metadata (and so equal state-file checksums)."""
@@ -357,6 +367,7 @@ class CheckpointMetadata:
     def from_json(data: bytes | str, where: str = "_metadata") -> CheckpointMetadata:
         doc = loads(data, where)
         version = check_version(doc, where, FORMAT_VERSION)
+        _check_seal(doc, version, where)
         f = Fields(doc, where)
         operators = f.get("operators", list)
         return CheckpointMetadata(
@@ -373,3 +384,29 @@ class CheckpointMetadata:
             ledger=CompletenessLedger.from_dict(Fields(doc.get("ledger") or {}, f"{where}.ledger")),
             validation=f.get("validation", dict, optional=True),
         )
+
+
+def seal(document: dict[str, Any]) -> bytes:
+    """The bytes of a ``_metadata`` document with its own checksum (``document_sha256``, see the module docstring):
+    how the runtimes write it, and how a tool that rewrites one on purpose writes it back."""
+    body = {k: v for k, v in document.items() if k != DOCUMENT_SHA256}
+    return dumps({**body, DOCUMENT_SHA256: hashlib.sha256(dumps(body)).hexdigest()})
+
+
+def _check_seal(doc: dict[str, Any], version: str, where: str) -> None:
+    """Refuse a document whose content is not what it was sealed with, or a sealed format without its seal."""
+    claimed = doc.pop(DOCUMENT_SHA256, None)
+    if claimed is None:
+        major, _, minor = version.partition(".")
+        if (int(major), int(minor) if minor.isdigit() else 0) >= SEALED_SINCE:
+            raise CorruptSnapshotError(
+                f"{where} (format {version}) has no {DOCUMENT_SHA256}: the field was removed after it was written, "
+                "so nothing in it can be trusted; restore from another checkpoint or savepoint")
+        return
+    actual = hashlib.sha256(dumps(doc)).hexdigest()
+    if claimed != actual:
+        raise CorruptSnapshotError(
+            f"{where} was changed after it was written: its content does not match its {DOCUMENT_SHA256} "
+            f"({str(claimed)[:12]}..., content {actual[:12]}...); a source position, a checkpoint id or any other "
+            "field may have been edited, so it is refused. Restore from another checkpoint or savepoint (a tool that "
+            "rewrites _metadata on purpose seals it again with checkpoints.metadata.seal)")

@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkpoints import layout
-from checkpoints.backends import ObjectStore
-from checkpoints.backends import open_store
+from checkpoints.backends import ObjectStore, open_store
+from checkpoints.checkpoint_storage import CheckpointStorage, delete_snapshot_dir
 from checkpoints.errors import NotASavepoint, ObjectNotFound, PreconditionFailed, SnapshotNotFound
-from checkpoints.metadata import CheckpointMetadata, SnapshotProperties, StateFileHandle, OperatorSubtaskState
+from checkpoints.metadata import CheckpointMetadata, OperatorSubtaskState, SnapshotProperties, StateFileHandle
 from checkpoints.restore import _read_metadata, split_snapshot_uri
 from checkpoints.retention import SavepointHistoryPolicy, SavepointSummary, savepoints_to_discard
-from checkpoints.checkpoint_storage import CheckpointStorage, delete_snapshot_dir
 from engine.errors import CorruptSnapshotError
 
 log = logging.getLogger(__name__)

@@ -49,7 +49,7 @@ from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
 
-from checkpoints import CheckpointMetadata, OperatorState, SnapshotProperties, StateFileHandle, OperatorSubtaskState
+from checkpoints import CheckpointMetadata, OperatorState, OperatorSubtaskState, SnapshotProperties, StateFileHandle
 from engine.checkpointing.channel_state import InputChannelState
 from engine.checkpointing.completed_checkpoint import CompletedCheckpoint
 from engine.elements import StreamRecord, Watermark, WatermarkStatus, WatermarkStatusElement

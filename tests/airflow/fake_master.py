@@ -21,8 +21,17 @@ from concurrent.futures import Future
 
 import pyarrow as pa
 
-from checkpoints import (CheckpointMetadata, SnapshotProperties, CheckpointStorage, RetainedCheckpointStore,
-                         CompletenessLedger, OperatorState, SplitProgress, OperatorSubtaskState, open_store)
+from checkpoints import (
+    CheckpointMetadata,
+    CheckpointStorage,
+    CompletenessLedger,
+    OperatorState,
+    OperatorSubtaskState,
+    RetainedCheckpointStore,
+    SnapshotProperties,
+    SplitProgress,
+    open_store,
+)
 from checkpoints.restore import load_snapshot
 from checkpoints.savepoints import savepoint_from_checkpoint
 from checkpoints.status import StatusDocument, write_status

@@ -9,14 +9,14 @@ import pyarrow as pa
 
 from checkpoints import (
     CheckpointMetadata,
-    SnapshotProperties,
     CheckpointStorage,
-    RetainedCheckpointStore,
     CompletenessLedger,
     OperatorState,
-    S3Store,
-    SplitProgress,
     OperatorSubtaskState,
+    RetainedCheckpointStore,
+    S3Store,
+    SnapshotProperties,
+    SplitProgress,
 )
 
 

@@ -9,20 +9,20 @@ import pytest
 
 from checkpoints import (
     CheckpointMetadata,
-    SnapshotProperties,
     CompletenessLedger,
     OperatorState,
+    OperatorSubtaskState,
     RetainedCheckpoint,
     RetainedCheckpointsIndex,
+    SnapshotProperties,
     SplitProgress,
     StateFileHandle,
     StatusDocument,
-    OperatorSubtaskState,
     UnsupportedFormatVersion,
     read_status,
     write_status,
 )
-from checkpoints.metadata import FORMAT_VERSION
+from checkpoints.metadata import FORMAT_VERSION, seal
 from checkpoints.state_files import decode_table, encode_table
 from engine.errors import CorruptSnapshotError, JobDefinitionError
 
@@ -64,7 +64,7 @@ def test_metadata_round_trips_every_field():
     again = CheckpointMetadata.from_json(FULL.to_json())
     assert again == FULL
     assert again.to_json() == FULL.to_json()
-    assert json.loads(FULL.to_json())["format_version"] == FORMAT_VERSION == "1.0"
+    assert json.loads(FULL.to_json())["format_version"] == FORMAT_VERSION == "1.1"
 
 
 def test_metadata_answers_questions_about_itself():
@@ -89,10 +89,12 @@ def test_a_mistyped_field_is_refused_naming_it():
     doc = json.loads(FULL.to_json())
     doc["operators"][0]["parallelism"] = "2"
     with pytest.raises(CorruptSnapshotError, match=r"_metadata.operators\[0\] field 'parallelism' must be int"):
-        CheckpointMetadata.from_json(json.dumps(doc))
+        CheckpointMetadata.from_json(seal(doc))  # sealed again: a tool's mistake, not a hand edit
     doc = json.loads(FULL.to_json())
     doc["operators"][0]["subtasks"][0]["files"][0]["path"] = "../../etc/passwd"
     with pytest.raises(CorruptSnapshotError, match="must be relative and stay inside the snapshot"):
+        CheckpointMetadata.from_json(seal(doc))
+    with pytest.raises(CorruptSnapshotError, match="changed after it was written"):  # the same edit by hand
         CheckpointMetadata.from_json(json.dumps(doc))
 
 

@@ -12,12 +12,13 @@ from ckpt_helpers import MAX_PARALLELISM, write_checkpoint
 from checkpoints import (
     CheckpointStorage,
     CorruptSnapshotError,
-    SnapshotNotFound,
     OperatorSubtaskState,
+    SnapshotNotFound,
     UnsupportedFormatVersion,
     load_snapshot,
     load_snapshot_from,
 )
+from checkpoints.metadata import seal
 from engine.state.key_groups import KeyGroupRange
 
 
@@ -99,11 +100,11 @@ def test_an_unknown_major_format_version_is_refused(written):
     backend, _, metadata, _ = written
     doc = json.loads(metadata.to_json())
     doc["format_version"] = "2.0"
-    backend.store.put_bytes("job-r/chk-5/_metadata", json.dumps(doc).encode())
+    backend.store.put_bytes("job-r/chk-5/_metadata", seal(doc))
     with pytest.raises(UnsupportedFormatVersion, match="format_version '2.0'.*major version 1"):
         load_snapshot_from(backend.store, "job-r/chk-5")
     doc["format_version"] = "1.3"  # a newer minor version only adds optional fields: accepted
-    backend.store.put_bytes("job-r/chk-5/_metadata", json.dumps(doc).encode())
+    backend.store.put_bytes("job-r/chk-5/_metadata", seal(doc))
     assert load_snapshot_from(backend.store, "job-r/chk-5").metadata.format_version == "1.3"
 
 
@@ -154,7 +155,7 @@ def test_metadata_that_is_not_json_or_lacks_fields_is_refused_naming_the_field(w
     assert "not valid JSON" in refused(backend)
     doc = json.loads(metadata.to_json())
     del doc["operators"][0]["subtasks"][0]["files"][0]["sha256"]
-    backend.store.put_bytes("job-r/chk-5/_metadata", json.dumps(doc).encode())
+    backend.store.put_bytes("job-r/chk-5/_metadata", seal(doc))
     assert "operators[0].subtasks[0].files[0] lacks field 'sha256'" in refused(backend)
 
 

@@ -11,9 +11,9 @@ from ckpt_helpers import state_table, write_checkpoint
 
 from checkpoints import (
     CheckpointStorage,
-    RetainedCheckpointStore,
     CorruptSnapshotError,
     OperatorSubtaskState,
+    RetainedCheckpointStore,
     load_snapshot_from,
     read_index,
 )

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from checkpoints.metadata import seal
 from engine.master.client import ControlClient
 from engine.master.master import JobMaster, MasterConfig
 
@@ -64,7 +65,7 @@ def test_an_edited_commit_handle_fails_validation_and_restore_and_no_output_file
     sink_dirs = sorted(p for p in (tmp_path / "out").iterdir() if p.is_dir())
     committed = next(sorted(d.glob("part-*"))[0].name for d in sink_dirs if list(d.glob("part-*")))
     handle["files"][0][0] = committed  # restore would have moved this committed file to the handle's final name
-    metadata_path.write_text(json.dumps(metadata))
+    metadata_path.write_bytes(seal(metadata))  # sealed again, as a tool would: the handle check must catch it
     before = _output(tmp_path)
 
     cli = [sys.executable, "-m", "engine.cli"]

@@ -19,6 +19,7 @@ from ckpt_helpers import stop_purchases_job
 from click.testing import CliRunner
 
 from checkpoints import load_snapshot
+from checkpoints.metadata import seal
 from checkpoints.validation_cli import validate_command
 from engine.errors import CorruptSnapshotError
 
@@ -49,7 +50,7 @@ def _edited(savepoint: Path, tmp_path: Path, edit: Callable[[dict[str, Any]], No
     shutil.copytree(savepoint, target)
     document = json.loads((target / "_metadata").read_text())
     edit(document)
-    (target / "_metadata").write_text(json.dumps(document))
+    (target / "_metadata").write_bytes(seal(document))  # sealed again: these checks are for a tool that reseals
     return target
 
 

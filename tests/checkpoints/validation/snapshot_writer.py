@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from checkpoints import CheckpointMetadata, SnapshotProperties, OperatorState, OperatorSubtaskState
+from checkpoints import CheckpointMetadata, OperatorState, OperatorSubtaskState, SnapshotProperties
 from checkpoints.validation.operator_config import window_operator_config
 from engine.api.environment import StreamExecutionEnvironment
 from engine.graph.operator_factory import build_window_operator

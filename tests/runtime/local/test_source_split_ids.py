@@ -110,6 +110,8 @@ def test_a_single_source_checkpoint_in_the_older_format_still_restores(tmp_path:
     (latest,) = [p for p in job_dir.iterdir() if p.name.startswith("chk-") and (p / "_metadata").exists()]
     doc = json.loads((latest / "_metadata").read_text())
     doc["source_positions"] = {key.split("/", 1)[-1]: v for key, v in doc["source_positions"].items()}
+    doc.pop("document_sha256")  # as the older format wrote it: 1.0, not sealed
+    doc["format_version"] = "1.0"
     (latest / "_metadata").write_text(json.dumps(doc))
     (offset,) = load_snapshot(f"file://{latest}").metadata.source_positions.values()
     assert load_snapshot(f"file://{latest}").metadata.source_positions == {"collection-0": offset}

@@ -141,6 +141,8 @@ def _as_written_before_per_source_names(savepoint: str) -> None:
     doc["source_positions"] = {key.split("/", 1)[-1]: v for key, v in doc["source_positions"].items()}
     splits = doc["watermarks"]["splits"]
     doc["watermarks"]["splits"] = {key.split("/", 1)[-1]: v for key, v in splits.items()}
+    doc.pop("document_sha256")  # the older format (1.0) was not sealed
+    doc["format_version"] = "1.0"
     path.write_text(json.dumps(doc))
 
 
