@@ -278,12 +278,38 @@ def all_plain(xs: Any) -> bool:
     return True
 
 
+#: date and time types a flat record's value may be without the generic walk (exact types: subclasses walk)
+_FLAT_TEMPORALS = frozenset((dt.datetime, dt.date, dt.time, dt.timedelta, decimal.Decimal))
+
+
+def _flat_record_jsonable(value: dict) -> dict | None:
+    """``_to_jsonable(value)`` of a dict of ``str`` keys (none starting with ``$``) whose values are plain scalars
+    or exact date/time/timedelta/Decimal values, without the walk's recursion; None for any other dict.
+
+    A Parquet row with a timestamp column is such a dict, and the column path keeps one per window
+    (engine/windowing/slicing/columnar.py ``carrier``): its state is encoded and decoded every Spark epoch.
+    """
+    out = {}
+    for k, x in value.items():
+        if type(k) is not str or k.startswith("$"):
+            return None
+        if _plain(x):
+            out[k] = x
+        elif type(x) in _FLAT_TEMPORALS:
+            out[k] = _temporal_jsonable(x, False) if type(x) is not decimal.Decimal else {"$dec": str(x)}
+        else:
+            return None
+    return out
+
+
 def encode(value: Any) -> str:
     """Encode a state value to JSON text (raises StateSerializationError for unsupported types).
 
     Flat tuples and dicts of plain scalars — most records and window contents — are written with
     one encoder call, the very text the generic walk gives (tests/engine/state/test_codec_fast_path.py);
-    anything else (nested values, non-finite floats, bytes, tagged dict keys, subclasses) takes the walk.
+    so is a dict whose other values are exact dates, times, timedeltas or Decimals (a Parquet row with a
+    timestamp column), with only those values tagged; anything else (nested values, non-finite floats, bytes,
+    tagged dict keys, subclasses) takes the walk.
     """
     t = type(value)
     if t is tuple:
@@ -295,6 +321,9 @@ def encode(value: Any) -> str:
                 break
         else:
             return _VALUE_ENCODER.encode(value)
+        flat = _flat_record_jsonable(value)
+        if flat is not None:
+            return _VALUE_ENCODER.encode(flat)
     elif _plain(value):
         return _VALUE_ENCODER.encode(value)
     return _VALUE_ENCODER.encode(_to_jsonable(value, "value"))
@@ -333,17 +362,38 @@ def _flat(items: Any) -> bool:
     return True
 
 
+def _flat_record(raw: dict) -> Any:
+    """``_from_jsonable(raw)`` of an object without ``$`` keys: taken as it is when its values are scalars, with
+    only its date/time/Decimal tags decoded when those are its only objects (a Parquet row with a timestamp
+    column), the walk for anything else."""
+    out = None
+    for k, v in raw.items():
+        tv = type(v)
+        if tv is dict:
+            if len(v) != 1:
+                return _from_jsonable(raw)
+            (tag, inner), = v.items()
+            if tag not in _TEMPORAL_TAGS:
+                return _from_jsonable(raw)
+            if out is None:
+                out = dict(raw)
+            out[k] = _tagged(tag, inner)
+        elif tv is list:
+            return _from_jsonable(raw)
+    return raw if out is None else out
+
+
 def from_jsonable(raw: Any) -> Any:
     """The value of already parsed JSON written by :func:`encode`; a flat tuple or flat untagged dict is
-    taken without the walk."""
+    taken without the walk, and so is a dict whose only objects are date/time/Decimal tags (:func:`_flat_record`)."""
     t = type(raw)
     if t is dict:
         if len(raw) == 1 and "$t" in raw:
             inner = raw["$t"]
             if type(inner) is list and _flat(inner):
                 return tuple(inner)
-        elif _flat(raw.values()) and not any(k.startswith("$") for k in raw):
-            return raw
+        elif not any(k.startswith("$") for k in raw):
+            return _flat_record(raw)
     elif t is not list:
         return raw
     return _from_jsonable(raw)
