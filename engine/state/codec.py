@@ -199,7 +199,10 @@ def _tagged(tag: str, inner: Any) -> Any:
                 and inner[1] in (0, 1) and type(inner[1]) is int and type(inner[2]) is str:
             wall = dt.datetime.fromisoformat(inner[0])
             if wall.tzinfo is None:
-                return wall.replace(tzinfo=ZoneInfo(inner[2]), fold=inner[1])
+                if inner[1]:
+                    return wall.replace(tzinfo=ZoneInfo(inner[2]), fold=1)
+                # replace()'s value (fold 0), several times faster: one per record of a Parquet timestamp column
+                return dt.datetime.combine(wall.date(), wall.time(), ZoneInfo(inner[2]))
         if tag == "$d" and type(inner) is str:
             return dt.date.fromisoformat(inner)
         if tag == "$tm" and type(inner) is str:
@@ -295,6 +298,9 @@ def _flat_record_jsonable(value: dict) -> dict | None:
             return None
         if _plain(x):
             out[k] = x
+        elif type(x) is dt.datetime and type(x.tzinfo) is ZoneInfo and x.tzinfo.key:
+            # _temporal_jsonable's $dz, with its naive wall time built without replace() (several times slower)
+            out[k] = {"$dz": [dt.datetime.combine(x.date(), x.time()).isoformat(), x.fold, x.tzinfo.key]}
         elif type(x) in _FLAT_TEMPORALS:
             out[k] = _temporal_jsonable(x, False) if type(x) is not decimal.Decimal else {"$dec": str(x)}
         else:

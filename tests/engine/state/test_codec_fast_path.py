@@ -166,3 +166,13 @@ def test_a_parquet_row_with_a_utc_timestamp_takes_no_walk(monkeypatch):
     assert back == row and back["ts"].tzinfo is ZoneInfo("UTC")
     assert codec.decode('{"d":{"$d":"2026-01-02"},"n":null}') == {"d": dt.date(2026, 1, 2), "n": None}
     assert codec.decode('{"x":{"$dec":"1.50"}}') == {"x": decimal.Decimal("1.50")}
+
+
+def test_a_repeated_wall_time_keeps_its_fold_both_ways():
+    paris = ZoneInfo("Europe/Paris")
+    for fold in (0, 1):
+        row = {"ts": dt.datetime(2025, 10, 26, 2, 30, tzinfo=paris, fold=fold), "n": 1}
+        text = codec.encode(row)
+        assert text == _walked(row) == f'{{"ts":{{"$dz":["2025-10-26T02:30:00",{fold},"Europe/Paris"]}},"n":1}}'
+        back = codec.decode(text)
+        assert back["ts"].fold == fold and back["ts"].utcoffset() == row["ts"].utcoffset()
