@@ -199,7 +199,10 @@ def _tagged(tag: str, inner: Any) -> Any:
                 and inner[1] in (0, 1) and type(inner[1]) is int and type(inner[2]) is str:
             wall = dt.datetime.fromisoformat(inner[0])
             if wall.tzinfo is None:
-                return wall.replace(tzinfo=ZoneInfo(inner[2]), fold=inner[1])
+                if inner[1]:
+                    return wall.replace(tzinfo=ZoneInfo(inner[2]), fold=1)
+                # replace()'s value (fold 0), several times faster: one per record of a Parquet timestamp column
+                return dt.datetime.combine(wall.date(), wall.time(), ZoneInfo(inner[2]))
         if tag == "$d" and type(inner) is str:
             return dt.date.fromisoformat(inner)
         if tag == "$tm" and type(inner) is str:
@@ -278,12 +281,41 @@ def all_plain(xs: Any) -> bool:
     return True
 
 
+#: date and time types a flat record's value may be without the generic walk (exact types: subclasses walk)
+_FLAT_TEMPORALS = frozenset((dt.datetime, dt.date, dt.time, dt.timedelta, decimal.Decimal))
+
+
+def _flat_record_jsonable(value: dict) -> dict | None:
+    """``_to_jsonable(value)`` of a dict of ``str`` keys (none starting with ``$``) whose values are plain scalars
+    or exact date/time/timedelta/Decimal values, without the walk's recursion; None for any other dict.
+
+    A Parquet row with a timestamp column is such a dict, and the column path keeps one per window
+    (engine/windowing/slicing/columnar.py ``carrier``): its state is encoded and decoded every Spark epoch.
+    """
+    out = {}
+    for k, x in value.items():
+        if type(k) is not str or k.startswith("$"):
+            return None
+        if _plain(x):
+            out[k] = x
+        elif type(x) is dt.datetime and type(x.tzinfo) is ZoneInfo and x.tzinfo.key:
+            # _temporal_jsonable's $dz, with its naive wall time built without replace() (several times slower)
+            out[k] = {"$dz": [dt.datetime.combine(x.date(), x.time()).isoformat(), x.fold, x.tzinfo.key]}
+        elif type(x) in _FLAT_TEMPORALS:
+            out[k] = _temporal_jsonable(x, False) if type(x) is not decimal.Decimal else {"$dec": str(x)}
+        else:
+            return None
+    return out
+
+
 def encode(value: Any) -> str:
     """Encode a state value to JSON text (raises StateSerializationError for unsupported types).
 
     Flat tuples and dicts of plain scalars — most records and window contents — are written with
     one encoder call, the very text the generic walk gives (tests/engine/state/test_codec_fast_path.py);
-    anything else (nested values, non-finite floats, bytes, tagged dict keys, subclasses) takes the walk.
+    so is a dict whose other values are exact dates, times, timedeltas or Decimals (a Parquet row with a
+    timestamp column), with only those values tagged; anything else (nested values, non-finite floats, bytes,
+    tagged dict keys, subclasses) takes the walk.
     """
     t = type(value)
     if t is tuple:
@@ -295,6 +327,9 @@ def encode(value: Any) -> str:
                 break
         else:
             return _VALUE_ENCODER.encode(value)
+        flat = _flat_record_jsonable(value)
+        if flat is not None:
+            return _VALUE_ENCODER.encode(flat)
     elif _plain(value):
         return _VALUE_ENCODER.encode(value)
     return _VALUE_ENCODER.encode(_to_jsonable(value, "value"))
@@ -333,17 +368,38 @@ def _flat(items: Any) -> bool:
     return True
 
 
+def _flat_record(raw: dict) -> Any:
+    """``_from_jsonable(raw)`` of an object without ``$`` keys: taken as it is when its values are scalars, with
+    only its date/time/Decimal tags decoded when those are its only objects (a Parquet row with a timestamp
+    column), the walk for anything else."""
+    out = None
+    for k, v in raw.items():
+        tv = type(v)
+        if tv is dict:
+            if len(v) != 1:
+                return _from_jsonable(raw)
+            (tag, inner), = v.items()
+            if tag not in _TEMPORAL_TAGS:
+                return _from_jsonable(raw)
+            if out is None:
+                out = dict(raw)
+            out[k] = _tagged(tag, inner)
+        elif tv is list:
+            return _from_jsonable(raw)
+    return raw if out is None else out
+
+
 def from_jsonable(raw: Any) -> Any:
     """The value of already parsed JSON written by :func:`encode`; a flat tuple or flat untagged dict is
-    taken without the walk."""
+    taken without the walk, and so is a dict whose only objects are date/time/Decimal tags (:func:`_flat_record`)."""
     t = type(raw)
     if t is dict:
         if len(raw) == 1 and "$t" in raw:
             inner = raw["$t"]
             if type(inner) is list and _flat(inner):
                 return tuple(inner)
-        elif _flat(raw.values()) and not any(k.startswith("$") for k in raw):
-            return raw
+        elif not any(k.startswith("$") for k in raw):
+            return _flat_record(raw)
     elif t is not list:
         return raw
     return _from_jsonable(raw)

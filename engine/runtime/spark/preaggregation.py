@@ -91,6 +91,34 @@ the column path against the same column-form job on the element path, tumbling 6
 sliding 60/10 s 56.0k vs 23.8k; Python worker CPU per event 6.0 vs 20.6 µs (tumbling).  Native Spark ran
 67.6k events/s on tumbling minutes before: the JVM's per-epoch work, not Python, now bounds this path.
 
+The next profile (column form, 1b93168; cProfile around each ``mapInArrow`` task in the workers and in the driver,
+one run per cell on a host at load 6-18, so the shares count, not the seconds).  2M events over 1k Zipf keys,
+sliding 60/10 s: of the window tasks' 38 s, the codec's generic walk over the records' dicts 18 s
+(``from_jsonable`` 12 s: decoding the partials 8 s and the restored state; ``codec.encode`` of the snapshot 6 s:
+a Parquet row's zoned ``ts`` sent every record and state entry through the walk), the restore and the snapshot
+through the general layout 8 s each (the codec included), waiting on the JVM's Arrow stream 7 s, the fold itself
+under 1 s; of the source tasks' 15 s, decoding a Parquet row group 8 s (each epoch's task read its slice through a
+fresh reader and decoded the split's whole group, a million rows, to take 50k of them) and the column work 5 s;
+the driver waited 80 of its 100 s in the epochs' Spark jobs and spent 16 s (0.8 s an epoch) building the window
+stage's DataFrames over py4j.  5M events over 100k uniform keys, tumbling 60 s (almost every record its own
+partial): of the window tasks' 627 s, ``from_jsonable`` 207 s (the partials 168 s), the snapshot 159 s
+(``codec.encode`` 106 s), the restore 114 s, the columnar fold 36 s.  What changed: a flat dict whose other values are
+dates, times or Decimals takes the codec's fast path (same text, same values; a zoned datetime built with
+``datetime.combine``, not ``replace``), and decoded Parquet row groups are kept per process
+(engine/io/formats.py ``ParquetFile``).  Not changed yet, and next: the window stage still decodes one Python
+record per partial and round-trips its state through the general layout every epoch (a columnar snapshot and
+restore straight from the arrays, with the partials folded as Arrow columns, would remove both), and the driver
+builds each epoch's DataFrames anew.  Before (1b93168) and after, bench/bench_spark.py single cells (``--repeat 1
+--files 20``), one process per run, the two taking turns (before, after, before, after), the host's 1-min load
+at each run's start in brackets; throughput moved with the load far more than with the change, Python CPU per
+event less so.  2M events over 1k Zipf keys, sliding 60/10 s, column: 35.7k (x0.92 native) [8.6] and 14.0k
+(x0.67) [16.8] vs 17.9k (x0.32) [10.1] and 21.6k (x0.53) [24.0] events/s; Python 10.05 and 11.70 vs 9.16 and 8.93
+µs/event, JVM 11.0 and 11.7 vs 12.3 and 11.9.  5M events over 100k uniform keys, tumbling 60 s, column: 11.2k
+[25.3] and 9.5k [18.7] vs 13.8k [15.8] and 23.1k [12.5] events/s; Python 18.9 and 19.5 vs 15.9 and 14.6 µs/event.
+2M events over 1M uniform keys, tumbling: 31.9k (x0.52) [8.6] and 25.9k (x0.52) [6.7] vs 27.7k (x0.53) [4.4]
+and 35.8k (x0.41) [5.1] events/s; Python 25.3 and 24.9 vs 20.8 and 19.8 µs/event.  So the change takes about a
+fifth of the workers' CPU per event; every cell is still below native and far from issue 16's targets.
+
 Any other shape keeps the element path above, unchanged.
 """
 

@@ -119,3 +119,60 @@ def test_decode_refuses_what_is_not_text():
     for bad in [None, 3, b"\xff"]:
         with pytest.raises(CorruptSnapshotError):
             codec.decode(bad)
+
+
+# ---- flat dicts holding dates and times: a Parquet row with a timestamp column (issue 16) ---------------------
+
+import datetime as dt  # noqa: E402
+import decimal  # noqa: E402
+from zoneinfo import ZoneInfo  # noqa: E402
+
+temporals = st.one_of(
+    st.datetimes(timezones=st.sampled_from([ZoneInfo("UTC"), ZoneInfo("Europe/Paris"), ZoneInfo("America/New_York")]),
+                 allow_imaginary=True),
+    st.datetimes(), st.datetimes(timezones=st.just(dt.timezone.utc)), st.dates(), st.times(), st.timedeltas(),
+    st.decimals(allow_nan=False, places=3))
+record_dicts = st.dictionaries(st.sampled_from(["user_id", "qty", "ts", "$x", "day"]),
+                               st.one_of(scalars, temporals), max_size=4)
+
+
+@settings(max_examples=500, deadline=None)
+@given(record_dicts)
+def test_records_with_dates_and_times_encode_and_decode_as_the_walk_does(value):
+    text = codec.encode(value)
+    assert text == _walked(value)
+    fast = codec.decode(text)
+    walked = codec._from_jsonable(__import__("json").loads(text))
+    assert type(fast) is type(walked)
+    assert _walked(fast) == _walked(walked)
+    assert [type(v) for v in fast.values()] == [type(v) for v in walked.values()]
+    assert [getattr(v, "tzinfo", None) for v in fast.values()] == [getattr(v, "tzinfo", None) for v in walked.values()]
+
+
+def test_a_parquet_row_with_a_utc_timestamp_takes_no_walk(monkeypatch):
+    """The row a Parquet read gives (a zoned UTC datetime among plain scalars) is the window contents of the
+    column path: encoding and decoding it once per record and per state entry must not walk it generically."""
+    row = {"user_id": "u-7", "qty": 3, "ts": dt.datetime(2026, 1, 1, 12, 0, 5, 250000, tzinfo=ZoneInfo("UTC"))}
+    text = codec.encode(row)
+    assert text == '{"user_id":"u-7","qty":3,"ts":{"$dz":["2026-01-01T12:00:05.250000",0,"UTC"]}}'
+
+    def walk(*args, **kwargs):
+        raise AssertionError("the generic walk ran")
+
+    monkeypatch.setattr(codec, "_to_jsonable", walk)
+    monkeypatch.setattr(codec, "_from_jsonable", walk)
+    assert codec.encode(row) == text
+    back = codec.decode(text)
+    assert back == row and back["ts"].tzinfo is ZoneInfo("UTC")
+    assert codec.decode('{"d":{"$d":"2026-01-02"},"n":null}') == {"d": dt.date(2026, 1, 2), "n": None}
+    assert codec.decode('{"x":{"$dec":"1.50"}}') == {"x": decimal.Decimal("1.50")}
+
+
+def test_a_repeated_wall_time_keeps_its_fold_both_ways():
+    paris = ZoneInfo("Europe/Paris")
+    for fold in (0, 1):
+        row = {"ts": dt.datetime(2025, 10, 26, 2, 30, tzinfo=paris, fold=fold), "n": 1}
+        text = codec.encode(row)
+        assert text == _walked(row) == f'{{"ts":{{"$dz":["2025-10-26T02:30:00",{fold},"Europe/Paris"]}},"n":1}}'
+        back = codec.decode(text)
+        assert back["ts"].fold == fold and back["ts"].utcoffset() == row["ts"].utcoffset()
