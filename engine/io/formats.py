@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.elements import TupleColumns
+from engine.elements import ArrowRows, TupleColumns
 from engine.errors import JobDefinitionError
 from engine.io.source import MalformedInput
 from engine.row import Row
@@ -411,6 +411,8 @@ def _chunk_columns(chunks: Sequence[Any]) -> list[list] | None:
     width: int | None = None
     parts: list[list] = []
     for chunk in chunks:
+        if type(chunk) is ArrowRows:
+            return None
         if type(chunk) is TupleColumns:
             if not len(chunk):
                 continue
@@ -441,18 +443,40 @@ def _chunk_columns(chunks: Sequence[Any]) -> list[list] | None:
 def encode_chunks(fmt: str, chunks: Sequence[Any], text_of: Callable[[Any], str] | None = None) -> bytes:
     """``encode(fmt, values, text_of)`` of the values of ``chunks`` in order, the same bytes.
 
-    A chunk is a list of values or an engine/elements.py ``TupleColumns``; Parquet is written from
+    A chunk is a list of values, an engine/elements.py ``TupleColumns`` or ``ArrowRows``; Parquet is written from
     the columns directly when every value is a tuple of one width (what ``encode`` would do with
-    the tuples), without building the tuples first.
+    the tuples), without building the tuples first, or from the tables when every chunk is ``ArrowRows``.
     """
     if fmt == "parquet":
+        table = _arrow_rows_table(chunks)
+        if table is not None:
+            return _parquet_bytes(table)
         columns = _chunk_columns(chunks)
         if columns is not None:
             return _parquet_bytes(_columns_table(columns))
     values: list[Any] = []
     for chunk in chunks:
-        values.extend(chunk.values() if type(chunk) is TupleColumns else chunk)
+        values.extend(chunk.values() if type(chunk) in (TupleColumns, ArrowRows) else chunk)
     return encode(fmt, values, text_of)
+
+
+def _arrow_rows_table(chunks: Sequence[Any]) -> Any:
+    """The table ``encode("parquet", values)`` writes for chunks that are all engine/elements.py ``ArrowRows``, or
+    None: their tables, cast to the types ``pa.Table.from_pylist`` gives their dicts (a timestamp in ms becomes
+    the microseconds of a ``datetime``, an int32 an int64...), so the part's bytes are the same."""
+    import pyarrow as pa
+
+    tables = [c.table for c in chunks if len(c)] if all(type(c) is ArrowRows for c in chunks) else []
+    if not tables:
+        return None
+    try:
+        table = pa.concat_tables(tables)
+        inferred = pa.Table.from_pylist(ArrowRows(table.slice(0, 1), []).values()).schema
+        if inferred.names != table.schema.names:
+            return None
+        return table.cast(inferred)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
 
 
 def _plain_row(row: Row) -> Any:

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns, Watermark
+from engine.elements import MIN_WATERMARK, ArrowRows, StreamRecord, TupleColumns, Watermark
 from engine.graph.partitioners import BoundCustomPartitioning
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.graph.operator_factory import stateless_operator
@@ -90,11 +90,12 @@ def _tag_id(tag: Any) -> str | None:
 
 
 def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: bool = True,
-                 staged_nodes: frozenset[int] = frozenset()) -> Routes:
+                 staged_nodes: frozenset[int] = frozenset(), column_fold: bool = True) -> Routes:
     """Routes for every node of ``plan``; ``driver_nodes`` are sink/collect node ids (rows to the driver).
 
     ``preaggregation=False`` keeps every window on the element path (to compare both paths);
-    ``staged_nodes`` are sinks whose parts the tasks write (engine/runtime/spark/staged_sinks.py).
+    ``staged_nodes`` are sinks whose parts the tasks write (engine/runtime/spark/staged_sinks.py);
+    ``column_fold=False`` keeps the column path's windows on the window stage's operator (column_fold.py).
     """
     routes = Routes()
 
@@ -110,7 +111,7 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
                 and v.source_watermark_strategy is node.watermark_strategy:
             return Consumer(PASS, node.id)
         if isinstance(node, WindowTransformation):
-            pre = preaggregation_for(node, plan) if preaggregation else None
+            pre = preaggregation_for(node, plan, column_fold) if preaggregation else None
             if pre is not None:
                 routes.preaggregations[node.id] = pre
                 if pre.column is not None:
@@ -341,6 +342,21 @@ class Router:
                 self._staged_chunks.setdefault(c.node_id, []).append(batch)
         else:
             self.emit(node_id, None, batch.records())
+
+    def emit_table(self, node_id: int, table: Any, timestamps: Any) -> None:
+        """Dict results as one Arrow table of their fields (a column fold's fired windows, engine/elements.py
+        ArrowRows): staged as the table when every consumer is a staged Parquet sink, else emitted as records."""
+        rows = ArrowRows(table, timestamps.to_pylist())
+        consumers = self.routes.of(node_id, None)
+        if consumers and all(c.kind == STAGED and c.key_selector is None and self.staging[c.node_id].format == "parquet"
+                             for c in consumers):
+            n = len(rows)
+            for c in consumers:
+                self._staged_chunks.setdefault(c.node_id, []).append(rows)
+                edge = (node_id, None, c.node_id)
+                self.received[edge] = self.received.get(edge, 0) + n
+        else:
+            self.emit(node_id, None, rows.records())
 
     def _to_broadcast(self, node_id: int, records: Any) -> int:
         """One broadcast row per record (DEST_BROADCAST, ``_tag`` = the vertex): the job master copies it to

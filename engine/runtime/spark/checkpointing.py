@@ -384,7 +384,7 @@ class SparkCheckpointing:
                 uid = window_uid(v)
                 written: dict[int, dict] = {}
                 if state is not None:
-                    fn = write_state_files(location, uid, v.parallelism, job.max_parallelism, checkpoint_id)
+                    fn = write_state_files(location, uid, v.parallelism, job.max_parallelism, checkpoint_id, v.head)
                     for subtask, ack in state.mapInArrow(fn, ACK_DDL).collect():
                         written[subtask] = json.loads(ack)
                 for i in range(v.parallelism):

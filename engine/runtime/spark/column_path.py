@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation
+from engine.runtime.spark.rows import DEST_COLUMNS
 from engine.state import codec
 
 #: timestamps beyond this magnitude take the element path (the pane arithmetic must not overflow int64)
@@ -94,6 +95,52 @@ def read_columns(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, rou
     if not stage.on_highest_timestamp(split_id, int(ts.max())):
         return False
 
+    if pre.fold:
+        _fold_read(batch, pre, window_id, router, keys, ts, num_values)
+    else:
+        _element_rows_read(batch, pre, window_id, router, keys, ts, num_values)
+    received = router.received
+    for edge in ((col.source, None, col.timestamps), (col.timestamps, None, window_id)):
+        received[edge] = received.get(edge, 0) + n
+    return True
+
+
+def _fold_read(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, router: Any, keys: Any, ts: np.ndarray,
+               num_values: np.ndarray) -> None:
+    """The column fold's rows of a read (engine/runtime/spark/column_fold.py, step 1): every record folded per
+    (key, pane), late ones too (the window stage drops and counts a pane whose windows all ended), the partials
+    of each window subtask in one blob row."""
+    from engine.runtime.spark.column_fold import key_groups_of, partial_rows
+
+    n = batch.num_rows
+    first = router.sequence + 1
+    router.sequence += n
+    grouping = pa.table({"k": keys, "p": pa.array(ts - (ts - pre.offset) % pre.pane), "v": pa.array(num_values),
+                         "i": pa.array(np.arange(n, dtype=np.int64))})
+    folded = grouping.group_by(["k", "p"], use_threads=False).aggregate(
+        [("v", pre.kind), ("i", "min"), ("i", "count")])
+    firsts = folded.column("i_min").to_numpy()
+    order = np.argsort(firsts, kind="stable")
+    firsts = firsts[order]
+    picked = pa.array(firsts)
+    taken = batch.take(picked)
+    encoded = encode_key_column(taken.column(pre.column.key_field))
+    record = pa.StructArray.from_arrays(taken.columns, names=taken.schema.names)
+    partials = pa.table({
+        "_kg": pa.array(key_groups_of(encoded, router.max_parallelism), pa.int32()), "_key": encoded,
+        "_seq": pa.array(first + firsts, pa.int64()), "_ts": pa.array(ts[firsts], pa.int64()),
+        "_num": pa.array(folded.column(f"v_{pre.kind}").to_numpy()[order], pa.int64()),
+        "_count": pa.array(folded.column("i_count").to_numpy()[order], pa.int64()), "_record": record,
+    })
+    for kg, blob in partial_rows(partials, parallelism=pre.column.parallelism, max_parallelism=router.max_parallelism):
+        router.rows.add(DEST_COLUMNS, kg=kg, split=router.channel, offset=first, blob=blob, tag=str(window_id))
+
+
+def _element_rows_read(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, router: Any, keys: Any,
+                       ts: np.ndarray, num_values: np.ndarray) -> None:
+    """The column path's rows of a read for the window stage's operator: partials and element rows (module
+    docstring, steps 2 and 3)."""
+    n = batch.num_rows
     # lateness against W(n-1), per record (preaggregation.py PreAggregation.oldest_window_max_timestamp)
     size, slide, offset, pane_ms = pre.size, pre.slide, pre.offset, pre.pane
     last = ts - (ts - offset) % slide
@@ -128,10 +175,6 @@ def read_columns(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, rou
         texts = record_texts(table.take(picked))
         rows.extend(len(behind), window_id, split=router.channel, offset=(first + behind).tolist(),
                     ts=ts[behind].tolist(), key=encode_key_column(keys.take(picked)).to_pylist(), value=texts)
-    received = router.received
-    for edge in ((col.source, None, col.timestamps), (col.timestamps, None, window_id)):
-        received[edge] = received.get(edge, 0) + n
-    return True
 
 
 #: the text of a printable-ASCII string JSON needs no escape for (no ``"``, no ``\\``)

@@ -28,6 +28,7 @@ from engine.runtime.snapshot_metadata import source_split_key
 from engine.runtime.spark.preaggregation import preaggregate
 from engine.runtime.spark.rows import (
     DEST_BROADCAST,
+    DEST_COLUMNS,
     DEST_DEAD_LETTER,
     DEST_DRIVER,
     DEST_METRICS,
@@ -209,14 +210,18 @@ class EpochFrames:
         ids = [v.head.id for v in group]
         broadcast_ids = [str(v.head.id) for v in group if isinstance(v.head, BroadcastProcessTransformation)]
         mine = F.col("_dest").isin(*ids)
+        fold_ids = [str(i) for i in ids if i in self.routes.preaggregations and self.routes.preaggregations[i].fold]
+        if fold_ids:
+            mine = mine | ((F.col("_dest") == DEST_COLUMNS) & F.col("_tag").isin(*fold_ids))
         if broadcast_ids:
             mine = mine | ((F.col("_dest") == DEST_BROADCAST) & F.col("_tag").isin(*broadcast_ids))
         parts = [df.where(mine) for df in stage_outputs]
         mp = self.max_parallelism
-        kg = f"CASE WHEN _dest = {DEST_STATE} THEN _kg ELSE CAST(pmod(xxhash64(_key), {mp}) AS INT) END"
+        kg = f"CASE WHEN _dest IN ({DEST_STATE}, {DEST_COLUMNS}) THEN _kg ELSE CAST(pmod(xxhash64(_key), {mp}) AS INT) END"
         lookup = "array(" + ", ".join(str(x) for x in partition_preimages(self.spark, parallelism)) + ")"
         columns = [c for c in ROW_DDL_COLUMNS if c != "_kg"]
-        node = f"CASE WHEN _dest IN ({DEST_STATE}, {DEST_BROADCAST}) THEN CAST(_tag AS INT) ELSE _dest END AS _node"
+        node = (f"CASE WHEN _dest IN ({DEST_STATE}, {DEST_BROADCAST}, {DEST_COLUMNS}) THEN CAST(_tag AS INT) "
+                f"ELSE _dest END AS _node")
 
         def place(df: Any) -> Any:
             # Each part is shuffled by _pk, the partition preimage of its key group's subtask, in one
@@ -254,9 +259,10 @@ class EpochFrames:
         if not parts:
             parts.append(place(self.spark.createDataFrame([], ROW_DDL)))
         # the window stage reads only these (stages.py WINDOW_STAGE_COLUMNS): Spark prunes the others — the
-        # encoded key, the channel and sequence once sorted — from the shuffle and the Arrow batches
+        # encoded key, the channel and sequence once sorted — from the shuffle and the Arrow batches; a column fold
+        # window keeps the channel and sequence (its blob rows' partials and any element rows are merged in that order)
         placed = union(parts).repartition(parallelism, "_pk").sortWithinPartitions("_node", "_kg", "_split", "_offset") \
-            .select(*WINDOW_STAGE_COLUMNS)
+            .select(*WINDOW_STAGE_COLUMNS, *(("_split", "_offset") if fold_ids else ()))
         fn = window_stage({v.head.id: v.head for v in group}, self.routes, epoch=epoch, parallelism=parallelism,
                           max_parallelism=mp, watermark_before=before, watermark_after=after, now_ms=now_ms,
                           staging=staging)

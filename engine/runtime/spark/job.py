@@ -150,7 +150,8 @@ class SparkJob:
             node.id for v in plan.vertices for node in v.nodes
             if isinstance(node, SinkTransformation) and not isinstance(node, CollectNode)
             and stages_on_executors(node.sink))
-        self.routes = build_routes(plan, driver_nodes, runtime.preaggregation, self.staged_nodes)
+        self.routes = build_routes(plan, driver_nodes, runtime.preaggregation, self.staged_nodes,
+                                   runtime.column_fold)
         #: the keyed vertices: windows, and KeyedStream.process / rolling aggregates, which run the same way
         self.windows = [v for v in plan.vertices if isinstance(v.head, KEYED_VERTICES)]
         self.sources = [v for v in plan.vertices if v.is_source()]

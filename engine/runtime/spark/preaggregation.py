@@ -148,6 +148,8 @@ class ColumnPath:
     #: the dict keys of the timestamp and of the key
     ts_field: str
     key_field: str
+    #: the window vertex's parallelism (a reading task places each partial on its window subtask)
+    parallelism: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,9 @@ class PreAggregation:
     offset: int
     #: set when the reading task pre-aggregates Arrow columns itself (None: the Router's element path)
     column: ColumnPath | None = None
+    #: the column fold (engine/runtime/spark/column_fold.py): the column path's window folded as Arrow tables
+    #: from the reading task to the sink -- no allowed lateness, no late side output, no window function
+    fold: bool = False
 
     @property
     def pane(self) -> int:
@@ -213,7 +218,7 @@ class PreAggregation:
         return out
 
 
-def preaggregation_for(node: Any, plan: Any = None) -> PreAggregation | None:
+def preaggregation_for(node: Any, plan: Any = None, column_fold: bool = True) -> PreAggregation | None:
     """The pre-aggregation of a WindowTransformation, or None when its elements must reach Python.
 
     Asks the predicate that picks the window operator (engine/windowing/variant.py): only windows
@@ -244,7 +249,9 @@ def preaggregation_for(node: Any, plan: Any = None) -> PreAggregation | None:
         # SLICING_COLUMNAR fed elements: the arrays fold a sum faster than Spark SQL (module docstring)
         return None
     size, slide, offset = geometry
-    return PreAggregation(vectorized.kind, vectorized.field, size, slide, offset, column)
+    fold = (column_fold and column is not None and node.allowed_lateness_ms == 0 and node.late_data_tag is None
+            and spec.process_function is None)
+    return PreAggregation(vectorized.kind, vectorized.field, size, slide, offset, column, fold)
 
 
 def column_path_of(node: Any, plan: Any) -> ColumnPath | None:
@@ -285,7 +292,7 @@ def column_path_of(node: Any, plan: Any) -> ColumnPath | None:
     if (strategy.is_ingestion_time or type(assigner) is not FieldTimestampAssigner
             or not isinstance(assigner.field, str)):
         return None
-    return ColumnPath(source.head.id, stamps.id, assigner.field, selector.field)
+    return ColumnPath(source.head.id, stamps.id, assigner.field, selector.field, target.parallelism)
 
 
 def preaggregate(records: Any, pre: PreAggregation, placed: tuple[str, ...] = ()) -> Any:

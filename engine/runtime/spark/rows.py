@@ -5,8 +5,9 @@ per window vertex); their outputs are unioned and filtered by destination, so ev
 speaks the same schema.  ``_dest`` says where a row goes:
 
 * ``>= 0``  a record for the window vertex with that id (``_key`` set, ``_kg`` computed in SQL);
-* :data:`DEST_STATE` keyed state of one key group of a window vertex (``_tag`` = vertex id,
-  ``_value`` = the operator snapshot's metadata JSON, ``_blob`` = its Arrow tables);
+* :data:`DEST_STATE` keyed state of one key group, or of one subtask, of a window vertex (``_tag`` = vertex id,
+  ``_value`` = the operator snapshot's metadata JSON, ``_blob`` = its Arrow tables; or a column fold's state,
+  engine/runtime/spark/column_fold.py ``state_row``);
 * :data:`DEST_BROADCAST` a broadcast-side record of a broadcast process vertex (``_tag`` = vertex id): the job
   master copies it to every subtask of the vertex (``_kg`` = the subtask's first key group);
 * :data:`DEST_DRIVER` a record for a sink or collect target on the driver (``_tag`` = node id);
@@ -15,6 +16,8 @@ speaks the same schema.  ``_dest`` says where a row goes:
 * :data:`DEST_METRICS` a task's counters (``_value`` = JSON);
 * :data:`DEST_STAGED` a sink part a task staged itself (``_tag`` = sink node id, ``_value`` = JSON
   ``{key, records}``; engine/runtime/spark/staged_sinks.py);
+* :data:`DEST_COLUMNS` a reading task's partials for one subtask of a column fold window (``_tag`` = vertex id,
+  ``_kg`` = the subtask's first key group, ``_blob`` = Arrow IPC; engine/runtime/spark/column_fold.py);
 * :data:`DEST_OPERATOR_COUNTS` records a task handed to each consumer (``_value`` = JSON ``{subtask, in,
   edges: [[producer node, tag, consumer node, count], ...]}``; engine/runtime/operator_metrics.py).
 
@@ -49,6 +52,7 @@ DEST_METRICS = -5
 DEST_STAGED = -6
 DEST_OPERATOR_COUNTS = -7
 DEST_BROADCAST = -8
+DEST_COLUMNS = -9
 
 ROW_SCHEMA = pa.schema([
     pa.field("_dest", pa.int32()),

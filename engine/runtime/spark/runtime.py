@@ -46,7 +46,9 @@ class SparkRuntime:
     ``checkpoints.open_store``, e.g. ``{"endpoint_url": ...}``), ``async_snapshots`` (default True: a checkpoint's
     state upload overlaps the next epoch, engine/runtime/spark/checkpointing.py), ``preaggregation`` (default True: built-in
     min/max, and a sum the window's columnar layout does not take, folded in Spark SQL first,
-    engine/runtime/spark/preaggregation.py), ``max_epochs`` (stop after that
+    engine/runtime/spark/preaggregation.py), ``column_fold`` (default True: a column-form window folded as Arrow tables
+    from the reading task to the sink, engine/runtime/spark/column_fold.py; False: its window stage runs the
+    operator), ``max_epochs`` (stop after that
     many epochs: for unbounded sources in tests and benchmarks), ``epoch_interval_ms`` (default 0: the
     next epoch starts as soon as one ends; N > 0 works like Structured Streaming's processing-time
     trigger: an epoch starts no sooner than N ms after the previous one started, at once if that one
@@ -72,6 +74,9 @@ class SparkRuntime:
         self.preaggregation = opts.get("preaggregation", True)
         if not isinstance(self.preaggregation, bool):
             raise JobDefinitionError("preaggregation", self.preaggregation, "must be a bool")
+        self.column_fold = opts.get("column_fold", True)
+        if not isinstance(self.column_fold, bool):
+            raise JobDefinitionError("column_fold", self.column_fold, "must be a bool")
         if self.max_epochs is not None:
             _positive_int("max_epochs", self.max_epochs)
         self.epoch_interval_ms = opts.get("epoch_interval_ms", 0)

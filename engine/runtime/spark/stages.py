@@ -48,6 +48,7 @@ from engine.runtime.spark.chains import Router, Routes, _NodeOutput
 from engine.runtime.spark.column_path import read_columns
 from engine.runtime.spark.rows import (
     DEST_BROADCAST,
+    DEST_COLUMNS,
     DEST_METRICS,
     DEST_SPLIT,
     DEST_STATE,
@@ -293,11 +294,20 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
     router = Router(routes, rows, context, f"{node_id}/{subtask:05d}", max_parallelism, watermark_before, staging)
     context.dead_letter = router.dead_letter
     router.subtask = subtask
-    operator = keyed_operator(node)
-    operator.open(context, _NodeOutput(router, node_id))
     dests = table.column("_dest").to_numpy()
     state_rows = table.take(np.nonzero(dests == DEST_STATE)[0])
-    if state_rows.num_rows:
+    pre = routes.preaggregations.get(node_id)
+    fold_input = None
+    if pre is not None and pre.fold:
+        fold_input = _fold_subtask(pre, node_id, router, rows, metrics, key_groups, table, dests, state_rows,
+                                   epoch=epoch, watermark_before=watermark_before, watermark_after=watermark_after)
+        if fold_input is None:
+            return
+    operator = keyed_operator(node)
+    operator.open(context, _NodeOutput(router, node_id))
+    if fold_input is not None and fold_input.state is not None:
+        operator.initialize_state([fold_input.general_state(operator)])
+    elif state_rows.num_rows:
         operator.initialize_state([snapshot_from_row_parts(header, blob) for header, blob in
                                    zip(state_rows.column("_value").to_pylist(), state_rows.column("_blob").to_pylist())])
     if operator.current_watermark() < watermark_before:
@@ -312,10 +322,11 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
         operator.process_batch(broadcast_records)
     mine = table.take(np.nonzero(dests == node_id)[0])
     decoded = decode_values(mine.column("_value").to_pylist())
-    pre = routes.preaggregations.get(node_id)
     if pre is not None:
         decoded = pre.apply_all(decoded, mine.column("_num").to_pylist())
     records = list(map(StreamRecord, decoded, mine.column("_ts").to_pylist()))
+    if fold_input is not None:
+        records = fold_input.with_partials(records, mine)
     if pre is None:  # pre-aggregated rows are folded records: their count is not the records sent here
         router.subtask_records_in = (node_id, len(broadcast_records) + len(records))
     if records:
@@ -332,3 +343,109 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
         header, blob = snapshot_to_row_parts(snapshot)
         rows.add(DEST_STATE, kg=key_groups.start_key_group, split=STATE_CHANNEL, offset=-1, value=header, blob=blob,
                  tag=str(node_id))
+
+
+# ---- the column fold (engine/runtime/spark/column_fold.py) ---------------------------------------------------
+
+class _FoldInput:
+    """What the operator path needs of a column fold window's epoch it could not fold: the subtask's state in the
+    fold's layout (None: general-layout rows, restored as they are) and the partials, as records."""
+
+    def __init__(self, pre: Any, state: pa.Table | None, watermark: int | None, partials: list[pa.Table]) -> None:
+        self.pre = pre
+        self.state = state
+        self.watermark = watermark
+        #: the blob rows' partials (column_fold.py blob_tables)
+        self.partials = partials
+
+    def general_state(self, operator: Any) -> Any:
+        """The state as the window operator's snapshot (its own empty snapshot is the template)."""
+        from engine.runtime.spark.column_fold import to_general
+
+        template = operator.snapshot_now(0)
+        template.metadata["current_watermark"] = self.watermark
+        return to_general(self.state, template, field=self.pre.field, size=self.pre.size)
+
+    def with_partials(self, records: list[StreamRecord], elements: pa.Table) -> list[StreamRecord]:
+        """The element rows' records and the partials' in the window stage's (key group, channel, sequence) order."""
+        from engine.runtime.spark.column_fold import partial_records
+
+        if not self.partials:
+            return records
+        values: list[Any] = []
+        stamps: list[int] = []
+        keys: list[tuple[int, str, int]] = []
+        for part in self.partials:
+            v, t, k = partial_records(part, self.pre.field)
+            values += v
+            stamps += t
+            keys += k
+        element_keys = list(zip(elements.column("_kg").to_pylist(), elements.column("_split").to_pylist(),
+                                elements.column("_offset").to_pylist()))
+        both = sorted(zip(keys + element_keys, range(len(keys) + len(element_keys))))
+        merged = [StreamRecord(v, t) for v, t in zip(values, stamps)] + records
+        return [merged[i] for _, i in both]
+
+
+def _fold_subtask(pre: Any, node_id: int, router: Router, rows: RowBuffer, metrics: Metrics,
+                  key_groups: KeyGroupRange, table: pa.Table, dests: np.ndarray, state_rows: pa.Table, *, epoch: int,
+                  watermark_before: int, watermark_after: int) -> _FoldInput | None:
+    """A column fold window's subtask for one epoch, folded as Arrow (column_fold.py); None when done, else what
+    the operator path needs to take the epoch (an element row, partials of differing types, a state of another
+    shape)."""
+    from engine.errors import IllegalStateError
+    from engine.runtime.spark.column_fold import (NO_STATE, blob_tables, concat_partials, empty_state, fold,
+                                                  from_general, is_state_row, read_state_row, result_columns,
+                                                  result_timestamps, state_row)
+
+    state: pa.Table | None = None
+    state_watermark: int | None = None
+    general = []
+    for header, blob in zip(state_rows.column("_value").to_pylist(), state_rows.column("_blob").to_pylist()):
+        if is_state_row(header):
+            if state is not None:
+                raise IllegalStateError(f"Bug: two column fold state rows for subtask {router.subtask} of {node_id}")
+            state, state_watermark = read_state_row(header, blob)
+        else:
+            general.append(snapshot_from_row_parts(header, blob))
+    if state is not None and general:
+        raise IllegalStateError(f"Bug: column fold and general state rows for subtask {router.subtask} of {node_id}")
+    blob_rows = table.take(np.nonzero(dests == DEST_COLUMNS)[0])
+    parts = blob_tables(blob_rows.column("_blob").to_pylist(), blob_rows.column("_split").to_pylist())
+    partials = concat_partials(parts) if parts else None
+    foldable = partials is not None or not parts
+    if foldable and bool(np.any(dests == node_id)):
+        foldable = False  # element rows: a read the columns could not take
+    if foldable and general:
+        restored = from_general(general, field=pre.field, size=pre.size)
+        if restored is None:
+            foldable = False
+        elif restored is not NO_STATE:
+            state = restored
+            state_watermark = min(int(g.metadata.get("current_watermark", watermark_before)) for g in general)
+    if foldable:
+        if state is None:
+            if partials is None:
+                router.close()
+                return None  # no state, no partials: nothing to fire or keep
+            state = empty_state(partials.schema.field("_record").type)
+        try:
+            fired, kept, dropped = fold(state, partials, kind=pre.kind, size=pre.size, slide=pre.slide,
+                                        offset=pre.offset, epoch=epoch, watermark_before=watermark_before,
+                                        watermark_after=watermark_after)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            foldable = False  # record columns the state and the partials cannot share: the operator's records can
+    if not foldable:
+        if state is None and general:
+            return _FoldInput(pre, None, None, parts)  # general rows: the operator restores them itself
+        return _FoldInput(pre, state, state_watermark if state_watermark is not None else watermark_before, parts)
+    if dropped:
+        metrics.inc("num_late_records_dropped", dropped)
+    if fired.num_rows:
+        router.emit_table(node_id, result_columns(fired, pre.field), result_timestamps(fired, pre.size))
+    router.close()
+    if kept.num_rows:
+        header, blob = state_row(kept, watermark=watermark_after)
+        rows.add(DEST_STATE, kg=key_groups.start_key_group, split=STATE_CHANNEL, offset=-1, value=header, blob=blob,
+                 tag=str(node_id))
+    return None

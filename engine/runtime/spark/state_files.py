@@ -56,18 +56,22 @@ def _one_copy(table: pa.Table) -> pa.Table:
     return table if len(first) == len(keys) else table.take(sorted(first.values()))
 
 
-def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism: int, checkpoint_id: int):
+def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism: int, checkpoint_id: int,
+                      node: Any = None):
     """``mapInArrow`` over a window vertex's state rows (partition i = subtask i): one file per table.
 
     Each task acknowledges with its files and the snapshot metadata the local runtime's window subtask would
     have written for the same key groups (engine/runtime/checkpoint_storage.py ``OperatorStateAck``): the key
-    groups' snapshots merged, their entry counts summed and their lowest watermark.
+    groups' snapshots merged, their entry counts summed and their lowest watermark.  A column fold's state row
+    (engine/runtime/spark/column_fold.py) is written in the window operator's general layout, converted here,
+    in the background upload (``node``: the window vertex's node).
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION
+        from engine.runtime.spark.column_fold import general_snapshot, is_state_row
         from engine.state.key_groups import key_group_range_for_operator
 
         subtask = TaskContext.get().partitionId()
@@ -82,7 +86,11 @@ def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism
             headers = batch.column("_value").to_pylist()
             blobs = batch.column("_blob").to_pylist()
             for header, blob in zip(headers, blobs):
-                snap = snapshot_from_row_parts(header, blob)
+                if is_state_row(header):
+                    snap = general_snapshot(node, uid, subtask, parallelism, max_parallelism, header, blob,
+                                            checkpoint_id)
+                else:
+                    snap = snapshot_from_row_parts(header, blob)
                 for name, table in snap.tables.items():
                     tables.setdefault(name, []).append(table)
                 # one snapshot per key group: the subtask's counts are their sum, its watermark their min
