@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.elements import MIN_WATERMARK, ArrowRows, StreamRecord, TupleColumns, Watermark
-from engine.graph.partitioners import BoundCustomPartitioning
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.graph.operator_factory import stateless_operator
+from engine.graph.partitioners import BoundCustomPartitioning
 from engine.graph.plan import PhysicalPlan, Vertex
 from engine.graph.transformations import (
     BroadcastProcessTransformation,

@@ -50,9 +50,9 @@ from engine.checkpointing.job_status import JobStatus
 from engine.checkpointing.scheduler import ClockScheduler
 from engine.checkpointing.task_state import TaskStateSnapshot
 from engine.errors import IllegalStateError, JobDefinitionError
+from engine.histories import BoundedHistory, history_limits
 from engine.runtime.checkpoint_storage import MetadataBuilder
 from engine.runtime.control import ControlQueue, ControlRequest
-from engine.histories import BoundedHistory, history_limits
 from engine.runtime.spark.checkpoint_store import (
     RestorableCheckpoint,
     StorageCompletedCheckpointStore,
@@ -65,7 +65,6 @@ from engine.runtime.spark.state_files import (
     window_uid,
     write_state_files,
 )
-
 
 # ---- the coordinator's task gateway ------------------------------------------------------------------
 

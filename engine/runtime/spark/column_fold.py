@@ -388,7 +388,6 @@ def general_snapshot(node: Any, uid: str, subtask: int, parallelism: int, max_pa
     from engine.operators.base import ListOutput, OperatorContext
     from engine.runtime.spark.stages import keyed_operator
     from engine.state.key_groups import key_group_range_for_operator
-
     from engine.windowing.variant import window_geometry
 
     state, watermark = read_state_row(header, blob)

@@ -27,6 +27,9 @@ from engine.graph.transformations import (
 from engine.runtime.snapshot_metadata import source_split_key
 from engine.runtime.spark.preaggregation import preaggregate
 from engine.runtime.spark.rows import (
+    COLUMNS as ROW_DDL_COLUMNS,
+)
+from engine.runtime.spark.rows import (
     DEST_BROADCAST,
     DEST_COLUMNS,
     DEST_DEAD_LETTER,
@@ -36,7 +39,6 @@ from engine.runtime.spark.rows import (
     DEST_SPLIT,
     DEST_STAGED,
     DEST_STATE,
-    COLUMNS as ROW_DDL_COLUMNS,
     ROW_DDL,
 )
 from engine.runtime.spark.splits import SplitEntry

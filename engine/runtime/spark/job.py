@@ -77,9 +77,9 @@ from engine.elements import MAX_WATERMARK, MIN_WATERMARK
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.graph.plan import PhysicalPlan
 from engine.graph.transformations import SinkTransformation, WindowTransformation
+from engine.histories import BoundedHistory, history_limits
 from engine.runtime.duration_histogram import DurationHistogram
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
-from engine.histories import BoundedHistory, history_limits
 from engine.runtime.spark.chains import build_routes
 from engine.runtime.spark.epoch_frames import KEYED_VERTICES, EpochFrames, union
 from engine.runtime.spark.operator_counts import OperatorCounts

@@ -35,10 +35,10 @@ from checkpoints import load_snapshot
 from engine.api.restart import restart_strategy_of
 from engine.checkpointing.job_status import JobStatus
 from engine.errors import JobFailedError
+from engine.histories import BoundedHistory, history_limits
 from engine.io.dead_letter_output import dead_letter_history
 from engine.runtime.attempts import Attempts, RestartPoint
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
-from engine.histories import BoundedHistory, history_limits
 from engine.runtime.recovery import discard_orphaned_staging, persist_dead_letters, sinks_that_committed
 from engine.runtime.spark.checkpoint_store import RestorableCheckpoint
 

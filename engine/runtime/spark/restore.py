@@ -30,8 +30,7 @@ def restore_if_requested(checkpointing: SparkCheckpointing) -> None:
         return
     from engine.runtime.checkpoint_storage import CHANNEL_STATE_SUFFIX
     from engine.runtime.restore import load_restore_point
-    from engine.runtime.snapshot_metadata import (match_sink_states, saved_split_key, sink_states,
-                                                  valve_state_for_splits)
+    from engine.runtime.snapshot_metadata import match_sink_states, saved_split_key, sink_states, valve_state_for_splits
 
     options = checkpointing.storage_options if uri.startswith(("s3://", "s3a://")) else {}
     # the one restore path (engine/runtime/restore.py); the tasks read the state files themselves

@@ -14,8 +14,8 @@ from typing import Any
 from engine.errors import JobDefinitionError
 from engine.graph.plan import build_plan
 from engine.graph.transformations import Transformation
-from engine.runtime.handle import JobExecutionResult
 from engine.histories import BoundedHistory
+from engine.runtime.handle import JobExecutionResult
 from engine.runtime.spark.job import CollectNode, SparkJob
 
 DEFAULT_EPOCH_RECORDS = 10_000

@@ -39,11 +39,11 @@ import pyarrow.compute as pc
 from engine.clock import ManualClock
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, StreamRecord, Watermark
 from engine.graph.operator_factory import build_window_operator
+from engine.io.formats import table_to_pylist
 from engine.io.source import source_monitor_interval_ms
 from engine.operators.base import Metrics, OperatorContext
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
 from engine.runtime.gc_pause import paused_iteration
-from engine.io.formats import table_to_pylist
 from engine.runtime.spark.chains import Router, Routes, _NodeOutput
 from engine.runtime.spark.column_path import read_columns
 from engine.runtime.spark.rows import (
@@ -394,9 +394,19 @@ def _fold_subtask(pre: Any, node_id: int, router: Router, rows: RowBuffer, metri
     the operator path needs to take the epoch (an element row, partials of differing types, a state of another
     shape)."""
     from engine.errors import IllegalStateError
-    from engine.runtime.spark.column_fold import (NO_STATE, blob_tables, concat_partials, empty_state, fold,
-                                                  from_general, is_state_row, read_state_row, result_columns,
-                                                  result_timestamps, state_row)
+    from engine.runtime.spark.column_fold import (
+        NO_STATE,
+        blob_tables,
+        concat_partials,
+        empty_state,
+        fold,
+        from_general,
+        is_state_row,
+        read_state_row,
+        result_columns,
+        result_timestamps,
+        state_row,
+    )
 
     state: pa.Table | None = None
     state_watermark: int | None = None

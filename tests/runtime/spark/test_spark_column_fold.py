@@ -18,13 +18,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_spark_column_path import _env, _write_events
 
 from engine.api.time import Duration, Time
 from engine.graph.plan import build_plan
 from engine.runtime.spark.preaggregation import preaggregation_for
 from engine.watermarks.strategy import WatermarkStrategy
 from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
-from test_spark_column_path import _env, _write_events
 
 
 def _job(env, folder: Path, window: str, kind: str):
