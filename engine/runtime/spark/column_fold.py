@@ -1,7 +1,7 @@
 """The column fold: a column path window's epoch as Arrow tables from the reading task to the sink (issue 16).
 
 engine/runtime/spark/preaggregation.py decides which windows take it (``PreAggregation.fold``: the column path's
-shape, no allowed lateness, no late side output).  Nothing of such a window is a Python object per record or per
+shape, no allowed lateness, no late side output, no window function, a slide no longer than the size).  Nothing of such a window is a Python object per record or per
 window on the way, unless the epoch needs the operator (below):
 
 1. **Reading task** (engine/runtime/spark/column_path.py ``read_columns``): a read's records are folded per
@@ -83,27 +83,55 @@ def _ipc_table(blob: bytes) -> pa.Table:
 
 # ---- 1. the reading task ------------------------------------------------------------------------------------
 
-#: encoded key -> key group, per worker process (a task sees the same keys every epoch); bounded
-_KEY_GROUPS: dict[tuple[str, int], int] = {}
-_KEY_GROUP_CACHE_LIMIT = 2_000_000
+class _KeyGroupCache:
+    """Encoded keys and their key groups, per worker process and max parallelism (a task sees the same keys every
+    epoch): looked up with pyarrow's hash join (``index_in``), only new keys hashed in Python; bounded."""
+
+    LIMIT = 2_000_000
+
+    def __init__(self) -> None:
+        self.keys: dict[int, list[pa.Array]] = {}
+        self.groups: dict[int, list[np.ndarray]] = {}
+        self.size = 0
+
+    def lookup(self, distinct: pa.Array, max_parallelism: int) -> np.ndarray:
+        from engine.state.key_groups import key_group_for_encoded_key
+
+        known_keys = self.keys.setdefault(max_parallelism, [])
+        known_groups = self.groups.setdefault(max_parallelism, [])
+        out = np.empty(len(distinct), np.int32)
+        missing = np.ones(len(distinct), bool)
+        if known_keys:
+            if len(known_keys) > 1:  # one array, one hash table
+                known_keys[:] = [pa.concat_arrays(known_keys)]
+                known_groups[:] = [np.concatenate(known_groups)]
+            at = pc.index_in(distinct, value_set=known_keys[0]).to_numpy(zero_copy_only=False)
+            found = ~np.isnan(at) if at.dtype.kind == "f" else np.ones(len(at), bool)
+            if found.any():
+                out[found] = known_groups[0][at[found].astype(np.int64)]
+            missing = ~found
+        if missing.any():
+            new = distinct.filter(pa.array(missing))
+            groups = np.array([key_group_for_encoded_key(k, max_parallelism) for k in new.to_pylist()], np.int32)
+            out[missing] = groups
+            if self.size + len(new) > self.LIMIT:
+                self.keys.clear()
+                self.groups.clear()
+                self.size = 0
+            self.keys.setdefault(max_parallelism, []).append(new)
+            self.groups.setdefault(max_parallelism, []).append(groups)
+            self.size += len(new)
+        return out
+
+
+_KEY_GROUPS = _KeyGroupCache()
 
 
 def key_groups_of(encoded_keys: pa.Array, max_parallelism: int) -> np.ndarray:
     """The key group of each encoded key (engine/state/key_groups.py, Spark SQL's ``pmod(xxhash64(_key), mp)``),
-    hashing each distinct key once."""
-    from engine.state.key_groups import key_group_for_encoded_key
-
+    each distinct key hashed once per worker process."""
     encoded = pc.dictionary_encode(encoded_keys)
-    distinct = encoded.dictionary.to_pylist()
-    cache = _KEY_GROUPS
-    if len(cache) > _KEY_GROUP_CACHE_LIMIT:
-        cache.clear()
-    groups = np.empty(len(distinct), np.int32)
-    for i, k in enumerate(distinct):
-        g = cache.get((k, max_parallelism))
-        if g is None:
-            g = cache[(k, max_parallelism)] = key_group_for_encoded_key(k, max_parallelism)
-        groups[i] = g
+    groups = _KEY_GROUPS.lookup(encoded.dictionary, max_parallelism)
     return groups[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
@@ -285,6 +313,7 @@ def to_general(state: pa.Table, template: Any, *, field: str, size: int) -> Any:
     at the watermark and checkpoint id the snapshot records."""
     from engine.io.formats import table_to_pylist
     from engine.operators.base import MaterializedOperatorSnapshot
+    from engine.runtime.spark.column_path import codec_texts
     from engine.state import codec
     from engine.state.snapshot import state_table_schema
     from engine.timers import EVENT_TIME
@@ -298,11 +327,15 @@ def to_general(state: pa.Table, template: Any, *, field: str, size: int) -> Any:
     ends = pc.add(starts, size)
     namespaces = pc.binary_join_element_wise('{"end":', pc.cast(ends, pa.string()), ',"start":',
                                              pc.cast(starts, pa.string()), ',"type":"time"}', "")
-    records = result_columns(state, field) if n else None
-    values = [codec.encode(v) for v in table_to_pylist(records)] if n else []
+    values = None
+    if n:
+        records = result_columns(state, field)
+        values = codec_texts(records)
+        if values is None:
+            values = pa.array([codec.encode(v) for v in table_to_pylist(records)], pa.string())
     keyed = pa.table({
         "key_group": state.column("_kg").cast(pa.int32()), "key": state.column("_key"), "namespace": namespaces,
-        "window_start": starts, "window_end": ends, "value": pa.array(values, pa.string()),
+        "window_start": starts, "window_end": ends, "value": values if n else pa.array([], pa.string()),
         "value_num": pa.nulls(n, pa.float64()),
     })
     # the heap layout writes each key group's rows sorted by (encoded key, encoded namespace): byte-equal files

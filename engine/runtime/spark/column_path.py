@@ -181,13 +181,14 @@ def _element_rows_read(batch: pa.RecordBatch, pre: PreAggregation, window_id: in
 _PLAIN_ASCII = r'^[\x20\x21\x23-\x5b\x5d-\x7e]*$'
 
 
-def _json_fragment(column: pa.Array) -> pa.Array | None:
+def _json_fragment(column: pa.Array, canonical: bool = False) -> pa.Array | None:
     """One column's JSON text per value, as the record's text holds it, or None when this is not done column-wise.
 
     A string of plain ASCII is itself in double quotes; an integer its decimal text; a finite float Arrow's
     shortest round-trip text (``.0`` added to an integral one, so it reads back as a float); a bool
     ``true``/``false``; a UTC timestamp (pyarrow gives ``ZoneInfo("UTC")``) the codec's ``$dz`` tag of its wall
-    time, which decodes to the very datetime the element path reads.
+    time, which decodes to the very datetime the element path reads.  ``canonical``: the codec's very bytes
+    (:func:`codec_texts`): a float is Python's ``repr``, a wall time without microseconds has no fraction.
     """
     t = column.type
     if column.null_count:
@@ -204,14 +205,41 @@ def _json_fragment(column: pa.Array) -> pa.Array | None:
     if pa.types.is_floating(t) and t != pa.float16():
         if not pc.all(pc.is_finite(column)).as_py():
             return None
+        if canonical:
+            return pa.array(list(map(float.__repr__, pc.cast(column, pa.float64()).to_pylist())), pa.string())
         text = pc.cast(pc.cast(column, pa.float64()), pa.string())
         integral = pc.invert(pc.match_substring_regex(text, r"[.eE]"))
         return pc.if_else(integral, pc.binary_join_element_wise(text, ".0", ""), text)
     if pa.types.is_timestamp(t) and t.tz == "UTC" and t.unit in _TO_MS:
         ints = column.cast(pa.int64()).to_numpy(zero_copy_only=False)
-        walls = np.datetime_as_string(ints.astype(f"datetime64[{t.unit}]").astype("datetime64[us]"))
-        return pc.binary_join_element_wise('{"$dz":["', pa.array(walls, pa.string()), '",0,"UTC"]}', "")
+        walls = pa.array(np.datetime_as_string(ints.astype(f"datetime64[{t.unit}]").astype("datetime64[us]")),
+                         pa.string())
+        if canonical:  # datetime.isoformat: no fraction when the microseconds are 0, years 1-9999 only
+            if not pc.all(pc.equal(pc.utf8_length(walls), 26)).as_py():
+                return None
+            walls = pc.replace_substring_regex(walls, r"\.000000$", "")
+        return pc.binary_join_element_wise('{"$dz":["', walls, '",0,"UTC"]}', "")
     return None
+
+
+def codec_texts(table: pa.Table) -> pa.Array | None:
+    """``codec.encode(d)`` for each row dict ``d`` of ``table`` (as :func:`engine.io.formats.table_to_pylist` gives
+    them), byte for byte, written column-wise; None when a column is not done column-wise (the caller encodes the
+    dicts).  What a checkpoint writes of a column fold's windows (engine/runtime/spark/column_fold.py)."""
+    import json
+
+    names = table.column_names
+    if not table.num_rows or not names or len(set(names)) != len(names) or any(n.startswith("$") for n in names):
+        return None
+    parts: list[Any] = []
+    for i, (name, column) in enumerate(zip(names, table.columns)):
+        fragment = _json_fragment(column.combine_chunks(), canonical=True)
+        if fragment is None:
+            return None
+        parts.append(("{" if i == 0 else ",") + json.dumps(name) + ":")
+        parts.append(fragment)
+    parts.append("}")
+    return pc.binary_join_element_wise(*parts, "")
 
 
 def record_texts(table: pa.Table) -> list[str]:

@@ -249,8 +249,9 @@ def preaggregation_for(node: Any, plan: Any = None, column_fold: bool = True) ->
         # SLICING_COLUMNAR fed elements: the arrays fold a sum faster than Spark SQL (module docstring)
         return None
     size, slide, offset = geometry
+    # every timestamp has a window (slide <= size): a pane with none left at W(n-1) holds only late records
     fold = (column_fold and column is not None and node.allowed_lateness_ms == 0 and node.late_data_tag is None
-            and spec.process_function is None)
+            and spec.process_function is None and slide <= size)
     return PreAggregation(vectorized.kind, vectorized.field, size, slide, offset, column, fold)
 
 
