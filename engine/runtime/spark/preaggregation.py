@@ -119,6 +119,14 @@ event less so.  2M events over 1k Zipf keys, sliding 60/10 s, column: 35.7k (x0.
 and 35.8k (x0.41) [5.1] events/s; Python 25.3 and 24.9 vs 20.8 and 19.8 µs/event.  So the change takes about a
 fifth of the workers' CPU per event; every cell is still below native and far from issue 16's targets.
 
+**The column fold** (engine/runtime/spark/column_fold.py): a column path window with no allowed lateness, no late
+side output, no window function and a slide no longer than its size (``PreAggregation.fold``; runtime option
+``column_fold``) no longer goes through the window stage's operator at all: the reading task ships each window
+subtask's partials (first records whole, as Arrow struct columns) as one Arrow IPC blob, and the window stage keeps
+the subtask's windows as one Arrow table between epochs, folds, fires and stages a Parquet sink's part column-wise;
+a checkpoint's background upload writes the operator's own snapshot layout from it, byte for byte.  That module's
+docstring holds its figures.  The "Partial" above is the operator path's, for every other column path window.
+
 Any other shape keeps the element path above, unchanged.
 """
 

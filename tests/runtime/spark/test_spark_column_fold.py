@@ -53,7 +53,7 @@ def _by_key(values: list) -> dict:
     return out
 
 
-def test_a_column_form_window_without_late_output_folds(tmp_path: Path) -> None:
+def test_a_column_form_window_without_late_output_folds(spark, tmp_path: Path) -> None:
     _write_events(tmp_path / "in", seed=1, files=1, per_file=5, keys=2, int_keys=False, datetimes=True)
     env = _env("spark", 2)
     results = _job(env, tmp_path / "in", "tumbling", "sum")
@@ -69,7 +69,7 @@ def test_a_column_form_window_without_late_output_folds(tmp_path: Path) -> None:
     (4, "sliding", "max", 3, True, True, 2),
     (5, "sliding", "sum", 7, False, False, 3),
 ])
-def test_the_fold_gives_the_operators_results(tmp_path: Path, seed: int, window: str, kind: str, keys: int,
+def test_the_fold_gives_the_operators_results(spark, tmp_path: Path, seed: int, window: str, kind: str, keys: int,
                                               int_keys: bool, datetimes: bool, parallelism: int) -> None:
     folder = tmp_path / "in"
     _write_events(folder, seed=seed, files=3, per_file=160, keys=keys, int_keys=int_keys, datetimes=datetimes)
@@ -92,7 +92,7 @@ def _written(out: Path) -> list[dict]:
     return [row for f in files for row in pq.read_table(f).to_pylist()]
 
 
-def test_a_parquet_sink_writes_the_fired_windows_as_the_operator_does(tmp_path: Path) -> None:
+def test_a_parquet_sink_writes_the_fired_windows_as_the_operator_does(spark, tmp_path: Path) -> None:
     folder = tmp_path / "in"
     _write_events(folder, seed=7, files=2, per_file=90, keys=10, int_keys=False, datetimes=True)
     for name, options in (("fold", {}), ("operator", {"column_fold": False})):
@@ -110,7 +110,7 @@ def test_a_parquet_sink_writes_the_fired_windows_as_the_operator_does(tmp_path: 
     assert fold_schema.remove_metadata() == operator_schema.remove_metadata()
 
 
-def test_a_read_the_columns_cannot_take_goes_through_the_operator_for_its_epoch(tmp_path: Path) -> None:
+def test_a_read_the_columns_cannot_take_goes_through_the_operator_for_its_epoch(spark, tmp_path: Path) -> None:
     folder = tmp_path / "in"
     _write_events(folder, seed=8, files=2, per_file=80, keys=6, int_keys=False, datetimes=True)
     # one record's qty is beyond the columns' +-2^31: the read holding it takes the element path and its epoch's
