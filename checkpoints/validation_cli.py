@@ -31,7 +31,8 @@ import click
 @click.option("--record/--no-record", default=False, show_default=True,
               help="write the outcome beside the snapshot (_validation/<run>.json) and into its _metadata (the "
                    "validated tier of savepoints); without it, validate only reads the snapshot's storage")
-@click.option("--allow-non-restored-state", is_flag=True, help="with --job: state nobody restores is not an error")
+@click.option("--allow-non-restored-state", "-n", "allow_non_restored_state", is_flag=True,
+              help="with --job: state nobody restores is not an error (Flink's -n/--allowNonRestoredState)")
 @click.option("--allow-drained", is_flag=True,
               help="a drained snapshot (taken by stop --drain, watermark MAX_WATERMARK) is not a failure")
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint")
