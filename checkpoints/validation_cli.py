@@ -22,7 +22,8 @@ import click
               help="new job spec 'package.module:function': also check it can restore the snapshot, "
                    "and use the expectations file beside it")
 @click.option("--data-docs", "data_docs_dir", default=None, type=click.Path(file_okay=False),
-              help="directory for the Data Docs HTML (default $SLUICE_DATA_DOCS_DIR or ./.sluice/data_docs)")
+              help="directory for the Data Docs HTML (default $SLUICE_DATA_DOCS_DIR, else <user cache dir>/sluice/data_docs: "
+                   "$XDG_CACHE_HOME or ~/.cache; never the current directory); the path is printed")
 @click.option("--expectations", "expectations_file", default=None, type=click.Path(dir_okay=False, exists=True),
               help="a user expectations file (JSON/YAML) instead of the one beside the job")
 @click.option("--engine", type=click.Choice(["auto", "pandas", "spark"]), default="auto", show_default=True,

@@ -216,11 +216,8 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
     click.echo(json.dumps({"job_id": result.job_id, "state": state, "runtime_ms": result.net_runtime_ms,
                            "restarts": result.restarts, "metrics": result.metrics}))
     dead = int((result.metrics or {}).get("num_dead_letter_records") or 0)
-    if dead:  # where to find them, or that they are gone with the process
-        click.echo(f"{dead} dead letter{'s' if dead > 1 else ''}: " + (
-            f"written to {master.dead_letter_dir}" if master.dead_letter_dir else
-            "kept in memory only and gone with this process; run the job with --output DIR or "
-            "--option dead_letter_dir=URI to keep them"), err=True)
+    if dead:  # where to find them: --output's _dead_letters/, dead_letter_dir, or the default (engine/local_dirs.py)
+        click.echo(f"{dead} dead letter{'s' if dead > 1 else ''}: written to {master.dead_letter_dir}", err=True)
     if state == "CANCELED":
         # Flink's CLI reports such a job as CANCELED; a script must not read the cancel as a clean end
         click.echo(f"CANCELED: job {result.job_id!r} was cancelled without a savepoint; exit status "

@@ -17,7 +17,8 @@ DataFrames with its Spark execution engine.  Either way each state file is
 read once, and verified (size, sha256, rows) where it is read.
 
 Outputs: a :class:`ValidationReport`; its JSON written beside the snapshot
-(``<snapshot>/_validation/<run>.json``); Data Docs HTML in ``data_docs_dir``; and,
+(``<snapshot>/_validation/<run>.json``); Data Docs HTML in ``data_docs_dir`` (default
+:func:`engine.local_dirs.default_data_docs_dir`, never the current directory); and,
 with ``record=True``, the outcome in the snapshot's ``_metadata`` ``validation``
 field (:mod:`checkpoints.validation.records`), which savepoint history reads.
 """
@@ -63,6 +64,7 @@ from checkpoints.validation.user_expectations import (  # noqa: E402
     suite_path_for_job,
 )
 from engine.errors import CorruptSnapshotError, DrainedSnapshotError, JobDefinitionError  # noqa: E402
+from engine.local_dirs import default_data_docs_dir  # noqa: E402
 from engine.runtime.spark.session import get_or_create_spark  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -162,10 +164,6 @@ def _jsonable(value: Any) -> Any:
         return value.item()  # numpy scalars
     except AttributeError:
         return str(value)
-
-
-def default_data_docs_dir() -> Path:
-    return Path(os.environ.get("SLUICE_DATA_DOCS_DIR", ".sluice/data_docs")).absolute()
 
 
 def validate_snapshot(
