@@ -144,7 +144,7 @@ class _FieldAggregate(AggregateFunction):
         t = type(x)
         if t is int or t is float or isinstance(x, self.accepts):
             return
-        what = "NoneType; an empty CSV cell reads as None" if x is None else t.__name__
+        what = "empty" if x is None else t.__name__  # an empty CSV cell, a null Parquet or JSON value
         raise MalformedRecordError(f"field {field!r} of the record is {x!r} ({what}), {self.kind} needs {self.needs}",
                                    "aggregate")
 

@@ -108,7 +108,7 @@ def _expect_local(results: dict, dead: list, count: int) -> None:
     reasons = {(json.dumps(v, sort_keys=True), e, s) for v, e, s in dead}
     assert reasons == {
         (json.dumps(BAD[0], sort_keys=True),
-         f"MalformedRecordError: field 'qty' of the record is None (NoneType; an empty CSV cell reads as None), "
+         f"MalformedRecordError: field 'qty' of the record is None (empty), "
          f"{kind} needs a number", "aggregate")
         for kind in ("sum", "max", "min_by", "min", "max_by")
     } | {
@@ -126,3 +126,36 @@ def test_the_spark_runtime_dead_letters_the_same_records_and_gives_the_same_resu
     on_spark = _run("spark", csv_folder)
     _expect_local(*on_spark)
     assert on_spark == _run("local", csv_folder)
+
+
+def _parquet_run(runtime: str, folder: str) -> tuple[dict, list]:
+    """The column path's shape (engine/runtime/spark/column_path.py): Parquet, a field timestamp assigner, a
+    field key and a built-in aggregate of a dict key; a read holding a null takes the element path."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime(runtime)
+    keyed = (env.read_files(folder, "parquet")
+             .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps()
+                                               .with_timestamp_assigner("ts"))
+             .key_by("user"))
+    tumbling = TumblingEventTimeWindows.of(Time.seconds(10))
+    got, result = env.execute_and_collect_streams({"sum": keyed.window(tumbling).sum("qty"),
+                                                   "max": keyed.window(tumbling).max("qty")})
+    dead = sorted((json.dumps(d["value"], sort_keys=True), d["error"], d["stage"]) for d in result.dead_letters)
+    return {name: sorted(rows, key=repr) for name, rows in got.items()}, dead
+
+
+def test_a_null_in_a_parquet_column_the_column_path_would_fold_is_a_dead_letter_on_both_runtimes(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"user": "a", "qty": 1, "ts": 1000}, {"user": "a", "qty": None, "ts": 2000},
+            {"user": "b", "qty": 4, "ts": 2500}, {"user": "a", "qty": 2, "ts": 4000}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "events.parquet")
+    on_spark = _parquet_run("spark", str(tmp_path))
+    assert on_spark == _parquet_run("local", str(tmp_path))
+    results, dead = on_spark
+    assert results == {"sum": [{"user": "a", "qty": 3, "ts": 1000}, {"user": "b", "qty": 4, "ts": 2500}],
+                       "max": [{"user": "a", "qty": 2, "ts": 1000}, {"user": "b", "qty": 4, "ts": 2500}]}
+    reason = "MalformedRecordError: field 'qty' of the record is None (empty), "
+    assert dead == sorted((json.dumps(rows[1], sort_keys=True), reason + f"{kind} needs a number", "aggregate")
+                          for kind in ("sum", "max"))
