@@ -22,7 +22,8 @@ import click
               help="new job spec 'package.module:function': also check it can restore the snapshot, "
                    "and use the expectations file beside it")
 @click.option("--data-docs", "data_docs_dir", default=None, type=click.Path(file_okay=False),
-              help="directory for the Data Docs HTML (default $SLUICE_DATA_DOCS_DIR or ./.sluice/data_docs)")
+              help="directory for the Data Docs HTML (default $SLUICE_DATA_DOCS_DIR, else <user cache dir>/sluice/data_docs: "
+                   "$XDG_CACHE_HOME or ~/.cache; never the current directory); the path is printed")
 @click.option("--expectations", "expectations_file", default=None, type=click.Path(dir_okay=False, exists=True),
               help="a user expectations file (JSON/YAML) instead of the one beside the job")
 @click.option("--engine", type=click.Choice(["auto", "pandas", "spark"]), default="auto", show_default=True,
@@ -31,7 +32,8 @@ import click
 @click.option("--record/--no-record", default=False, show_default=True,
               help="write the outcome beside the snapshot (_validation/<run>.json) and into its _metadata (the "
                    "validated tier of savepoints); without it, validate only reads the snapshot's storage")
-@click.option("--allow-non-restored-state", is_flag=True, help="with --job: state nobody restores is not an error")
+@click.option("--allow-non-restored-state", "-n", "allow_non_restored_state", is_flag=True,
+              help="with --job: state nobody restores is not an error (Flink's -n/--allowNonRestoredState)")
 @click.option("--allow-drained", is_flag=True,
               help="a drained snapshot (taken by stop --drain, watermark MAX_WATERMARK) is not a failure")
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint")

@@ -10,7 +10,8 @@ concept across verbs (tests/engine/test_cli_flags.py holds the table): the savep
 folder; the older ``--target``, ``--savepoints``, ``--name`` and ``view --output`` still work, hidden, with a
 deprecation note. ``run --from-savepoint`` and ``restore`` validate the snapshot with Great Expectations first and
 refuse a snapshot that fails, unless ``--skip-validation`` is given; they refuse a drained snapshot (``stop
---drain``: its watermark is MAX_WATERMARK) unless ``--allow-drained`` is given. A running job is found through the
+--drain``: its watermark is MAX_WATERMARK) unless ``--allow-drained`` is given, and one holding state of an
+operator the job no longer has unless ``-n/--allow-non-restored-state`` is given. A running job is found through the
 status document its master publishes in checkpoint storage (``--storage``), or directly with ``--url``.
 """
 

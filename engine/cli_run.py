@@ -1,9 +1,10 @@
 """The ``sluice run`` and ``sluice restore`` verbs: start a job under a job master (ARCHITECTURE section 7).
 
 Both take the same options (``_run_options``); ``restore SNAPSHOT`` is ``run --from-savepoint SNAPSHOT``.  A
-snapshot is validated with Great Expectations first and refused if it fails, unless ``--skip-validation`` is
-given; a drained one (``stop --drain``: its watermark is MAX_WATERMARK) is refused unless ``--allow-drained`` is
-given.  ``--option key=value`` takes the keys some runtime reads (engine/runtime/options.py), checked here.  The
+snapshot is validated with Great Expectations first (the outcome recorded in its ``_metadata``) and refused if it
+fails, unless ``--skip-validation`` is given; a drained one (``stop --drain``: its watermark is MAX_WATERMARK) is refused unless ``--allow-drained`` is
+given, and one holding state of an operator (uid) the job no longer has unless ``-n/--allow-non-restored-state`` is
+given (Flink's ``-n/--allowNonRestoredState``; that state is then dropped).  ``--option key=value`` takes the keys some runtime reads (engine/runtime/options.py), checked here.  The
 master runs in this process until the job ends, then prints a JSON summary with the job's final ``state``.  The exit
 status says how it ended: 0 for a job that finished (or was stopped with a savepoint), :data:`EXIT_CANCELED` for a
 job cancelled from another shell (``sluice cancel``, ``sluice stop --no-savepoint``), 1 for a job that failed; a
@@ -124,6 +125,10 @@ def _run_options(fn: Any) -> Any:
                      show_default=True,
                      help="ms between status publications (the status document in --storage) and samples of the "
                           "job view (GET /jobs/<job id>/view on the control API)"),
+        click.option("--allow-non-restored-state", "-n", "allow_non_restored_state", is_flag=True,
+                     help="restore even when the snapshot holds state of an operator (uid) the job no longer has: "
+                          "that state is dropped (Flink's -n/--allowNonRestoredState); without it such a snapshot "
+                          "is refused, naming the operator"),
         click.option("--allow-drained", is_flag=True,
                      help="restore a drained snapshot (taken by stop --drain) too: the job starts at the end of "
                           "event time, where every new record is late for event-time windows"),
@@ -140,7 +145,8 @@ _FLAG_OF = {"job": "JOB", "token": "--token"}
 def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime: str, parallelism: int | None,
              storage: str | None, savepoint_dir: str | None, retained: int, interval_ms: int, output: str | None,
              host: str, port: int, token: str | None, params: tuple[str, ...], options: dict[str, Any],
-             skip_validation: bool, allow_drained: bool = False, started_by: str = "cli",
+             skip_validation: bool, allow_drained: bool = False, allow_non_restored_state: bool = False,
+             started_by: str = "cli",
              validated_digest: str | None = None, lease_ttl_s: float = 15.0, lease_wait_s: float = 0.0,
              log_level: str = "INFO", log_format: str = "human", status_interval_ms: int = 2_000,
              spark_conf: dict[str, str] | None = None, progress: bool | None = None) -> None:
@@ -165,7 +171,8 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
             click.echo(f"WARNING: restoring {from_savepoint} WITHOUT validating it (--skip-validation)", err=True)
         with shown.step(f"validating {from_savepoint}" if not skip_validation else f"checking {from_savepoint}"):
             ensure_restorable(from_savepoint, job_spec=job, skip_validation=skip_validation,
-                              allow_drained=allow_drained, validated_digest=validated_digest)
+                              allow_drained=allow_drained, allow_non_restored_state=allow_non_restored_state,
+                              validated_digest=validated_digest)
     name = job_name or job.partition(":")[0].rsplit(".", 1)[-1]
     config = MasterConfig(job_spec=job, job_name=name, params=_parse_params(params), runtime=runtime,
                           parallelism=parallelism, checkpoint_interval_ms=interval_ms or None, storage_uri=storage,
@@ -209,11 +216,8 @@ def _run_job(job: str, from_savepoint: str | None, job_name: str | None, runtime
     click.echo(json.dumps({"job_id": result.job_id, "state": state, "runtime_ms": result.net_runtime_ms,
                            "restarts": result.restarts, "metrics": result.metrics}))
     dead = int((result.metrics or {}).get("num_dead_letter_records") or 0)
-    if dead:  # where to find them, or that they are gone with the process
-        click.echo(f"{dead} dead letter{'s' if dead > 1 else ''}: " + (
-            f"written to {master.dead_letter_dir}" if master.dead_letter_dir else
-            "kept in memory only and gone with this process; run the job with --output DIR or "
-            "--option dead_letter_dir=URI to keep them"), err=True)
+    if dead:  # where to find them: --output's _dead_letters/, dead_letter_dir, or the default (engine/local_dirs.py)
+        click.echo(f"{dead} dead letter{'s' if dead > 1 else ''}: written to {master.dead_letter_dir}", err=True)
     if state == "CANCELED":
         # Flink's CLI reports such a job as CANCELED; a script must not read the cancel as a clean end
         click.echo(f"CANCELED: job {result.job_id!r} was cancelled without a savepoint; exit status "

@@ -89,9 +89,10 @@ SizeLike = Time | Duration | _dt.timedelta | int
 SIZE_HINT = "Use Time.seconds(30) or Duration.of_seconds(30)"
 
 
-def to_millis(value: SizeLike, parameter: str, hint: str = SIZE_HINT) -> int:
+def to_millis(value: SizeLike, parameter: str, hint: str = SIZE_HINT, where: str | None = None) -> int:
     """Convert a Time, Duration, timedelta (rounded to the nearest ms) or int (already ms) to ms; anything else
-    (a bool, a float, a string) is a JobDefinitionError naming ``parameter``, with ``hint`` as the way out."""
+    (a bool, a float, a string) is a JobDefinitionError naming ``parameter`` (and ``where`` it was given, e.g.
+    ``TumblingEventTimeWindows.of(size, offset)``), with ``hint`` as the way out."""
     if isinstance(value, (Time, Duration)):
         return value.millis
     if isinstance(value, _dt.timedelta):
@@ -100,17 +101,18 @@ def to_millis(value: SizeLike, parameter: str, hint: str = SIZE_HINT) -> int:
         raise JobDefinitionError(
             parameter,
             value,
-            "must be a Time, Duration, datetime.timedelta or an int of milliseconds",
+            "must be a Time, Duration, datetime.timedelta or an int of milliseconds" + (f" in {where}" if where else ""),
             hint,
         )
     return value
 
 
-def positive_millis(value: SizeLike, parameter: str, hint: str | None = None) -> int:
+def positive_millis(value: SizeLike, parameter: str, hint: str | None = None, where: str | None = None) -> int:
     """Like :func:`to_millis` but the result must be > 0; ``hint`` (if given) also follows a size <= 0."""
-    ms = to_millis(value, parameter, hint or SIZE_HINT)
+    ms = to_millis(value, parameter, hint or SIZE_HINT, where)
     if ms <= 0:
-        raise JobDefinitionError(parameter, value, "must be greater than 0 ms", hint)
+        raise JobDefinitionError(parameter, value, "must be greater than 0 ms" + (f" in {where}" if where else ""),
+                                 hint)
     return ms
 
 

@@ -31,6 +31,15 @@ class MissingTimestampError(SluiceError, ValueError):
     """A record reached an event-time window without a timestamp: assign timestamps with a WatermarkStrategy first."""
 
 
+class MalformedRecordError(SluiceError, ValueError):
+    """A record's field cannot be used as the job asks (an empty or non-numeric CSV cell under ``sum``): the
+    record goes to the dead-letter output with this reason (``stage``) and the job carries on."""
+
+    def __init__(self, message: str, stage: str) -> None:
+        self.stage = stage
+        super().__init__(message)
+
+
 class StateSerializationError(SluiceError, TypeError):
     """A value put into keyed state cannot be persisted without pickle (convert it to dict/list/tuple/scalars)."""
 

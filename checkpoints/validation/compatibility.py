@@ -144,7 +144,8 @@ def check_compatibility(snapshot: str | Snapshot, job_spec: str, *, allow_non_re
                 problems.append(Incompatibility(
                     "unrestored-state", op.uid, op.uid, None,
                     f"the snapshot holds state of operator {op.uid!r} but the new job has no operator with that uid; "
-                    "its state would not be restored (give the operator the same .uid(), or allow non-restored state)"))
+                    "its state would not be restored (give the operator the same .uid(), or, to drop that state, pass "
+                    "--allow-non-restored-state / -n (allow_non_restored_state=True))"))
             continue
         matched.append(op.uid)
         if op.max_parallelism != new.max_parallelism:

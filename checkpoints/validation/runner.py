@@ -17,7 +17,8 @@ DataFrames with its Spark execution engine.  Either way each state file is
 read once, and verified (size, sha256, rows) where it is read.
 
 Outputs: a :class:`ValidationReport`; its JSON written beside the snapshot
-(``<snapshot>/_validation/<run>.json``); Data Docs HTML in ``data_docs_dir``; and,
+(``<snapshot>/_validation/<run>.json``); Data Docs HTML in ``data_docs_dir`` (default
+:func:`engine.local_dirs.default_data_docs_dir`, never the current directory); and,
 with ``record=True``, the outcome in the snapshot's ``_metadata`` ``validation``
 field (:mod:`checkpoints.validation.records`), which savepoint history reads.
 """
@@ -63,6 +64,7 @@ from checkpoints.validation.user_expectations import (  # noqa: E402
     suite_path_for_job,
 )
 from engine.errors import CorruptSnapshotError, DrainedSnapshotError, JobDefinitionError  # noqa: E402
+from engine.local_dirs import default_data_docs_dir  # noqa: E402
 from engine.runtime.spark.session import get_or_create_spark  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -162,10 +164,6 @@ def _jsonable(value: Any) -> Any:
         return value.item()  # numpy scalars
     except AttributeError:
         return str(value)
-
-
-def default_data_docs_dir() -> Path:
-    return Path(os.environ.get("SLUICE_DATA_DOCS_DIR", ".sluice/data_docs")).absolute()
 
 
 def validate_snapshot(
@@ -484,6 +482,7 @@ def ensure_restorable(
     allow_non_restored_state: bool = False,
     allow_drained: bool = False,
     validated_digest: str | None = None,
+    record: bool = True,
     **options: Any,
 ) -> ValidationReport | None:
     """What ``sluice restore`` and ``sluice run --from-savepoint`` call first (issue 6, "Where it runs").
@@ -495,6 +494,12 @@ def ensure_restorable(
     naming each failed expectation and incompatibility, so nothing is restored.
     ``skip_validation=True`` skips the validation and says so loudly in the log (the caller
     should print it too); returns None then.  ``options`` go to :func:`validate_snapshot`.
+
+    ``record`` (default True): the outcome, passed or failed, is recorded in the snapshot's ``_metadata``
+    (:func:`checkpoints.validation.records.record_outcome`), as ``sluice validate --record`` does, so
+    ``sluice checkpoints list``, ``inspect`` and the savepoint history policy see the snapshot a restore
+    validated as validated (a new user found it listed as "not validated" right after restoring from it).
+    The run's results are written beside the snapshot either way.
 
     ``validated_digest`` is the :meth:`CheckpointMetadata.digest` of the snapshot as a caller
     validated it just before (the Airflow restore operator, which validates, records the
@@ -525,7 +530,8 @@ def ensure_restorable(
         if validated_digest is not None:
             log.warning("%s changed since the caller validated it (metadata sha256 %s, expected %s): validating again",
                         uri, metadata.digest(), validated_digest)
-        report = validate_snapshot(snapshot, job_spec=job_spec, allow_drained=allow_drained, **options)
+        report = validate_snapshot(snapshot, job_spec=job_spec, allow_drained=allow_drained, record=record,
+                                   **options)
         problems = [f"{f.asset}: {f.expectation} failed ({f.rule}; {f.unexpected_count} unexpected)"
                     for f in report.failed]
     if job_spec is not None:

@@ -186,7 +186,7 @@ class DataStream:
     def count_window_all(self, size: int, slide: int | None = None) -> AllWindowedStream:
         """Tumbling or sliding count window over all records (one subtask): :meth:`KeyedStream.count_window`
         without a key (Flink's ``countWindowAll``)."""
-        return _count_windowed(self.window_all, size, slide)
+        return _count_windowed(self.window_all, size, slide, "count_window_all")
 
     def window(self, window_assigner: WindowAssigner) -> WindowedStream:
         """Windows per key need a keyed stream (Flink has no ``DataStream.window`` either)."""
@@ -492,10 +492,10 @@ def _time_assigner(env: StreamExecutionEnvironment, size: SizeLike, slide: SizeL
     return (SlidingProcessingTimeWindows if processing else SlidingEventTimeWindows).of(size, slide)
 
 
-def _count_windowed(window: Callable[[Any], Any], size: int, slide: int | None) -> Any:
+def _count_windowed(window: Callable[[Any], Any], size: int, slide: int | None, where: str = "count_window") -> Any:
     for name, value in (("size", size), ("slide", slide)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise JobDefinitionError(name, value, "must be an int >= 1 (a number of elements)")
+            raise JobDefinitionError(name, value, f"must be an int >= 1 (a number of elements) in {where}(size, slide)")
     windowed = window(GlobalWindows.create())
     if slide is None:
         return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))

@@ -3,7 +3,8 @@
 Before, a record that could not be processed (a malformed line, a raising timestamp assigner or key
 selector) was kept only in the driver's memory (engine/histories.py): its reason was lost with the
 process and only a count survived.  With the runtime option ``dead_letter_dir`` (``sluice run --output``
-sets ``<output>/_dead_letters``), the run's dead letters are a :class:`DeadLetterOutput`: still the bounded
+sets ``<output>/_dead_letters``; ``sluice run`` without it, ``<user cache dir>/sluice/dead_letters/<job id>/<run
+start>``, engine/local_dirs.py; a job run through the API without it keeps them in memory only), the run's dead letters are a :class:`DeadLetterOutput`: still the bounded
 in-memory history the results and the control API read, and every dead letter is also written, once the
 checkpoint after it completes, to ``part-<checkpoint id>-<first seq>.jsonl`` under the folder, one JSON
 object per line::

@@ -17,6 +17,10 @@ At the same cadence the master samples the job's status into a bounded timeline
 (engine/master/timeline.py) that the control API serves as the job view
 (``GET /jobs/{job_id}/view``, engine/master/view.py).
 
+Dead letters are written to ``<output>/_dead_letters`` with ``--output``, to the runtime option
+``dead_letter_dir`` when given, else to ``<user cache dir>/sluice/dead_letters/<job id>/<run start>``
+(engine/local_dirs.py); ``sluice run`` prints the folder when the job wrote any.
+
 Stopped by a signal (engine/master/signals.py), the master suspends its job
 (:meth:`JobMaster.suspend`, Flink's JobStatus.SUSPENDED) instead of ending it.
 """
@@ -43,6 +47,7 @@ from engine.api.environment import StreamExecutionEnvironment
 from engine.api.restart import RestartStrategies
 from engine.checkpointing.config import ExternalizedCheckpointRetention
 from engine.graph.plan import build_plan
+from engine.local_dirs import default_dead_letter_dir
 from engine.master.api import create_app
 from engine.master.config import MasterConfig, build_job
 from engine.master.metrics import JobMetrics
@@ -97,9 +102,12 @@ class JobMaster:
             env.set_parallelism(c.parallelism)
         for key, value in c.runtime_options.items():
             env.set_runtime_option(key, value)
-        if c.output_dir and "dead_letter_dir" not in c.runtime_options:  # kept beside the job's output
-            env.set_runtime_option("dead_letter_dir", f"{c.output_dir.rstrip('/')}/_dead_letters")
-        #: where the job's dead letters outlive the process (None: in memory only, the newest few and the count)
+        if "dead_letter_dir" not in c.runtime_options:
+            # kept beside the job's output, else in a documented folder of the user's cache dir, never nowhere
+            # and never the current directory (engine/local_dirs.py)
+            env.set_runtime_option("dead_letter_dir", f"{c.output_dir.rstrip('/')}/_dead_letters" if c.output_dir
+                                   else default_dead_letter_dir(job_id))
+        #: where the job's dead letters outlive the process
         self.dead_letter_dir = env.get_runtime_options().get("dead_letter_dir")
         env.set_runtime_option("job_id", job_id)
         if c.checkpoint_interval_ms:

@@ -36,7 +36,7 @@ import pyarrow as pa
 from engine.api.functions import OutputTag
 from engine.clock import Clock, ManualClock
 from engine.elements import StreamRecord, TupleColumns, Watermark, WatermarkStatus
-from engine.errors import CorruptSnapshotError, UnsupportedFormatVersion
+from engine.errors import CorruptSnapshotError, MalformedRecordError, UnsupportedFormatVersion
 from engine.state.key_groups import DEFAULT_MAX_PARALLELISM, KeyGroupRange, key_group_range_for_operator
 
 #: version of the MaterializedOperatorSnapshot layout (metadata dict + table names)
@@ -141,10 +141,44 @@ def key_failure(selector: Callable[[Any], Any], value: Any, error: BaseException
     process operator send keyless records through here."""
     explain = getattr(selector, "dead_letter_of", None)
     if explain is None:
-        dead_letter(value, error, "key_selector")
+        dead_letter(value, error, dead_letter_stage(error))
     else:
         record, stage = explain(value)
         dead_letter(record, error, stage)
+
+
+def dead_letter_stage(error: BaseException) -> str:
+    """The stage a record the key selector rejected is dead-lettered under: ``key_selector``, or the stage a
+    :class:`MalformedRecordError` names (a built-in aggregate's field check, engine/windowing/aggregations.py)."""
+    return error.stage if isinstance(error, MalformedRecordError) else "key_selector"
+
+
+def checking_key_selector(key_selector: Any, aggregate: Any) -> Any:
+    """``key_selector``, made to call ``aggregate.check_element(value)`` first when the aggregate has one (the
+    built-in sum/min/max/min_by/max_by, engine/windowing/aggregations.py "Bad data": it raises
+    MalformedRecordError for a field it cannot fold); ``key_selector`` itself otherwise.  The window and keyed
+    process operators send what their key selector rejects to the dead-letter output (under
+    :func:`dead_letter_stage`), so such records go there in every window operator variant and in the rolling
+    aggregates, before any window or accumulator sees them."""
+    check = getattr(aggregate, "check_element", None)
+    if key_selector is None or check is None:
+        return key_selector
+    field = getattr(aggregate, "field", None)
+
+    # a closure, not a class with __call__: it runs once per record on every element path, and the common
+    # case (an int or float field) costs one subscript and two type tests before the user's selector
+    def select(value: Any) -> Any:
+        try:
+            x = value[field]
+        except Exception:  # noqa: BLE001 - not subscriptable by the field: the full check decides
+            check(value)
+        else:
+            t = type(x)
+            if t is not int and t is not float:
+                check(value)
+        return key_selector(value)
+
+    return select
 
 
 def _raise_dead_letter(value: Any, error: BaseException, stage: str) -> None:

@@ -13,8 +13,10 @@ The rolling aggregates (``reduce``, ``sum``, ``min``, ``max``, ``min_by``, ``max
 it after every element, as Flink's StreamGroupedReduceOperator does; the per-field semantics are those of
 the window aggregations (engine/windowing/aggregations.py, Flink's SumAggregator / ComparableAggregator).
 
-Errors: a key selector that raises makes the record a dead letter (a data problem, as for windows); an
-exception in the user's function fails the task, and the runtime restarts from the last checkpoint.
+Errors: a key selector that raises makes the record a dead letter (a data problem, as for windows), and so
+does a record whose field a rolling ``sum``/``min``/``max``/``min_by``/``max_by`` cannot fold (None, a str:
+stage ``aggregate``); an exception in the user's function fails the task, and the runtime restarts from the
+last checkpoint.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from engine.operators.base import (
     OperatorContext,
     OperatorSnapshot,
     Output,
+    checking_key_selector,
     key_failure,
     materialize_all,
 )
@@ -236,7 +239,10 @@ class KeyedProcessOperator(OneInputStreamOperator):
         if not callable(key_selector):
             raise JobDefinitionError("key_selector", key_selector, "must be a callable value -> key")
         self.function = copy_function(function)
-        self.key_selector = key_selector
+        # a rolling sum/min/max... also rejects a record whose field it cannot fold: a dead letter, as an
+        # unkeyable record is (engine/windowing/aggregations.py, "Bad data")
+        self.key_selector = (checking_key_selector(key_selector, function.aggregate)
+                             if isinstance(function, RollingAggregation) else key_selector)
 
     # ---- lifecycle -----------------------------------------------------------------------------------
     def open(self, context: OperatorContext, output: Output) -> None:

@@ -65,7 +65,7 @@ RUNTIME_OPTIONS: tuple[RuntimeOption, ...] = (
     RuntimeOption("max_checkpoint_history", "int", BOTH, "checkpoint records the driver keeps in memory", 1000),
     RuntimeOption("max_dead_letters", "int", BOTH, "dead letters the driver keeps in memory", 10000),
     RuntimeOption("dead_letter_dir", "str", BOTH, "folder the dead letters are committed to",
-                  "<--output>/_dead_letters"),
+                  "<--output>/_dead_letters, else <user cache dir>/sluice/dead_letters/<job id>/<run start>"),
     RuntimeOption("job_id", "str", BOTH, "the job's id in storage (default: derived from the job's name)",
                   flag="--job-id"),
     RuntimeOption("spark_conf", "dict", ("spark",), "Spark settings for the session the runtime starts",

@@ -28,15 +28,32 @@ folding the elements in arrival order gives:
 * min_by/max_by: the first row in arrival order whose ``field`` equals the
   column's min/max;
 * merging two partial results (``merge``) is ``reduce(earlier, later)``.
+
+Bad data: the built-ins fold numbers (``sum`` any number; ``min``/``max``/``min_by``/``max_by`` any real
+number or Decimal, also a date, time or timedelta).  A record whose field is anything else (None, which an
+empty CSV cell reads as, or a str such as ``'abc'``) is a data problem, not a job error:
+:meth:`_FieldAggregate.check_element` raises
+:class:`~engine.errors.MalformedRecordError` for it, and the operators' key selector calls it first
+(:func:`engine.operators.base.checking_key_selector`), so it takes the path of a record that cannot be keyed
+(the dead-letter output, stage ``aggregate``) in every window operator variant and in the rolling
+aggregates, before any window or accumulator sees it.  Flink fails the job there; Sluice keeps its rule
+that malformed records go to the dead-letter output (README, "Records that cannot be processed").
+**Supported**: the check runs on each element path (both runtimes).  **Not supported**: text or other
+orderable values under ``min``/``max`` (Flink's ComparableAggregator also compares strings): fold those with
+``reduce``.  A field missing from the record still fails the job (JobDefinitionError: the field name is
+wrong, as for every record).
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from engine.api.functions import AggregateFunction, ReduceFunction
-from engine.errors import JobDefinitionError
+from engine.errors import JobDefinitionError, MalformedRecordError
 from engine.row import Row
 
 AGGREGATION_KINDS = ("sum", "min", "max", "min_by", "max_by")
@@ -99,10 +116,37 @@ def set_field(value: Any, field: int | str, new: Any) -> Any:
     return new  # scalar stream, position 0
 
 
+#: what ``min``/``max``/``min_by``/``max_by`` compare besides numbers (module docstring, "Bad data")
+_ORDERED = (numbers.Real, decimal.Decimal, datetime.date, datetime.time, datetime.timedelta)
+
+
 class _FieldAggregate(AggregateFunction):
     """Common part: the accumulator is the partial result element (None before the first element)."""
 
     kind = ""
+    #: the types the field may hold (module docstring, "Bad data")
+    accepts: tuple[type, ...] = _ORDERED
+    needs = "a number"
+
+    def check_element(self, value: Any) -> None:
+        """Raise :class:`MalformedRecordError` when ``value``'s field cannot be folded (module docstring,
+        "Bad data"); a missing field is left to ``add``, which names it as a definition error."""
+        field = self.field
+        try:
+            if isinstance(value, (tuple, list, Row, dict)):
+                x = value[field]  # type: ignore[index]
+            elif field == 0:
+                x = value
+            else:
+                return
+        except (IndexError, KeyError, TypeError):
+            return
+        t = type(x)
+        if t is int or t is float or isinstance(x, self.accepts):
+            return
+        what = "empty" if x is None else t.__name__  # an empty CSV cell, a null Parquet or JSON value
+        raise MalformedRecordError(f"field {field!r} of the record is {x!r} ({what}), {self.kind} needs {self.needs}",
+                                   "aggregate")
 
     def __init__(self, field: int | str) -> None:
         self.field = _check_field(field)
@@ -138,6 +182,7 @@ class SumAggregate(_FieldAggregate):
     """``.sum(field)``: the first element with ``field`` replaced by the sum (Flink's SumAggregator)."""
 
     kind = "sum"
+    accepts = (numbers.Number,)
 
     def reduce(self, value1: Any, value2: Any) -> Any:
         return set_field(value1, self.field, get_field(value1, self.field) + get_field(value2, self.field))

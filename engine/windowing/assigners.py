@@ -84,7 +84,7 @@ def default_trigger_of(assigner: WindowAssigner, env: Any = None) -> Trigger:
 
 import dataclasses as _dc  # noqa: E402 - the built-ins below are kept apart from the bases above
 
-from engine.durations import SizeLike, positive_millis, to_millis  # noqa: E402
+from engine.durations import SIZE_HINT, SizeLike, positive_millis, to_millis  # noqa: E402
 from engine.errors import JobDefinitionError  # noqa: E402
 from engine.windowing.triggers import EndOfStreamTrigger, EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger  # noqa: E402
 from engine.windowing.windows import GLOBAL_WINDOW, GlobalWindow, TimeWindow  # noqa: E402
@@ -111,6 +111,27 @@ def _check_offset(assigner: str, offset_ms: int, bound_ms: int, bound_name: str,
             f"must satisfy abs(offset) < {bound_name} ({bound_ms} ms) for {assigner}",
             "An offset only shifts window boundaries within one period (e.g. Time.hours(-8) for UTC+8 days)",
         )
+
+
+def _check_built_ms(where: str, parameter: str, value: Any) -> None:
+    """An assigner built directly (not through ``of``/``with_gap``) takes ints of ms, each > 0 (Flink checks its
+    constructors' arguments too), so a bad one fails at build time, not on the first record."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise JobDefinitionError(parameter, value, f"must be an int of milliseconds in {where}",
+                                 f"Or build it with {where.split('(')[0]}.of(Time.seconds(...)) / with_gap(...)")
+    if value <= 0:
+        raise JobDefinitionError(parameter, value, f"must be greater than 0 ms in {where}", SIZE_HINT)
+
+
+def _check_built(where: str, size_ms: Any, offset_ms: Any, slide_ms: Any = None) -> None:
+    """:func:`_check_built_ms` for a tumbling (``slide_ms`` None) or sliding assigner, and its offset rule."""
+    _check_built_ms(where, "size_ms", size_ms)
+    if slide_ms is not None:
+        _check_built_ms(where, "slide_ms", slide_ms)
+    if isinstance(offset_ms, bool) or not isinstance(offset_ms, int):
+        raise JobDefinitionError("offset_ms", offset_ms, f"must be an int of milliseconds in {where}")
+    bound, name = (size_ms, "size") if slide_ms is None else (slide_ms, "slide")
+    _check_offset(where.split("(")[0], offset_ms, bound, name, offset_ms)
 
 
 def merge_time_windows(windows: Collection[TimeWindow], callback: Any) -> None:
@@ -148,10 +169,14 @@ class TumblingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
     size_ms: int
     offset_ms: int = 0
 
+    def __post_init__(self) -> None:
+        _check_built("TumblingEventTimeWindows(size_ms, offset_ms)", self.size_ms, self.offset_ms)
+
     @staticmethod
     def of(size: SizeLike, offset: SizeLike = 0) -> TumblingEventTimeWindows:
-        size_ms = positive_millis(size, "size")
-        offset_ms = to_millis(offset, "offset")
+        where = "TumblingEventTimeWindows.of(size, offset)"
+        size_ms = positive_millis(size, "size", where=where)
+        offset_ms = to_millis(offset, "offset", where=where)
         _check_offset("TumblingEventTimeWindows", offset_ms, size_ms, "size", offset)
         return TumblingEventTimeWindows(size_ms, offset_ms)
 
@@ -182,11 +207,16 @@ class SlidingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
     slide_ms: int
     offset_ms: int = 0
 
+    def __post_init__(self) -> None:
+        _check_built("SlidingEventTimeWindows(size_ms, slide_ms, offset_ms)", self.size_ms, self.offset_ms,
+                     self.slide_ms)
+
     @staticmethod
     def of(size: SizeLike, slide: SizeLike, offset: SizeLike = 0) -> SlidingEventTimeWindows:
-        size_ms = positive_millis(size, "size")
-        slide_ms = positive_millis(slide, "slide")
-        offset_ms = to_millis(offset, "offset")
+        where = "SlidingEventTimeWindows.of(size, slide, offset)"
+        size_ms = positive_millis(size, "size", where=where)
+        slide_ms = positive_millis(slide, "slide", where=where)
+        offset_ms = to_millis(offset, "offset", where=where)
         _check_offset("SlidingEventTimeWindows", offset_ms, slide_ms, "slide", offset)
         return SlidingEventTimeWindows(size_ms, slide_ms, offset_ms)
 
@@ -227,10 +257,14 @@ class TumblingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
     size_ms: int
     offset_ms: int = 0
 
+    def __post_init__(self) -> None:
+        _check_built("TumblingProcessingTimeWindows(size_ms, offset_ms)", self.size_ms, self.offset_ms)
+
     @staticmethod
     def of(size: SizeLike, offset: SizeLike = 0) -> TumblingProcessingTimeWindows:
-        size_ms = positive_millis(size, "size")
-        offset_ms = to_millis(offset, "offset")
+        where = "TumblingProcessingTimeWindows.of(size, offset)"
+        size_ms = positive_millis(size, "size", where=where)
+        offset_ms = to_millis(offset, "offset", where=where)
         _check_offset("TumblingProcessingTimeWindows", offset_ms, size_ms, "size", offset)
         return TumblingProcessingTimeWindows(size_ms, offset_ms)
 
@@ -260,11 +294,16 @@ class SlidingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
     slide_ms: int
     offset_ms: int = 0
 
+    def __post_init__(self) -> None:
+        _check_built("SlidingProcessingTimeWindows(size_ms, slide_ms, offset_ms)", self.size_ms, self.offset_ms,
+                     self.slide_ms)
+
     @staticmethod
     def of(size: SizeLike, slide: SizeLike, offset: SizeLike = 0) -> SlidingProcessingTimeWindows:
-        size_ms = positive_millis(size, "size")
-        slide_ms = positive_millis(slide, "slide")
-        offset_ms = to_millis(offset, "offset")
+        where = "SlidingProcessingTimeWindows.of(size, slide, offset)"
+        size_ms = positive_millis(size, "size", where=where)
+        slide_ms = positive_millis(slide, "slide", where=where)
+        offset_ms = to_millis(offset, "offset", where=where)
         _check_offset("SlidingProcessingTimeWindows", offset_ms, slide_ms, "slide", offset)
         return SlidingProcessingTimeWindows(size_ms, slide_ms, offset_ms)
 
@@ -326,9 +365,13 @@ class EventTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
     gap_ms: int | None
     gap_extractor: Callable[[Any], Any] | None = None
 
+    def __post_init__(self) -> None:
+        if self.gap_extractor is None:  # a dynamic gap is checked per element (_dynamic_gap)
+            _check_built_ms("EventTimeSessionWindows(gap_ms)", "gap_ms", self.gap_ms)
+
     @staticmethod
     def with_gap(gap: SizeLike) -> EventTimeSessionWindows:
-        return EventTimeSessionWindows(positive_millis(gap, "gap"))
+        return EventTimeSessionWindows(positive_millis(gap, "gap", where="EventTimeSessionWindows.with_gap(gap)"))
 
     @staticmethod
     def with_dynamic_gap(
@@ -393,9 +436,13 @@ class ProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
     gap_ms: int | None
     gap_extractor: Callable[[Any], Any] | None = None
 
+    def __post_init__(self) -> None:
+        if self.gap_extractor is None:  # a dynamic gap is checked per element (_dynamic_gap)
+            _check_built_ms("ProcessingTimeSessionWindows(gap_ms)", "gap_ms", self.gap_ms)
+
     @staticmethod
     def with_gap(gap: SizeLike) -> ProcessingTimeSessionWindows:
-        return ProcessingTimeSessionWindows(positive_millis(gap, "gap"))
+        return ProcessingTimeSessionWindows(positive_millis(gap, "gap", where="ProcessingTimeSessionWindows.with_gap(gap)"))
 
     @staticmethod
     def with_dynamic_gap(

@@ -28,7 +28,8 @@ Behaviour follows Flink's Java ``WindowOperator`` / ``EvictingWindowOperator``:
 * results carry the timestamp ``window.max_timestamp()`` (Flink's TimestampedCollector).
 
 Errors: exceptions of user functions (assigner, trigger, evictor, window function) propagate and fail the
-task.  A key selector that raises, or a record without timestamp reaching an event-time window, are data
+task.  A key selector that raises, a record without timestamp reaching an event-time window, or a field a
+built-in ``sum``/``min``/``max``/``min_by``/``max_by`` cannot fold (None, a str: stage ``aggregate``) are data
 problems: the record goes to ``context.dead_letter`` and is counted in ``num_dead_letter_records``.
 
 Variants: this is the general operator, for any assigner, trigger, evictor and function, element by
@@ -53,6 +54,8 @@ from engine.operators.base import (
     OneInputStreamOperator,
     OperatorContext,
     Output,
+    checking_key_selector,
+    dead_letter_stage,
     materialize_all,
 )
 from engine.operators.keyed_process import KeyedOperatorSnapshot
@@ -138,7 +141,9 @@ class WindowOperator(OneInputStreamOperator):
         self.evictor = evictor
         self.allowed_lateness_ms = allowed_lateness_ms
         self.late_data_output_tag = late_data_output_tag
-        self.key_selector = key_selector
+        # a built-in sum/min/max... also rejects a record whose field it cannot fold: a dead letter, as an unkeyable
+        # record is (engine/windowing/aggregations.py, "Bad data"), in this operator and every variant
+        self.key_selector = checking_key_selector(key_selector, incremental_aggregate)
         self.incremental = None if incremental_aggregate is None else IncrementalAggregation(incremental_aggregate)
         self.function = InternalWindowFunction(window_function, self.incremental)
         self.is_event_time = assigner.is_event_time()
@@ -253,7 +258,7 @@ class WindowOperator(OneInputStreamOperator):
         try:
             return self.key_selector(record.value)  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001 - a failing key selector is a data problem: dead letter
-            self._dead_letter(record.value, exc, "key_selector")
+            self._dead_letter(record.value, exc, dead_letter_stage(exc))
             return DEAD
 
     def _key_error(self, record: StreamRecord, error: BaseException | None) -> None:
@@ -261,7 +266,7 @@ class WindowOperator(OneInputStreamOperator):
         if error is None:
             self._key_of(record)  # checks the timestamp first: the dead letter without calling the selector
         else:
-            self._dead_letter(record.value, error, "key_selector")
+            self._dead_letter(record.value, error, dead_letter_stage(error))
 
     def _dead_letter(self, value: Any, error: BaseException, stage: str) -> None:
         self.context.metrics.inc("num_dead_letter_records")
