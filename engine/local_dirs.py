@@ -8,33 +8,25 @@ have a documented default under :func:`sluice_cache_dir`, and the commands print
 * dead letters of a run without ``--output``: ``<cache>/dead_letters/<job id>/<run start, UTC>``
   (``--output``'s ``_dead_letters/`` or ``--option dead_letter_dir=URI`` win).
 
-The cache dir follows each platform's rule, as the ``platformdirs`` package does (not a dependency here):
-``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux and other POSIX systems, ``~/Library/Caches`` on macOS,
-``%LOCALAPPDATA%`` on Windows; ``$SLUICE_CACHE_DIR`` replaces ``<cache>`` (the ``sluice`` folder under it) outright.
+The cache dir is ``platformdirs.user_cache_dir("sluice")`` (``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux,
+``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows); ``$SLUICE_CACHE_DIR`` replaces it outright.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
 
 def sluice_cache_dir() -> Path:
     """``$SLUICE_CACHE_DIR``, else the ``sluice`` folder in the user's cache dir (module docstring); absolute."""
+    import platformdirs
+
     own = os.environ.get("SLUICE_CACHE_DIR")
     if own:
         return Path(own).expanduser().absolute()
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
-    elif sys.platform == "darwin":
-        base = str(Path.home() / "Library" / "Caches")
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or ""
-        if not os.path.isabs(base):  # the XDG rule: a relative value is ignored
-            base = str(Path.home() / ".cache")
-    return (Path(base).expanduser() / "sluice").absolute()
+    return Path(platformdirs.user_cache_dir("sluice", appauthor=False)).absolute()
 
 
 def default_data_docs_dir() -> Path:

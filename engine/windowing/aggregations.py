@@ -30,18 +30,19 @@ folding the elements in arrival order gives:
 * merging two partial results (``merge``) is ``reduce(earlier, later)``.
 
 Bad data: the built-ins fold numbers (``sum`` any number; ``min``/``max``/``min_by``/``max_by`` any real
-number or Decimal, also a date, time or timedelta).  A record whose field is anything else (None, which an
-empty CSV cell reads as, or a str such as ``'abc'``) is a data problem, not a job error:
+number or Decimal, also a date, time, timedelta or str, the values Flink's ComparableAggregator compares).  A
+record whose field is anything else (None, which an empty CSV cell reads as, or a str such as ``'abc'`` under
+``sum``) is a data problem, not a job error:
 :meth:`_FieldAggregate.check_element` raises
 :class:`~engine.errors.MalformedRecordError` for it, and the operators' key selector calls it first
 (:func:`engine.operators.base.checking_key_selector`), so it takes the path of a record that cannot be keyed
 (the dead-letter output, stage ``aggregate``) in every window operator variant and in the rolling
 aggregates, before any window or accumulator sees it.  Flink fails the job there; Sluice keeps its rule
 that malformed records go to the dead-letter output (README, "Records that cannot be processed").
-**Supported**: the check runs on each element path (both runtimes).  **Not supported**: text or other
-orderable values under ``min``/``max`` (Flink's ComparableAggregator also compares strings): fold those with
-``reduce``.  A field missing from the record still fails the job (JobDefinitionError: the field name is
-wrong, as for every record).
+**Supported**: the check runs on each element path (both runtimes).  **Not caught**: a ``min``/``max`` field
+holding text in some records and numbers in others (each is orderable alone; comparing the two fails the job
+with Python's TypeError, as Flink's comparison would fail).  A field missing from the record still fails the
+job (JobDefinitionError: the field name is wrong, as for every record).
 """
 
 from __future__ import annotations
@@ -116,8 +117,9 @@ def set_field(value: Any, field: int | str, new: Any) -> Any:
     return new  # scalar stream, position 0
 
 
-#: what ``min``/``max``/``min_by``/``max_by`` compare besides numbers (module docstring, "Bad data")
-_ORDERED = (numbers.Real, decimal.Decimal, datetime.date, datetime.time, datetime.timedelta)
+#: what ``min``/``max``/``min_by``/``max_by`` compare besides numbers (module docstring, "Bad data"): what Flink's
+#: ComparableAggregator compares, strings included
+_ORDERED = (numbers.Real, decimal.Decimal, datetime.date, datetime.time, datetime.timedelta, str)
 
 
 class _FieldAggregate(AggregateFunction):
@@ -126,7 +128,7 @@ class _FieldAggregate(AggregateFunction):
     kind = ""
     #: the types the field may hold (module docstring, "Bad data")
     accepts: tuple[type, ...] = _ORDERED
-    needs = "a number"
+    needs = "a number, a date, a time or a str"
 
     def check_element(self, value: Any) -> None:
         """Raise :class:`MalformedRecordError` when ``value``'s field cannot be folded (module docstring,
@@ -183,6 +185,7 @@ class SumAggregate(_FieldAggregate):
 
     kind = "sum"
     accepts = (numbers.Number,)
+    needs = "a number"
 
     def reduce(self, value1: Any, value2: Any) -> Any:
         return set_field(value1, self.field, get_field(value1, self.field) + get_field(value2, self.field))

@@ -1,8 +1,9 @@
 """A record whose aggregated field is not a number is a dead letter, not the end of the job (new-user trial).
 
 A CSV read with ``read_files(path, "csv")`` turns an empty cell into None and ``abc`` into the str ``'abc'``.
-Summed (or compared by ``min``/``max``/``min_by``/``max_by``) such a field raised a bare TypeError inside the
-window and failed the whole job.  Flink fails there too; Sluice's rule (README, "Records that cannot be
+Summed (or, for None, compared by ``min``/``max``/``min_by``/``max_by``) such a field raised a bare TypeError
+inside the window and failed the whole job.  A str is what Flink's ComparableAggregator compares: ``min``/``max``
+of a key whose field is text fold it (user ``c`` below), only ``sum`` refuses it.  Flink fails there too; Sluice's rule (README, "Records that cannot be
 processed") is that malformed records go to the dead-letter output with the reason, and the job carries on.  This holds on both runtimes,
 for every window operator variant that folds built-in aggregates (engine/windowing/variant.py: general,
 slicing heap, slicing columnar, session) and for the rolling ``KeyedStream`` aggregates.  (Here, not in
@@ -31,11 +32,11 @@ CSV = """user,qty,ts
 a,1,1000
 a,,2000
 b,4,2500
-a,abc,3000
+c,abc,3000
 b,5,3500
 a,2,4000
 """
-BAD = [{"user": "a", "qty": None, "ts": 2000}, {"user": "a", "qty": "abc", "ts": 3000}]
+BAD = [{"user": "a", "qty": None, "ts": 2000}, {"user": "c", "qty": "abc", "ts": 3000}]
 
 
 def _ts(e, _):
@@ -93,29 +94,32 @@ def csv_folder(tmp_path):
 
 
 def _expect_local(results: dict, dead: list, count: int) -> None:
-    a_first, b_first = {"user": "a", "qty": 1, "ts": 1000}, {"user": "b", "qty": 4, "ts": 2500}
-    # the good records alone: a's qty 1 and 2, b's 4 and 5
+    a_first, b_first, c_text = {"user": "a", "qty": 1, "ts": 1000}, {"user": "b", "qty": 4, "ts": 2500}, BAD[1]
+    # the good records alone: a's qty 1 and 2, b's 4 and 5; c's text is compared, never summed
     assert results["columnar_sum"] == [{**a_first, "qty": 3}, {**b_first, "qty": 9}]
     assert results["heap_sum_lateness"] == results["columnar_sum"] == results["session_sum"]
-    assert results["heap_max"] == [{**a_first, "qty": 2}, {**b_first, "qty": 5}]
-    assert results["general_min"] == [a_first, b_first]
-    assert results["general_max_by"] == [{"user": "a", "qty": 2, "ts": 4000}, {"user": "b", "qty": 5, "ts": 3500}]
+    assert results["heap_max"] == [{**a_first, "qty": 2}, {**b_first, "qty": 5}, c_text]
+    assert results["general_min"] == [a_first, b_first, c_text]
+    assert results["general_max_by"] == [{"user": "a", "qty": 2, "ts": 4000}, {"user": "b", "qty": 5, "ts": 3500},
+                                         c_text]
     # two sliding windows hold each record: [-5 s, 5 s) and [0, 10 s)
-    assert results["sliding_min_by"] == [a_first, a_first, b_first, b_first]
+    assert results["sliding_min_by"] == [a_first, a_first, b_first, b_first, c_text, c_text]
     assert results["rolling_sum"] == [a_first, {**a_first, "qty": 3}, b_first, {**b_first, "qty": 9}]
-    # each bad record once per consumer of the keyed stream that aggregates its field
-    assert count == len(dead) == 2 * 8
+    # the empty field once per consumer of the keyed stream (8), the text once per sum (4)
+    assert count == len(dead) == 8 + 4
     reasons = {(json.dumps(v, sort_keys=True), e, s) for v, e, s in dead}
     assert reasons == {
         (json.dumps(BAD[0], sort_keys=True),
-         f"MalformedRecordError: field 'qty' of the record is None (empty), "
-         f"{kind} needs a number", "aggregate")
-        for kind in ("sum", "max", "min_by", "min", "max_by")
+         f"MalformedRecordError: field 'qty' of the record is None (empty), {kind} needs {needs}", "aggregate")
+        for kind, needs in (("sum", "a number"), ("max", _ORDERED), ("min_by", _ORDERED), ("min", _ORDERED),
+                            ("max_by", _ORDERED))
     } | {
         (json.dumps(BAD[1], sort_keys=True),
-         f"MalformedRecordError: field 'qty' of the record is 'abc' (str), {kind} needs a number", "aggregate")
-        for kind in ("sum", "max", "min_by", "min", "max_by")
+         "MalformedRecordError: field 'qty' of the record is 'abc' (str), sum needs a number", "aggregate")
     }
+
+
+_ORDERED = "a number, a date, a time or a str"
 
 
 def test_the_local_runtime_dead_letters_records_whose_aggregated_field_is_empty_or_not_a_number(csv_folder):
@@ -157,5 +161,5 @@ def test_a_null_in_a_parquet_column_the_column_path_would_fold_is_a_dead_letter_
     assert results == {"sum": [{"user": "a", "qty": 3, "ts": 1000}, {"user": "b", "qty": 4, "ts": 2500}],
                        "max": [{"user": "a", "qty": 2, "ts": 1000}, {"user": "b", "qty": 4, "ts": 2500}]}
     reason = "MalformedRecordError: field 'qty' of the record is None (empty), "
-    assert dead == sorted((json.dumps(rows[1], sort_keys=True), reason + f"{kind} needs a number", "aggregate")
-                          for kind in ("sum", "max"))
+    assert dead == sorted((json.dumps(rows[1], sort_keys=True), reason + f"{kind} needs {needs}", "aggregate")
+                          for kind, needs in (("sum", "a number"), ("max", _ORDERED)))
