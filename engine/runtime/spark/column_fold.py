@@ -15,13 +15,14 @@ window on the way, unless the epoch needs the operator (below):
    epoch it came in), its aggregate, and its registration order ``_order`` -- kept as one Arrow IPC blob in the
    subtask's state row between epochs (:func:`state_row`).  :func:`fold` merges the epoch's partials into it
    (``Table.group_by``) and fires the windows due at W(n) column-wise; the results go to a staged Parquet sink as
-   one Arrow table (engine/elements.py ``ArrowRows``), or as records to anything else.
+   one Arrow table (engine/io/formats.py ``ArrowRows``), or as records to anything else.
 3. **Checkpoint** (engine/runtime/spark/state_files.py ``write_state_files``, in the background upload): the
    state rows become the window operator's own general snapshot layout (:func:`to_general`): the same keyed
    state table (rows sorted by key group, encoded key and namespace text, engine/state/snapshot.py) and timers
    table (registration order, engine/timers.py) and metadata the operator writes for the same windows, so
    ``_metadata``, restores on either runtime at any parallelism and older checkpoints stay as they are
-   (tests/runtime/spark/test_column_fold.py compares both tables and metadata with the operator's).
+   (tests/runtime/spark/test_column_fold_unit.py and test_spark_column_fold.py compare both tables and metadata with
+   the operator's).
 
 **Exactness.**  The operator path of the same epoch (partials as whole records in (key group, channel,
 sequence) order, the order the window stage sorts its rows) is the reference:
@@ -336,7 +337,7 @@ def to_general(state: pa.Table, template: Any, *, field: str, size: int) -> Any:
     at the watermark and checkpoint id the snapshot records."""
     from engine.io.formats import table_to_pylist
     from engine.operators.base import MaterializedOperatorSnapshot
-    from engine.runtime.spark.column_path import codec_texts
+    from engine.runtime.spark.arrow_text import codec_texts
     from engine.state import codec
     from engine.state.snapshot import state_table_schema
     from engine.timers import EVENT_TIME
@@ -433,32 +434,3 @@ def from_general(snapshots: list[Any], *, field: str, size: int) -> pa.Table | N
     return pa.table({"_kg": pa.array(kgs, pa.int32()), "_key": pa.array(keys, pa.string()),
                      "_start": pa.array(starts, pa.int64()), "_order": pa.array(range(len(keys)), pa.int64()),
                      "_num": pa.array(nums, pa.int64()), "_record": record})
-
-
-def general_snapshot(node: Any, uid: str, subtask: int, parallelism: int, max_parallelism: int, header: str,
-                     blob: bytes, checkpoint_id: int) -> Any:
-    """A column fold state row of window ``node``'s subtask as the window operator's snapshot for checkpoint
-    ``checkpoint_id`` (its metadata from the operator itself, opened for the subtask at the row's watermark)."""
-    from engine.clock import ManualClock
-    from engine.elements import Watermark
-    from engine.operators.base import ListOutput, OperatorContext
-    from engine.runtime.spark.stages import keyed_operator
-    from engine.state.key_groups import key_group_range_for_operator
-    from engine.windowing.variant import window_geometry
-
-    state, watermark = read_state_row(header, blob)
-    vectorized = getattr(node.function.aggregate_function, "vectorized", None)
-    geometry = window_geometry(node.assigner)
-    if vectorized is None or geometry is None:
-        from engine.errors import IllegalStateError
-
-        raise IllegalStateError(f"Bug: a column fold state row for window {uid!r}, which does not fold")
-    operator = keyed_operator(node)
-    operator.open(OperatorContext(uid, subtask, parallelism, max_parallelism,
-                                  key_group_range_for_operator(max_parallelism, parallelism, subtask),
-                                  clock=ManualClock(0)), ListOutput())
-    if watermark > operator.current_watermark():
-        operator.process_watermark(Watermark(watermark))
-    template = operator.snapshot_now(checkpoint_id)
-    operator.close()
-    return to_general(state, template, field=vectorized.field, size=geometry[0])
