@@ -92,32 +92,6 @@ class TupleColumns:
         return [StreamRecord(v, ts) for v in zip(*self.columns)]
 
 
-class ArrowRows:
-    """Window results that are dicts, kept as one Arrow table of their fields (a column fold's fired windows,
-    engine/runtime/spark/column_fold.py), with one timestamp each.
-
-    An output that can take them (a Spark task staging a Parquet part) writes the table; ``values()`` and
-    ``records()`` give the dicts the row-wise path would have emitted (engine/io/formats.py ``table_to_pylist``).
-    """
-
-    __slots__ = ("table", "timestamps")
-
-    def __init__(self, table: Any, timestamps: list[int]) -> None:
-        self.table = table
-        self.timestamps = timestamps
-
-    def __len__(self) -> int:
-        return self.table.num_rows
-
-    def values(self) -> list[dict]:
-        from engine.io.formats import table_to_pylist
-
-        return table_to_pylist(self.table)
-
-    def records(self) -> list[StreamRecord]:
-        return [StreamRecord(v, ts) for v, ts in zip(self.values(), self.timestamps)]
-
-
 @dataclass(frozen=True, slots=True, order=True)
 class Watermark(StreamElement):
     """Event time has reached ``timestamp`` ms: no record with a smaller or equal timestamp should follow."""

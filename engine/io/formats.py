@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.elements import ArrowRows, TupleColumns
+from engine.elements import StreamRecord, TupleColumns
 from engine.errors import JobDefinitionError
 from engine.io.source import MalformedInput
 from engine.row import Row
@@ -288,6 +288,30 @@ def _timestamps_to_pylist(column: Any) -> list | None:
     return values
 
 
+class ArrowRows:
+    """Window results that are dicts, kept as one Arrow table of their fields (a column fold's fired windows,
+    engine/runtime/spark/column_fold.py), with one timestamp each.
+
+    An output that can take them (a Spark task staging a Parquet part) writes the table; ``values()`` and
+    ``records()`` give the dicts the row-wise path would have emitted (:func:`table_to_pylist`).
+    """
+
+    __slots__ = ("table", "timestamps")
+
+    def __init__(self, table: Any, timestamps: list[int]) -> None:
+        self.table = table
+        self.timestamps = timestamps
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def values(self) -> list[dict]:
+        return table_to_pylist(self.table)
+
+    def records(self) -> list[StreamRecord]:
+        return [StreamRecord(v, ts) for v, ts in zip(self.values(), self.timestamps)]
+
+
 def table_to_pylist(table: Any) -> list[dict]:
     """``table.to_pylist()``, the same dicts, with UTC/naive timestamp columns converted faster."""
     import pyarrow as pa
@@ -443,7 +467,7 @@ def _chunk_columns(chunks: Sequence[Any]) -> list[list] | None:
 def encode_chunks(fmt: str, chunks: Sequence[Any], text_of: Callable[[Any], str] | None = None) -> bytes:
     """``encode(fmt, values, text_of)`` of the values of ``chunks`` in order, the same bytes.
 
-    A chunk is a list of values, an engine/elements.py ``TupleColumns`` or ``ArrowRows``; Parquet is written from
+    A chunk is a list of values, an engine/elements.py ``TupleColumns`` or an :class:`ArrowRows`; Parquet is written from
     the columns directly when every value is a tuple of one width (what ``encode`` would do with
     the tuples), without building the tuples first, or from the tables when every chunk is ``ArrowRows``.
     """
@@ -461,7 +485,7 @@ def encode_chunks(fmt: str, chunks: Sequence[Any], text_of: Callable[[Any], str]
 
 
 def _arrow_rows_table(chunks: Sequence[Any]) -> Any:
-    """The table ``encode("parquet", values)`` writes for chunks that are all engine/elements.py ``ArrowRows``, or
+    """The table ``encode("parquet", values)`` writes for chunks that are all :class:`ArrowRows`, or
     None: their tables, cast to the types ``pa.Table.from_pylist`` gives their dicts (a timestamp in ms becomes
     the microseconds of a ``datetime``, an int32 an int64...), so the part's bytes are the same."""
     import pyarrow as pa

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.elements import MIN_WATERMARK, ArrowRows, StreamRecord, TupleColumns, Watermark
+from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns, Watermark
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.graph.operator_factory import stateless_operator
 from engine.graph.partitioners import BoundCustomPartitioning
@@ -344,8 +344,10 @@ class Router:
             self.emit(node_id, None, batch.records())
 
     def emit_table(self, node_id: int, table: Any, timestamps: Any) -> None:
-        """Dict results as one Arrow table of their fields (a column fold's fired windows, engine/elements.py
+        """Dict results as one Arrow table of their fields (a column fold's fired windows, engine/io/formats.py
         ArrowRows): staged as the table when every consumer is a staged Parquet sink, else emitted as records."""
+        from engine.io.formats import ArrowRows
+
         rows = ArrowRows(table, timestamps.to_pylist())
         consumers = self.routes.of(node_id, None)
         if consumers and all(c.kind == STAGED and c.key_selector is None and self.staging[c.node_id].format == "parquet"

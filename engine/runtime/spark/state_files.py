@@ -71,7 +71,7 @@ def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism
         from pyspark import TaskContext
 
         from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION
-        from engine.runtime.spark.column_fold import general_snapshot, is_state_row
+        from engine.runtime.spark.column_fold import is_state_row
         from engine.state.key_groups import key_group_range_for_operator
 
         subtask = TaskContext.get().partitionId()
@@ -162,6 +162,36 @@ def keyless_subtask_ack(location: Any, node: Any, uid: str, subtask: int, parall
     if emitted or output.side_outputs:
         raise IllegalStateError(f"Bug: the keyless subtask {subtask} of {uid!r} emitted records: {emitted[:3]}")
     return write_operator_snapshot(location, uid, subtask, snapshot)
+
+
+def general_snapshot(node: Any, uid: str, subtask: int, parallelism: int, max_parallelism: int, header: str,
+                     blob: bytes, checkpoint_id: int) -> Any:
+    """A column fold state row of window ``node``'s subtask as the window operator's snapshot for checkpoint
+    ``checkpoint_id`` (its metadata from the operator itself, opened for the subtask at the row's watermark)."""
+    from engine.clock import ManualClock
+    from engine.elements import Watermark
+    from engine.operators.base import ListOutput, OperatorContext
+    from engine.runtime.spark.column_fold import read_state_row, to_general
+    from engine.runtime.spark.stages import keyed_operator
+    from engine.state.key_groups import key_group_range_for_operator
+    from engine.windowing.variant import window_geometry
+
+    state, watermark = read_state_row(header, blob)
+    vectorized = getattr(node.function.aggregate_function, "vectorized", None)
+    geometry = window_geometry(node.assigner)
+    if vectorized is None or geometry is None:
+        from engine.errors import IllegalStateError
+
+        raise IllegalStateError(f"Bug: a column fold state row for window {uid!r}, which does not fold")
+    operator = keyed_operator(node)
+    operator.open(OperatorContext(uid, subtask, parallelism, max_parallelism,
+                                  key_group_range_for_operator(max_parallelism, parallelism, subtask),
+                                  clock=ManualClock(0)), ListOutput())
+    if watermark > operator.current_watermark():
+        operator.process_watermark(Watermark(watermark))
+    template = operator.snapshot_now(checkpoint_id)
+    operator.close()
+    return to_general(state, template, field=vectorized.field, size=geometry[0])
 
 
 #: snapshot metadata a key group's snapshot has of its own, merged per subtask by :func:`write_state_files`

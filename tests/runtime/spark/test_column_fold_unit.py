@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from engine.elements import StreamRecord, Watermark
 from engine.io.formats import table_to_pylist
 from engine.operators.base import ListOutput, OperatorContext
+from engine.runtime.spark.arrow_text import codec_texts, encode_key_column
 from engine.runtime.spark.column_fold import (
     NO_STATE,
     concat_partials,
@@ -34,7 +35,6 @@ from engine.runtime.spark.column_fold import (
     result_timestamps,
     to_general,
 )
-from engine.runtime.spark.column_path import codec_texts, encode_key_column
 from engine.state import codec
 from engine.windowing.aggregations import builtin_aggregation
 from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows

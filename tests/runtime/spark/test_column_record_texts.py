@@ -1,4 +1,4 @@
-"""column_path.record_texts: the column path's record texts, written column-wise, read back as the element path's.
+"""arrow_text.record_texts: the column path's record texts, written column-wise, read back as the element path's.
 
 The contract: for every row dict ``d`` of the table (engine/io/formats.py ``table_to_pylist``, what the element
 path reads), ``decode_values`` of the column-wise text gives a value equal to ``d``, of the same types down to
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from engine.io.formats import table_to_pylist
-from engine.runtime.spark.column_path import record_texts
+from engine.runtime.spark.arrow_text import record_texts
 from engine.runtime.spark.rows import decode_values, encode_record
 
 
