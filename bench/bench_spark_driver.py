@@ -10,6 +10,8 @@ time on this thread, and reports per epoch:
   localCheckpoint materialization, then the shuffle and window stages), from Spark's own status store;
 * ``driver_ms``: the rest of the epoch's step (``step_ms - jobs_ms``): every DataFrame built, every closure
   pickled, every plan analysed, the driver rows decoded and delivered;
+* ``py4j_calls``: the step's round trips to the JVM on this thread (each Java call, and each element of a list
+  PySpark sends); a count, so it does not move with the host's load as the times do;
 * ``checkpoint_ms``: the epoch boundary's checkpoint part on this thread (``before_epoch`` + ``after_epoch``:
   serving requests, triggering, the barrier's synchronous part; the state upload itself is a background Spark job
   overlapping the next epoch).
@@ -72,6 +74,39 @@ class _PickledFunctions:
         return out
 
 
+class _Py4jCalls:
+    """Counts this thread's py4j round trips to the JVM (each Java call, attribute and list element sent)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __enter__(self) -> _Py4jCalls:
+        import threading
+
+        from py4j.clientserver import ClientServerConnection
+
+        self._original = original = ClientServerConnection.send_command
+        me = threading.get_ident()
+        counter = self
+
+        def counted(connection: Any, command: str) -> Any:
+            if threading.get_ident() == me:
+                counter.count += 1
+            return original(connection, command)
+
+        ClientServerConnection.send_command = counted
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        from py4j.clientserver import ClientServerConnection
+
+        ClientServerConnection.send_command = self._original
+
+    def take(self) -> int:
+        n, self.count = self.count, 0
+        return n
+
+
 def _job_times(spark: Any, seen: set[int]) -> list[tuple[int, int]]:
     """(submission ms, completion ms) of this thread's job group's jobs not seen yet, oldest first."""
     store = spark.sparkContext._jsc.sc().statusStore()
@@ -102,10 +137,11 @@ def run(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
         env, _ = build()
         spark.sparkContext.setJobGroup(JOB_GROUP, "Sluice epochs (bench_spark_driver)")
         seen: set[int] = set(spark.sparkContext.statusTracker().getJobIdsForGroup(JOB_GROUP))
-        with _PickledFunctions() as pickled:
+        with _PickledFunctions() as pickled, _Py4jCalls() as py4j_calls:
             job = SparkRuntime(env).start(f"bench-driver-{args.window}", list(env._sinks), [])
             _job_times(spark, seen)  # jobs of the job's start (partition preimages): not an epoch's
             pickled.take()
+            py4j_calls.take()
             started = time.monotonic()
             cp = job.checkpointing
             while not job.finished:
@@ -121,6 +157,7 @@ def run(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
                 if profiled:
                     profiler.disable()
                 t2 = time.monotonic()
+                round_trips = py4j_calls.take()
                 cp.after_epoch()
                 t3 = time.monotonic()
                 jobs = _job_times(spark, seen)
@@ -132,9 +169,9 @@ def run(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
                     "build_ms": round(jobs[0][0] - wall_start_ms, 1) if jobs else None,
                     "jobs_ms": jobs_ms, "driver_ms": round(step_ms - jobs_ms, 1), "spark_jobs": len(jobs),
                     "checkpoint_ms": round((t1 - t0 + t3 - t2) * 1000, 1),
-                    "pickled_functions": len(sizes), "pickled_bytes": sum(sizes)})
+                    "pickled_functions": len(sizes), "pickled_bytes": sum(sizes), "py4j_calls": round_trips})
                 print("epoch {epoch}: step {step_ms:.0f} ms = jobs {jobs_ms:.0f} ({spark_jobs}) + driver "
-                      "{driver_ms:.0f} (first job after {build_ms} ms); checkpoint {checkpoint_ms:.0f} ms; "
+                      "{driver_ms:.0f} (first job after {build_ms} ms; {py4j_calls} py4j calls); checkpoint {checkpoint_ms:.0f} ms; "
                       "{pickled_functions} functions pickled, {pickled_bytes:,} bytes".format(**epochs[-1]),
                       flush=True)
             cp.on_job_end()
@@ -142,7 +179,7 @@ def run(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
     steady = epochs[args.warmup:] or epochs
     summary = {k: round(statistics.median(e[k] for e in steady if e[k] is not None), 1)
                for k in ("step_ms", "build_ms", "jobs_ms", "driver_ms", "checkpoint_ms", "pickled_functions",
-                         "pickled_bytes") if any(e[k] is not None for e in steady)}
+                         "pickled_bytes", "py4j_calls") if any(e[k] is not None for e in steady)}
     result = {"benchmark": "bench_spark_driver", "events": args.events, "keys": args.keys, "files": args.files,
               "skew": args.skew, "window": args.window, "form": args.form, "epochs": len(epochs),
               "wall_s": round(wall_s, 2), "events_per_s": round(args.events / wall_s, 1),
