@@ -16,10 +16,11 @@ time on this thread, and reports per epoch:
   serving requests, triggering, the barrier's synchronous part; the state upload itself is a background Spark job
   overlapping the next epoch).
 
-It also counts the Python functions pickled for Spark (``mapInArrow`` closures: how many per epoch and how many
-bytes), and with ``--profile`` runs cProfile on the driver thread during the epochs' steps and prints the top
-costs of the epochs after ``--warmup``.  The first epochs pay the JVM's and the workers' warm-up: the summary's medians are over the epochs after
-``--warmup``.  Jobs are told apart from the checkpoint upload's by a job group set on this thread.
+It also counts the Python functions the step pickles for Spark (``mapInArrow`` closures: how many per epoch and
+how many bytes; the checkpoint upload's, on its own thread, are not counted), and with ``--profile`` runs cProfile
+on the driver thread during the steps of the epochs after ``--warmup`` and prints the top costs.  The first epochs
+pay the JVM's and the workers' warm-up: the summary's medians leave the first ``--warmup`` epochs out too.  Jobs are
+told apart from the checkpoint upload's by a job group set on this thread (cleared at the end).
 
 Usage: ``python -m bench.bench_spark_driver --events 500000 --keys 10000 --files 20 [--window tumbling]
 [--form column] [--profile]``; the last line is JSON.
@@ -33,6 +34,7 @@ import io
 import pstats
 import statistics
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -44,7 +46,8 @@ JOB_GROUP = "sluice-driver-harness"
 
 
 class _PickledFunctions:
-    """Counts what PySpark pickles for a Python function it sends to the JVM (``_prepare_for_python_RDD``)."""
+    """Counts what PySpark pickles on this thread for a Python function it sends to the JVM
+    (``_prepare_for_python_RDD``)."""
 
     def __init__(self) -> None:
         self.sizes: list[int] = []
@@ -56,10 +59,13 @@ class _PickledFunctions:
         self._original = original = rdd._prepare_for_python_RDD
         sizes = self.sizes
 
+        me = threading.get_ident()
+
         def counted(sc: Any, command: Any) -> Any:
             from pyspark.serializers import CloudPickleSerializer
 
-            sizes.append(len(CloudPickleSerializer().dumps(command)))  # before any broadcast of a big one
+            if threading.get_ident() == me:  # not the checkpoint upload's (its own thread)
+                sizes.append(len(CloudPickleSerializer().dumps(command)))  # before any broadcast of a big one
             return original(sc, command)
 
         rdd._prepare_for_python_RDD = counted
@@ -81,8 +87,6 @@ class _Py4jCalls:
         self.count = 0
 
     def __enter__(self) -> _Py4jCalls:
-        import threading
-
         from py4j.clientserver import ClientServerConnection
 
         self._original = original = ClientServerConnection.send_command
@@ -124,10 +128,8 @@ def _job_times(spark: Any, seen: set[int]) -> list[tuple[int, int]]:
 
 
 def run(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from engine.runtime.spark.runtime import SparkRuntime
-
+    """Generate the events, run the job on ``spark`` measuring each epoch; the result (last line of ``main``)."""
     profiler = cProfile.Profile() if args.profile else None
-    epochs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="sluice-bench-driver-") as work:
         dataset = generate_purchase_events(f"{work}/data", events=args.events, keys=args.keys, files=args.files,
                                            skew=args.skew)
@@ -135,47 +137,60 @@ def run(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
         build = sluice_builder(dataset, args.window, f"{work}/run", args.parallelism, splits_dir, form=args.form,
                                options={"preaggregation": False} if args.form == "column-elements" else None)
         env, _ = build()
-        spark.sparkContext.setJobGroup(JOB_GROUP, "Sluice epochs (bench_spark_driver)")
-        seen: set[int] = set(spark.sparkContext.statusTracker().getJobIdsForGroup(JOB_GROUP))
-        with _PickledFunctions() as pickled, _Py4jCalls() as py4j_calls:
-            job = SparkRuntime(env).start(f"bench-driver-{args.window}", list(env._sinks), [])
-            _job_times(spark, seen)  # jobs of the job's start (partition preimages): not an epoch's
-            pickled.take()
-            py4j_calls.take()
-            started = time.monotonic()
-            cp = job.checkpointing
-            while not job.finished:
-                t0 = time.monotonic()
-                if cp.before_epoch():
-                    break
-                t1 = time.monotonic()
-                wall_start_ms = time.time() * 1000
-                profiled = profiler is not None and len(epochs) >= args.warmup  # warm-up epochs left out
-                if profiled:
-                    profiler.enable()
-                job.step()
-                if profiled:
-                    profiler.disable()
-                t2 = time.monotonic()
-                round_trips = py4j_calls.take()
-                cp.after_epoch()
-                t3 = time.monotonic()
-                jobs = _job_times(spark, seen)
-                sizes = pickled.take()
-                step_ms = (t2 - t1) * 1000
-                jobs_ms = sum(done - sub for sub, done in jobs)
-                epochs.append({
-                    "epoch": job.epoch, "step_ms": round(step_ms, 1),
-                    "build_ms": round(jobs[0][0] - wall_start_ms, 1) if jobs else None,
-                    "jobs_ms": jobs_ms, "driver_ms": round(step_ms - jobs_ms, 1), "spark_jobs": len(jobs),
-                    "checkpoint_ms": round((t1 - t0 + t3 - t2) * 1000, 1),
-                    "pickled_functions": len(sizes), "pickled_bytes": sum(sizes), "py4j_calls": round_trips})
-                print("epoch {epoch}: step {step_ms:.0f} ms = jobs {jobs_ms:.0f} ({spark_jobs}) + driver "
-                      "{driver_ms:.0f} (first job after {build_ms} ms; {py4j_calls} py4j calls); checkpoint {checkpoint_ms:.0f} ms; "
-                      "{pickled_functions} functions pickled, {pickled_bytes:,} bytes".format(**epochs[-1]),
-                      flush=True)
-            cp.on_job_end()
-            wall_s = time.monotonic() - started
+        try:
+            return _measure(spark, env, args, profiler)
+        finally:  # the session's next jobs on this thread are no harness epochs
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+            spark.sparkContext.setLocalProperty("spark.job.description", None)
+
+
+def _measure(spark: Any, env: Any, args: argparse.Namespace, profiler: cProfile.Profile | None) -> dict[str, Any]:
+    """Run the job one epoch at a time on this thread, timing each (module docstring)."""
+    from engine.runtime.spark.runtime import SparkRuntime
+
+    epochs: list[dict[str, Any]] = []
+    spark.sparkContext.setJobGroup(JOB_GROUP, "Sluice epochs (bench_spark_driver)")
+    seen: set[int] = set(spark.sparkContext.statusTracker().getJobIdsForGroup(JOB_GROUP))
+    with _PickledFunctions() as pickled, _Py4jCalls() as py4j_calls:
+        job = SparkRuntime(env).start(f"bench-driver-{args.window}", list(env._sinks), [])
+        _job_times(spark, seen)  # jobs of the job's start (partition preimages): not an epoch's
+        pickled.take()
+        py4j_calls.take()
+        started = time.monotonic()
+        cp = job.checkpointing
+        while not job.finished:
+            t0 = time.monotonic()
+            if cp.before_epoch():
+                break
+            t1 = time.monotonic()
+            wall_start_ms = time.time() * 1000
+            py4j_calls.take()  # the harness's own calls (the status store's) are not the step's
+            profiled = profiler is not None and len(epochs) >= args.warmup  # warm-up epochs left out
+            if profiled:
+                profiler.enable()
+            job.step()
+            if profiled:
+                profiler.disable()
+            t2 = time.monotonic()
+            round_trips = py4j_calls.take()
+            cp.after_epoch()
+            t3 = time.monotonic()
+            jobs = _job_times(spark, seen)
+            sizes = pickled.take()
+            step_ms = (t2 - t1) * 1000
+            jobs_ms = sum(done - sub for sub, done in jobs)
+            epochs.append({
+                "epoch": job.epoch, "step_ms": round(step_ms, 1),
+                "build_ms": round(jobs[0][0] - wall_start_ms, 1) if jobs else None,
+                "jobs_ms": jobs_ms, "driver_ms": round(step_ms - jobs_ms, 1), "spark_jobs": len(jobs),
+                "checkpoint_ms": round((t1 - t0 + t3 - t2) * 1000, 1),
+                "pickled_functions": len(sizes), "pickled_bytes": sum(sizes), "py4j_calls": round_trips})
+            print("epoch {epoch}: step {step_ms:.0f} ms = jobs {jobs_ms:.0f} ({spark_jobs}) + driver "
+                  "{driver_ms:.0f} (first job after {build_ms} ms; {py4j_calls} py4j calls); "
+                  "checkpoint {checkpoint_ms:.0f} ms; {pickled_functions} functions pickled, {pickled_bytes:,} "
+                  "bytes".format(**epochs[-1]), flush=True)
+        cp.on_job_end()
+        wall_s = time.monotonic() - started
     steady = epochs[args.warmup:] or epochs
     summary = {k: round(statistics.median(e[k] for e in steady if e[k] is not None), 1)
                for k in ("step_ms", "build_ms", "jobs_ms", "driver_ms", "checkpoint_ms", "pickled_functions",
