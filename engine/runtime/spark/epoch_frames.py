@@ -20,8 +20,26 @@ per literal, per element of a list PySpark sends) and the JVM an analysis of its
 — per part a filter, a projection and a shuffle, then a union, a shuffle, a sort and a projection — and the driver
 rows' filter are each written as one SQL text (:meth:`EpochFrames.sql`): one parse, one analysis, a handful of
 round trips (a temporary view per input frame, dropped at once).  Same logical plan, same physical plan.
-bench/bench_spark_driver.py measures it per epoch: py4j round trips of the job master's thread per epoch of the
-column form, 500k events / 10k keys / 20 epochs, 516 before, 151 after.
+
+Measured with bench/bench_spark_driver.py (column form, tumbling, medians over the epochs after the second; this
+2-core host shared, load 5 to 15 while measuring, so times are noisy and counts are not):
+
+* py4j round trips of the job master's thread per epoch: 472 before, 107 after (500k events / 10k keys and 2M /
+  100k alike: the count does not depend on the data);
+* the window stage's input built alone on the same two inputs, interleaved, 15 times each: 116 ms before, 51 ms
+  after (minimum; medians 180 and 105), with its ``mapInArrow`` and ``localCheckpoint`` 241 ms and 126 ms;
+* the driver's part of a whole epoch (step minus the time inside its two Spark jobs) did not move beyond the
+  noise: 724 and 656 ms before, 753 and 609 ms after (500k / 10k, two rounds taking turns), 564 ms before and
+  557 ms after (2M / 100k).  cProfile says why: the
+  driver thread spends about 96% of an epoch's step waiting on the JVM, of which the epoch's two ``collect``
+  calls about 100 ms each beyond their jobs (planning, the SQL execution's events, serving the rows), a
+  ``localCheckpoint`` about 90 ms (optimizing and physical planning of the plan it cuts), each SQL text about
+  70 ms (parse, analysis, the views), each ``mapInArrow`` about 40 ms (its closure pickled: about 6.8 KB each,
+  the routes and plan nodes included every epoch; a new Python UDF created in the JVM).  What would cut the
+  epoch further is fewer Spark actions, not fewer calls: epoch n's window stage and epoch n+1's read in one job
+  (the read needs only W(n) and S(n), known after epoch n's first job) — which moves the checkpoint barrier's
+  bookkeeping and is not done here — and the closures' epoch-varying parameters passed as data so one UDF
+  serves every epoch (not done either: it changes what the window stage reads, being rewritten meanwhile).
 """
 
 from __future__ import annotations
