@@ -29,8 +29,9 @@ def test_the_harness_reports_each_epochs_jobs_closures_and_round_trips(spark) ->
     assert result["epochs"] == len(epochs) >= 3  # one epoch per file, then the end of input's
     for e in epochs[:-1]:
         # read (with its local checkpoint) and windows (shuffle, window stage, local checkpoint): two Spark jobs,
-        # and in the first epoch the tiny query that finds the shuffle's partition preimages (epoch_frames.py)
-        assert e["spark_jobs"] == (3 if e is epochs[0] else 2), e
+        # and in the first epoch the tiny query that finds the shuffle's partition preimages unless this process
+        # already ran it (epoch_frames.py caches them per parallelism)
+        assert e["spark_jobs"] in ((2, 3) if e is epochs[0] else (2,)), e
         assert 0 < e["jobs_ms"] <= e["step_ms"] + 5 and e["driver_ms"] >= -5, e
         assert 0 <= e["build_ms"] <= e["step_ms"] + 5, e
         # the source stage's closure and the window stage's, pickled by this thread

@@ -193,8 +193,9 @@ class EpochFrames:
     def driver_rows(self, frames: list[Any]) -> list[Any]:
         """One Spark job: the rows of ``frames`` for the driver; it also materializes their local checkpoints."""
         names = {f"f{i}": f for i, f in enumerate(frames)}
-        return self.sql(" UNION ALL ".join(f"SELECT _dest, _value, _tag FROM {{{name}}} WHERE _dest IN ({_DRIVER_DESTS})"
-                                           for name in names), names).collect()
+        query = " UNION ALL ".join(f"SELECT _dest, _value, _tag FROM {{{name}}} WHERE _dest IN ({_DRIVER_DESTS})"
+                                   for name in names)
+        return self.sql(query, names).collect()
 
     def sql(self, query: str, frames: dict[str, Any]) -> Any:
         """``query`` over ``frames`` (each named ``{name}`` in it; no other brace in the text): a chain of
