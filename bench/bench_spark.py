@@ -78,17 +78,17 @@ def _user(e: tuple) -> str:
     return e[0]
 
 
-def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, splits_dir: str,
-               options: dict[str, Any] | None = None, form: str = "lambda") -> dict[str, Any]:
-    """``form``: ``lambda`` (a timestamp function, a map to tuples, a key function, as users write it) or
-    ``column`` (fields named: ``with_timestamp_assigner("ts")``, ``key_by("user_id")``, ``sum("qty")``; so is
-    ``column-elements``, run with ``options`` that keep it on the element path)."""
+def sluice_builder(dataset: Any, window: str, work_dir: str, parallelism: int, splits_dir: str,
+                   options: dict[str, Any] | None = None, form: str = "lambda") -> Any:
+    """``build(restore=None) -> (env, sums)``: the Sluice job :func:`run_sluice` runs (also the driver-cost
+    harness's, bench/bench_spark_driver.py), checkpointing every epoch under ``work_dir``."""
     from engine.api.environment import StreamExecutionEnvironment
     from engine.api.time import Duration, Time
-    from engine.runtime.spark.runtime import SparkRuntime
     from engine.watermarks.strategy import WatermarkStrategy
     from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 
+    if form not in ("lambda", "column", "column-elements"):
+        raise ValueError(f"form must be lambda, column or column-elements; got {form!r}")
     files = len(dataset.files)
     epoch_records = max(1, math.ceil(dataset.events / parallelism / files))
 
@@ -117,6 +117,17 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, split
         sums.write_files(f"file://{work_dir}/sluice-output", "parquet")  # the restore re-commits into it
         return env, sums
 
+    return build
+
+
+def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, splits_dir: str,
+               options: dict[str, Any] | None = None, form: str = "lambda") -> dict[str, Any]:
+    """``form``: ``lambda`` (a timestamp function, a map to tuples, a key function, as users write it) or
+    ``column`` (fields named: ``with_timestamp_assigner("ts")``, ``key_by("user_id")``, ``sum("qty")``; so is
+    ``column-elements``, run with ``options`` that keep it on the element path)."""
+    from engine.runtime.spark.runtime import SparkRuntime
+
+    build = sluice_builder(dataset, window, work_dir, parallelism, splits_dir, options, form)
     env, stream = build()
     job = SparkRuntime(env).start(f"bench-{window}", list(env._sinks), [])
     meter = CpuMeter(spark_jvm_pid()).start()

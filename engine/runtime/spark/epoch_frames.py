@@ -12,6 +12,34 @@
   (:func:`subtask_expr`, :func:`partition_preimages`), a broadcast row copied to every subtask; the new state rows are
   materialized with ``localCheckpoint`` so lineage never grows across epochs;
 * the rows the driver collects (sink records, dead letters, counters, split reports), one Spark job per call.
+
+**Driver cost (issue 16).**  The job master builds these frames on every epoch, since each epoch's inputs (the
+source stage's output, the state rows of the epoch before) are new localCheckpointed RDDs: whatever reads them is
+analysed and planned again.  A DataFrame call costs the driver one py4j round trip or more (one per Column object,
+per literal, per element of a list PySpark sends) and the JVM an analysis of its own, so the window stage's input
+— per part a filter, a projection and a shuffle, then a union, a shuffle, a sort and a projection — and the driver
+rows' filter are each written as one SQL text (:meth:`EpochFrames.sql`): one parse, one analysis, a handful of
+round trips (a temporary view per input frame, dropped at once).  Same logical plan, same physical plan.
+
+Measured with bench/bench_spark_driver.py (column form, tumbling, medians over the epochs after the second; this
+2-core host shared, load 5 to 15 while measuring, so times are noisy and counts are not):
+
+* py4j round trips of the job master's thread per epoch: 472 before, 107 after (500k events / 10k keys and 2M /
+  100k alike: the count does not depend on the data);
+* the window stage's input built alone on the same two inputs, interleaved, 15 times each: 116 ms before, 51 ms
+  after (minimum; medians 180 and 105), with its ``mapInArrow`` and ``localCheckpoint`` 241 ms and 126 ms;
+* the driver's part of a whole epoch (step minus the time inside its two Spark jobs) did not move beyond the
+  noise: 724 and 656 ms before, 753 and 609 ms after (500k / 10k, two rounds taking turns), 564 ms before and
+  557 ms after (2M / 100k).  cProfile says why: the
+  driver thread spends about 96% of an epoch's step waiting on the JVM, of which the epoch's two ``collect``
+  calls about 100 ms each beyond their jobs (planning, the SQL execution's events, serving the rows), a
+  ``localCheckpoint`` about 90 ms (optimizing and physical planning of the plan it cuts), each SQL text about
+  70 ms (parse, analysis, the views), each ``mapInArrow`` about 40 ms (its closure pickled: about 6.8 KB each,
+  the routes and plan nodes included every epoch; a new Python UDF created in the JVM).  What would cut the
+  epoch further is fewer Spark actions, not fewer calls: epoch n's window stage and epoch n+1's read in one job
+  (the read needs only W(n) and S(n), known after epoch n's first job) — which moves the checkpoint barrier's
+  bookkeeping and is not done here — and the closures' epoch-varying parameters passed as data so one UDF
+  serves every epoch (not done either: it changes what the window stage reads, being rewritten meanwhile).
 """
 
 from __future__ import annotations
@@ -66,6 +94,11 @@ def upstream_keyed(v: Any) -> set[int]:
         else:
             stack.extend(e.source_vertex for e in u.inputs)
     return found
+
+
+#: the destinations whose rows the driver collects (:meth:`EpochFrames.driver_rows`)
+_DRIVER_DESTS = ", ".join(str(d) for d in (DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLIT, DEST_STAGED,
+                                           DEST_OPERATOR_COUNTS))
 
 
 def union(frames: list[Any]) -> Any:
@@ -126,6 +159,7 @@ class EpochFrames:
         self.upstream_windows = {v.head.id: upstream_keyed(v) for v in windows}
         self._range_frames: dict[int, Any] = {}
         self._row_struct: Any = None
+        self._empty: Any = None
         #: False when ``env.get_config().set_auto_watermark_interval(0)`` turned periodic watermarks off
         self.periodic_watermarks = True
 
@@ -161,11 +195,18 @@ class EpochFrames:
 
     def driver_rows(self, frames: list[Any]) -> list[Any]:
         """One Spark job: the rows of ``frames`` for the driver; it also materializes their local checkpoints."""
-        from pyspark.sql import functions as F
+        names = {f"f{i}": f for i, f in enumerate(frames)}
+        query = " UNION ALL ".join(f"SELECT _dest, _value, _tag FROM {{{name}}} WHERE _dest IN ({_DRIVER_DESTS})"
+                                   for name in names)
+        return self.sql(query, names).collect()
 
-        return union(frames).where(F.col("_dest").isin(DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLIT,
-                                                         DEST_STAGED, DEST_OPERATOR_COUNTS)) \
-            .select("_dest", "_value", "_tag").collect()
+    def sql(self, query: str, frames: dict[str, Any]) -> Any:
+        """``query`` over ``frames`` (each named ``{name}`` in it; no other brace in the text): a chain of
+        DataFrame calls as one SQL text, parsed and analysed once, in a handful of py4j round trips — a DataFrame
+        call costs one or more, plus one per Column object and list element it passes, and an analysis of its
+        own (the module docstring's figures).  PySpark names each frame with a temporary view for the call and
+        drops it after: the DataFrame returned holds the analysed plan, not the view."""
+        return self.spark.sql(query, **frames)
 
     def run_windows(self, vertices: list[Any], state: dict[int, Any], stage_outputs: list[Any], before: int,
                     after: int, now_ms: int, epoch: int, staging: Callable[[], dict[int, Any]]) -> list[Any]:
@@ -177,8 +218,6 @@ class EpochFrames:
         the plan, not with the number of windows.  ``state`` (keyed node id -> state rows) gets each
         vertex's new state rows; ``stage_outputs`` gets every window stage's output.
         """
-        from pyspark.sql import functions as F
-
         pending = list(vertices)
         done: set[int] = set()
         window_outputs: list[Any] = []
@@ -194,8 +233,7 @@ class EpochFrames:
                     for group in by_parallelism.values()]
             for group, out in zip(by_parallelism.values(), outs):
                 for v in group:
-                    state[v.head.id] = out.where(
-                        (F.col("_dest") == DEST_STATE) & (F.col("_tag") == str(v.head.id)))
+                    state[v.head.id] = out.where(f"_dest = {DEST_STATE} AND _tag = '{v.head.id}'")
             stage_outputs.extend(outs)
             window_outputs.extend(outs)
             done.update(v.head.id for v in ready)
@@ -211,61 +249,81 @@ class EpochFrames:
         parallelism = group[0].parallelism
         ids = [v.head.id for v in group]
         broadcast_ids = [str(v.head.id) for v in group if isinstance(v.head, BroadcastProcessTransformation)]
-        mine = F.col("_dest").isin(*ids)
+        mine = f"_dest IN ({', '.join(str(i) for i in ids)})"
         fold_ids = [str(i) for i in ids if i in self.routes.preaggregations and self.routes.preaggregations[i].fold]
         if fold_ids:
-            mine = mine | ((F.col("_dest") == DEST_COLUMNS) & F.col("_tag").isin(*fold_ids))
+            mine = f"({mine} OR (_dest = {DEST_COLUMNS} AND _tag IN ({', '.join(repr(t) for t in fold_ids)})))"
         if broadcast_ids:
-            mine = mine | ((F.col("_dest") == DEST_BROADCAST) & F.col("_tag").isin(*broadcast_ids))
-        parts = [df.where(mine) for df in stage_outputs]
+            mine = f"({mine} OR (_dest = {DEST_BROADCAST} AND _tag IN ({', '.join(repr(t) for t in broadcast_ids)})))"
         mp = self.max_parallelism
         kg = f"CASE WHEN _dest IN ({DEST_STATE}, {DEST_COLUMNS}) THEN _kg ELSE CAST(pmod(xxhash64(_key), {mp}) AS INT) END"
         lookup = "array(" + ", ".join(str(x) for x in partition_preimages(self.spark, parallelism)) + ")"
-        columns = [c for c in ROW_DDL_COLUMNS if c != "_kg"]
+        columns = ", ".join(c for c in ROW_DDL_COLUMNS if c != "_kg")
         node = (f"CASE WHEN _dest IN ({DEST_STATE}, {DEST_BROADCAST}, {DEST_COLUMNS}) THEN CAST(_tag AS INT) "
                 f"ELSE _dest END AS _node")
 
-        def place(df: Any) -> Any:
-            # Each part is shuffled by _pk, the partition preimage of its key group's subtask, in one
-            # projection (each DataFrame step costs a round of JVM analysis on the driver).  A union of
-            # parts partitioned alike stays so: Spark adds no exchange for the union, nor for folding
+        def placed(name: str, where: str | None = None) -> str:
+            # A part shuffled by _pk, the partition preimage of its key group's subtask, in one projection.  A union
+            # of parts partitioned alike stays so: Spark adds no exchange for the union, nor for folding
             # pre-aggregated records, which it does where they land (one shuffle per epoch, not two).
+            source = f"{{{name}}}" + (f" WHERE {where}" if where else "")
             if broadcast_ids:
                 # a broadcast row is copied to every subtask, as the first key group of each (one more projection,
                 # only in a stage with a broadcast process vertex)
                 firsts = ", ".join(str(key_group_range_for_operator(mp, parallelism, i).start_key_group)
                                    for i in range(parallelism))
-                df = df.selectExpr(*columns, f"explode(CASE WHEN _dest = {DEST_BROADCAST} THEN array({firsts}) "
-                                             f"ELSE array({kg}) END) AS _kg")
-                return df.selectExpr(
-                    *columns, "_kg", node, f"element_at({lookup}, {subtask_expr(parallelism, mp, '_kg')} + 1) AS _pk",
-                ).repartition(parallelism, "_pk")
-            return df.selectExpr(
-                *columns, f"{kg} AS _kg", node,
-                f"element_at({lookup}, {subtask_expr(parallelism, mp, f'({kg})')} + 1) AS _pk",
-            ).repartition(parallelism, "_pk")
+                source = (f"(SELECT {columns}, explode(CASE WHEN _dest = {DEST_BROADCAST} THEN array({firsts}) "
+                          f"ELSE array({kg}) END) AS _kg FROM {source}) AS b")
+                key_group = "_kg"
+            else:
+                key_group = f"{kg} AS _kg"
+            return (f"SELECT /*+ REPARTITION({parallelism}, _pk) */ {columns}, {key_group}, {node}, "
+                    f"element_at({lookup}, {subtask_expr(parallelism, mp, '_kg' if broadcast_ids else f'({kg})')} + 1)"
+                    f" AS _pk FROM {source}")
 
+        frames: dict[str, Any] = {}
+        parts: list[str] = []
         # the column path's partials are whole (each carries its first element) and reach the window stage as they
         # are: its operator folds a (key, pane)'s partials of several tasks like records (preaggregation.py)
         pre_ids = [i for i in ids if i in self.routes.preaggregations and self.routes.preaggregations[i].column is None]
-        if parts and pre_ids:
-            records = union(parts)
+        if stage_outputs and pre_ids:
+            records = union(stage_outputs).where(mine)
             partial = F.col("_dest").isin(*pre_ids) & F.col("_num").isNotNull()
-            parts = [place(records.where(~partial))]
+            frames["records"] = records.where(~partial)
+            parts.append(placed("records"))
             for i in pre_ids:
-                parts.append(preaggregate(place(records.where(partial & (F.col("_dest") == i))),
-                                          self.routes.preaggregations[i], placed=("_pk", "_kg", "_node")))
+                frames[f"pre{i}"] = preaggregate(
+                    self.sql(placed("part"), {"part": records.where(partial & (F.col("_dest") == i))}),
+                    self.routes.preaggregations[i], placed=("_pk", "_kg", "_node"))
+                parts.append(f"SELECT {columns}, _kg, _node, _pk FROM {{pre{i}}}")
         else:
-            parts = [place(p) for p in parts]
-        parts += [place(state[i]) for i in ids if state[i] is not None]
+            for n, df in enumerate(stage_outputs):
+                frames[f"out{n}"] = df
+                parts.append(placed(f"out{n}", mine))
+        for i in ids:
+            if state[i] is not None:
+                frames[f"state{i}"] = state[i]
+                parts.append(placed(f"state{i}"))
         if not parts:
-            parts.append(place(self.spark.createDataFrame([], ROW_DDL)))
+            frames["empty"] = self._empty_rows()
+            parts.append(placed("empty"))
         # the window stage reads only these (stages.py WINDOW_STAGE_COLUMNS): Spark prunes the others — the
         # encoded key, the channel and sequence once sorted — from the shuffle and the Arrow batches; a column fold
-        # window keeps the channel and sequence (its blob rows' partials and any element rows are merged in that order)
-        placed = union(parts).repartition(parallelism, "_pk").sortWithinPartitions("_node", "_kg", "_split", "_offset") \
-            .select(*WINDOW_STAGE_COLUMNS, *(("_split", "_offset") if fold_ids else ()))
+        # window keeps the channel and sequence (its blob rows' partials and any element rows are merged in that
+        # order).  One SQL text for the whole input (:meth:`sql`): the parts' union, placed by _pk, sorted within
+        # each partition
+        union_all = " UNION ALL ".join(f"({p})" for p in parts)
+        selected = ", ".join((*WINDOW_STAGE_COLUMNS, *(("_split", "_offset") if fold_ids else ())))
+        placed_input = self.sql(
+            f"SELECT {selected} FROM (SELECT /*+ REPARTITION({parallelism}, _pk) */ * "
+            f"FROM ({union_all}) AS u SORT BY _node, _kg, _split, _offset) AS s", frames)
         fn = window_stage({v.head.id: v.head for v in group}, self.routes, epoch=epoch, parallelism=parallelism,
                           max_parallelism=mp, watermark_before=before, watermark_after=after, now_ms=now_ms,
                           staging=staging)
-        return placed.mapInArrow(fn, self._row_schema()).localCheckpoint(eager=False)
+        return placed_input.mapInArrow(fn, self._row_schema()).localCheckpoint(eager=False)
+
+    def _empty_rows(self) -> Any:
+        """No row, in the row schema (built once)."""
+        if self._empty is None:
+            self._empty = self.spark.createDataFrame([], self._row_schema())
+        return self._empty
