@@ -96,6 +96,20 @@ def get_field(value: Any, field: int | str) -> Any:
     )
 
 
+#: :func:`peek_field` of a value that has no such field
+MISSING = object()
+
+
+def peek_field(value: Any, field: int | str) -> Any:
+    """The field of ``value`` as :func:`get_field` reads it, or :data:`MISSING` (no error) when it has none."""
+    try:
+        if isinstance(value, (tuple, list, Row, dict)):
+            return value[field]  # type: ignore[index]
+    except (IndexError, KeyError, TypeError):
+        return MISSING
+    return value if field == 0 else MISSING
+
+
 def set_field(value: Any, field: int | str, new: Any) -> Any:
     """A copy of ``value`` with ``field`` replaced by ``new`` (the input is never mutated)."""
     if isinstance(value, tuple):
@@ -134,14 +148,8 @@ class _FieldAggregate(AggregateFunction):
         """Raise :class:`MalformedRecordError` when ``value``'s field cannot be folded (module docstring,
         "Bad data"); a missing field is left to ``add``, which names it as a definition error."""
         field = self.field
-        try:
-            if isinstance(value, (tuple, list, Row, dict)):
-                x = value[field]  # type: ignore[index]
-            elif field == 0:
-                x = value
-            else:
-                return
-        except (IndexError, KeyError, TypeError):
+        x = peek_field(value, field)
+        if x is MISSING:
             return
         t = type(x)
         if t is int or t is float or isinstance(x, self.accepts):

@@ -136,7 +136,7 @@ from dataclasses import dataclass
 from math import gcd
 from typing import Any
 
-from engine.row import Row
+from engine.windowing.aggregations import peek_field
 
 #: ints beyond this magnitude take the element path (see the module docstring, "Exactness")
 INT_LIMIT = 2**31
@@ -191,16 +191,7 @@ class PreAggregation:
 
     def numeric(self, value: Any) -> int | None:
         """The aggregated field when it may be folded in SQL, else None (the element path)."""
-        field = self.field
-        try:
-            if isinstance(value, (tuple, list, dict, Row)):
-                x = value[field]  # type: ignore[index]
-            elif field == 0:
-                x = value
-            else:
-                return None
-        except (IndexError, KeyError, TypeError):
-            return None
+        x = peek_field(value, self.field)
         return x if type(x) is int and -INT_LIMIT < x < INT_LIMIT else None
 
     def apply(self, first: Any, aggregate: int) -> Any:
