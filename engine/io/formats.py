@@ -290,7 +290,7 @@ def _timestamps_to_pylist(column: Any) -> list | None:
 
 class ArrowRows:
     """Window results that are dicts, kept as one Arrow table of their fields (a column fold's fired windows,
-    engine/runtime/spark/column_fold.py), with one timestamp each.
+    engine/runtime/spark/column_fold.py), with one timestamp each (an Arrow array, read only by ``records()``).
 
     An output that can take them (a Spark task staging a Parquet part) writes the table; ``values()`` and
     ``records()`` give the dicts the row-wise path would have emitted (:func:`table_to_pylist`).
@@ -298,7 +298,7 @@ class ArrowRows:
 
     __slots__ = ("table", "timestamps")
 
-    def __init__(self, table: Any, timestamps: list[int]) -> None:
+    def __init__(self, table: Any, timestamps: Any) -> None:
         self.table = table
         self.timestamps = timestamps
 
@@ -309,7 +309,7 @@ class ArrowRows:
         return table_to_pylist(self.table)
 
     def records(self) -> list[StreamRecord]:
-        return [StreamRecord(v, ts) for v, ts in zip(self.values(), self.timestamps)]
+        return [StreamRecord(v, ts) for v, ts in zip(self.values(), self.timestamps.to_pylist())]
 
 
 def table_to_pylist(table: Any) -> list[dict]:
@@ -495,7 +495,7 @@ def _arrow_rows_table(chunks: Sequence[Any]) -> Any:
         return None
     try:
         table = pa.concat_tables(tables)
-        inferred = pa.Table.from_pylist(ArrowRows(table.slice(0, 1), []).values()).schema
+        inferred = pa.Table.from_pylist(table_to_pylist(table.slice(0, 1))).schema
         if inferred.names != table.schema.names:
             return None
         return table.cast(inferred)

@@ -333,11 +333,19 @@ class Router:
         finally:
             self.attributed = outer
 
+    def _staged_only(self, node_id: int) -> list[Consumer] | None:
+        """The consumers of ``node_id`` when every one is a staged file sink (a part written from columns), else
+        None."""
+        consumers = self.routes.of(node_id, None)
+        if consumers and all(c.kind == STAGED and c.key_selector is None for c in consumers):
+            return consumers
+        return None
+
     def emit_columns(self, node_id: int, batch: TupleColumns) -> None:
         """Results in column form (engine/elements.py TupleColumns): kept as columns when every consumer is
         a staged file sink (the part is written from them), else emitted as records."""
-        consumers = self.routes.of(node_id, None)
-        if consumers and all(c.kind == STAGED and c.key_selector is None for c in consumers):
+        consumers = self._staged_only(node_id)
+        if consumers is not None:
             for c in consumers:
                 self._staged_chunks.setdefault(c.node_id, []).append(batch)
         else:
@@ -345,13 +353,13 @@ class Router:
 
     def emit_table(self, node_id: int, table: Any, timestamps: Any) -> None:
         """Dict results as one Arrow table of their fields (a column fold's fired windows, engine/io/formats.py
-        ArrowRows): staged as the table when every consumer is a staged Parquet sink, else emitted as records."""
+        ArrowRows): staged as the table when every consumer is a staged file sink (a Parquet part is written from
+        it, another format from its dicts), else emitted as records."""
         from engine.io.formats import ArrowRows
 
-        rows = ArrowRows(table, timestamps.to_pylist())
-        consumers = self.routes.of(node_id, None)
-        if consumers and all(c.kind == STAGED and c.key_selector is None and self.staging[c.node_id].format == "parquet"
-                             for c in consumers):
+        rows = ArrowRows(table, timestamps)
+        consumers = self._staged_only(node_id)
+        if consumers is not None:
             n = len(rows)
             for c in consumers:
                 self._staged_chunks.setdefault(c.node_id, []).append(rows)

@@ -75,6 +75,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.runtime.spark.rows import ipc_bytes, ipc_table
+
 #: the header of a column fold state row says this (a general-layout state row's header has none)
 STATE_LAYOUT = "column-fold/1"
 
@@ -92,17 +94,6 @@ _KINDS = ("sum", "min", "max")
 
 #: :func:`from_general` of snapshots holding no window: the fold starts from the partials' record type
 NO_STATE = pa.table({})
-
-
-def _ipc_bytes(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _ipc_table(blob: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
 
 
 # ---- 1. the reading task ------------------------------------------------------------------------------------
@@ -171,10 +162,11 @@ def partial_rows(partials: pa.Table, *, parallelism: int, max_parallelism: int) 
                       for g in range(max_parallelism)], np.int32)
     subtasks = owner[kgs]
     out = []
-    for s in np.unique(subtasks):
-        part = partials.filter(pa.array(subtasks == s)) if len(np.unique(subtasks)) > 1 else partials
+    present = np.unique(subtasks)
+    for s in present:
+        part = partials.filter(pa.array(subtasks == s)) if len(present) > 1 else partials
         first = key_group_range_for_operator(max_parallelism, parallelism, int(s)).start_key_group
-        out.append((first, _ipc_bytes(part)))
+        out.append((first, ipc_bytes(part)))
     return out
 
 
@@ -182,8 +174,8 @@ def blob_tables(blobs: list[bytes], channels: list[str]) -> list[pa.Table]:
     """The partials of a subtask's blob rows, each with its channel (``_ch``)."""
     tables = []
     for blob, channel in zip(blobs, channels):
-        t = _ipc_table(blob)
-        tables.append(t.append_column("_ch", pa.array([channel] * t.num_rows, pa.string())))
+        t = ipc_table(blob)
+        tables.append(t.append_column("_ch", pa.repeat(pa.scalar(channel, pa.string()), t.num_rows)))
     return tables
 
 
@@ -207,7 +199,7 @@ def empty_state(record_type: pa.DataType) -> pa.Table:
 
 def state_row(state: pa.Table, *, watermark: int) -> tuple[str, bytes]:
     """The subtask's state row parts (``_value`` header, ``_blob``)."""
-    return json.dumps({"layout": STATE_LAYOUT, "watermark": watermark}, sort_keys=True), _ipc_bytes(state)
+    return json.dumps({"layout": STATE_LAYOUT, "watermark": watermark}, sort_keys=True), ipc_bytes(state)
 
 
 def is_state_row(header: str) -> bool:
@@ -222,7 +214,7 @@ def read_state_row(header: str, blob: bytes) -> tuple[pa.Table, int]:
         h = json.loads(header)
         if h.get("layout") != STATE_LAYOUT or type(h.get("watermark")) is not int:
             raise ValueError(f"layout {h.get('layout')!r}")
-        table = _ipc_table(blob)
+        table = ipc_table(blob)
     except (ValueError, pa.ArrowException) as exc:
         raise CorruptSnapshotError(f"column fold state row is malformed ({exc})") from exc
     if tuple(table.column_names) != STATE_FIELDS:
@@ -230,8 +222,9 @@ def read_state_row(header: str, blob: bytes) -> tuple[pa.Table, int]:
     return table, h["watermark"]
 
 
-def _windows(ts: np.ndarray, size: int, slide: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, starts): each timestamp's windows, in the assigner's order (descending start) per row."""
+def _windows(ts: np.ndarray, size: int, slide: int, offset: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, starts, ranks): each timestamp's windows, in the assigner's order (descending start, ``ranks``) per
+    row."""
     last = ts - np.mod(ts - offset, slide)
     per = -(-size // slide)
     k = np.arange(per, dtype=np.int64)
@@ -245,7 +238,7 @@ def fold(state: pa.Table, partials: pa.Table | None, *, kind: str, size: int, sl
          watermark_before: int, watermark_after: int) -> tuple[pa.Table, pa.Table, int]:
     """One epoch of one subtask: ``(fired, state, late records dropped)`` (module docstring, "Exactness").
 
-    ``partials`` in (key group, channel, sequence) order (:func:`partials_from_blobs`); ``fired`` in firing order.
+    ``partials`` in (key group, channel, sequence) order (:func:`concat_partials`); ``fired`` in firing order.
     """
     if kind not in _KINDS:
         raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
@@ -369,7 +362,7 @@ def to_general(state: pa.Table, template: Any, *, field: str, size: int) -> Any:
     timers = pa.Table.from_arrays([
         state.column("_kg").cast(pa.int32()).take(by_order), state.column("_key").take(by_order),
         namespaces.take(by_order), pc.subtract(ends, 1).take(by_order),
-        pa.array([EVENT_TIME] * n, pa.string())], schema=timers_schema)
+        pa.repeat(pa.scalar(EVENT_TIME, pa.string()), n)], schema=timers_schema)
     metadata = dict(template.metadata)
     metadata["state_rows"] = {**(metadata.get("state_rows") or {}), WINDOW_CONTENTS_STATE: n}
     metadata["state_kinds"] = {**(metadata.get("state_kinds") or {}), WINDOW_CONTENTS_STATE: "aggregating"}

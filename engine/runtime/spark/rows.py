@@ -129,16 +129,23 @@ class RowBuffer:
 # ---- keyed state as a row ----------------------------------------------------------------------------------
 
 
+def ipc_bytes(table: pa.Table) -> bytes:
+    """``table`` as one Arrow IPC stream (what a state row's or a column fold's blob holds)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def ipc_table(blob: Any) -> pa.Table:
+    """The table of one Arrow IPC stream (:func:`ipc_bytes`)."""
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+
+
 def snapshot_to_row_parts(snapshot: MaterializedOperatorSnapshot) -> tuple[str, bytes]:
     """(metadata JSON, blob): each table as an Arrow IPC stream, lengths recorded in the metadata."""
     names = sorted(snapshot.tables)
-    chunks: list[bytes] = []
-    for name in names:
-        sink = pa.BufferOutputStream()
-        table = snapshot.tables[name]
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        chunks.append(sink.getvalue().to_pybytes())
+    chunks = [ipc_bytes(snapshot.tables[name]) for name in names]
     header = {"metadata": snapshot.metadata, "tables": names, "sizes": [len(c) for c in chunks]}
     return json.dumps(header, sort_keys=True, separators=(",", ":")), b"".join(chunks)
 
@@ -154,7 +161,7 @@ def snapshot_from_row_parts(header_json: str, blob: bytes) -> MaterializedOperat
     tables: dict[str, pa.Table] = {}
     pos = 0
     for name, size in zip(names, sizes):
-        tables[name] = pa.ipc.open_stream(pa.py_buffer(blob[pos:pos + size])).read_all()
+        tables[name] = ipc_table(blob[pos:pos + size])
         pos += size
     return MaterializedOperatorSnapshot.from_parts(json.dumps(header["metadata"]), tables)
 

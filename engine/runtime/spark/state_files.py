@@ -141,11 +141,21 @@ def keyless_subtask_ack(location: Any, node: Any, uid: str, subtask: int, parall
     every keyed operator runs at the job's watermark) and snapshotted, and its tables are written as a local
     subtask's are (engine/runtime/checkpoint_storage.py ``write_operator_snapshot``).
     """
+    from engine.runtime.checkpoint_storage import write_operator_snapshot
+
+    return write_operator_snapshot(location, uid, subtask,
+                                   _empty_snapshot(node, uid, subtask, parallelism, max_parallelism, checkpoint_id,
+                                                   watermark))
+
+
+def _empty_snapshot(node: Any, uid: str, subtask: int, parallelism: int, max_parallelism: int, checkpoint_id: int,
+                    watermark: int) -> Any:
+    """The snapshot of keyed vertex ``node``'s operator (the class the tasks run) holding no key: opened for the
+    subtask's key groups, brought to ``watermark`` and snapshotted for ``checkpoint_id``."""
     from engine.clock import ManualClock
     from engine.elements import StreamRecord, Watermark
     from engine.errors import IllegalStateError
     from engine.operators.base import ListOutput, OperatorContext
-    from engine.runtime.checkpoint_storage import write_operator_snapshot
     from engine.runtime.spark.stages import keyed_operator
     from engine.state.key_groups import key_group_range_for_operator
 
@@ -161,36 +171,23 @@ def keyless_subtask_ack(location: Any, node: Any, uid: str, subtask: int, parall
     emitted = [e for e in output.elements if isinstance(e, StreamRecord)]
     if emitted or output.side_outputs:
         raise IllegalStateError(f"Bug: the keyless subtask {subtask} of {uid!r} emitted records: {emitted[:3]}")
-    return write_operator_snapshot(location, uid, subtask, snapshot)
+    return snapshot
 
 
 def general_snapshot(node: Any, uid: str, subtask: int, parallelism: int, max_parallelism: int, header: str,
                      blob: bytes, checkpoint_id: int) -> Any:
     """A column fold state row of window ``node``'s subtask as the window operator's snapshot for checkpoint
     ``checkpoint_id`` (its metadata from the operator itself, opened for the subtask at the row's watermark)."""
-    from engine.clock import ManualClock
-    from engine.elements import Watermark
-    from engine.operators.base import ListOutput, OperatorContext
+    from engine.errors import IllegalStateError
     from engine.runtime.spark.column_fold import read_state_row, to_general
-    from engine.runtime.spark.stages import keyed_operator
-    from engine.state.key_groups import key_group_range_for_operator
     from engine.windowing.variant import window_geometry
 
     state, watermark = read_state_row(header, blob)
     vectorized = getattr(node.function.aggregate_function, "vectorized", None)
     geometry = window_geometry(node.assigner)
     if vectorized is None or geometry is None:
-        from engine.errors import IllegalStateError
-
         raise IllegalStateError(f"Bug: a column fold state row for window {uid!r}, which does not fold")
-    operator = keyed_operator(node)
-    operator.open(OperatorContext(uid, subtask, parallelism, max_parallelism,
-                                  key_group_range_for_operator(max_parallelism, parallelism, subtask),
-                                  clock=ManualClock(0)), ListOutput())
-    if watermark > operator.current_watermark():
-        operator.process_watermark(Watermark(watermark))
-    template = operator.snapshot_now(checkpoint_id)
-    operator.close()
+    template = _empty_snapshot(node, uid, subtask, parallelism, max_parallelism, checkpoint_id, watermark)
     return to_general(state, template, field=vectorized.field, size=geometry[0])
 
 
