@@ -14,8 +14,8 @@ it after every element, as Flink's StreamGroupedReduceOperator does; the per-fie
 the window aggregations (engine/windowing/aggregations.py, Flink's SumAggregator / ComparableAggregator).
 
 Errors: a key selector that raises makes the record a dead letter (a data problem, as for windows), and so
-does a record whose field a rolling ``sum``/``min``/``max``/``min_by``/``max_by`` cannot fold (None, a str:
-stage ``aggregate``); an exception in the user's function fails the task, and the runtime restarts from the
+does a record whose field a rolling ``sum``/``min``/``max``/``min_by``/``max_by`` cannot fold (None; a str under
+``sum``: stage ``aggregate``); an exception in the user's function fails the task, and the runtime restarts from the
 last checkpoint.
 """
 

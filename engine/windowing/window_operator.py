@@ -29,8 +29,8 @@ Behaviour follows Flink's Java ``WindowOperator`` / ``EvictingWindowOperator``:
 
 Errors: exceptions of user functions (assigner, trigger, evictor, window function) propagate and fail the
 task.  A key selector that raises, a record without timestamp reaching an event-time window, or a field a
-built-in ``sum``/``min``/``max``/``min_by``/``max_by`` cannot fold (None, a str: stage ``aggregate``) are data
-problems: the record goes to ``context.dead_letter`` and is counted in ``num_dead_letter_records``.
+built-in ``sum``/``min``/``max``/``min_by``/``max_by`` cannot fold (None; a str under ``sum``: stage
+``aggregate``) are data problems: the record goes to ``context.dead_letter`` and is counted in ``num_dead_letter_records``.
 
 Variants: this is the general operator, for any assigner, trigger, evictor and function, element by
 element (count windows fold a batch with CountTrigger inlined).  Common shapes run in variants beside
