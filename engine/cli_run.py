@@ -2,9 +2,10 @@
 
 Both take the same options (``_run_options``); ``restore SNAPSHOT`` is ``run --from-savepoint SNAPSHOT``.  A
 snapshot is validated with Great Expectations first (the outcome recorded in its ``_metadata``) and refused if it
-fails, unless ``--skip-validation`` is given; a drained one (``stop --drain``: its watermark is MAX_WATERMARK) is refused unless ``--allow-drained`` is
-given, and one holding state of an operator (uid) the job no longer has unless ``-n/--allow-non-restored-state`` is
-given (Flink's ``-n/--allowNonRestoredState``; that state is then dropped).  ``--option key=value`` takes the keys some runtime reads (engine/runtime/options.py), checked here.  The
+fails, unless ``--skip-validation`` is given; a drained one (``stop --drain``: its watermark is MAX_WATERMARK) is
+refused unless ``--allow-drained`` is given, and one holding state of an operator (uid) the job no longer has
+unless ``-n/--allow-non-restored-state`` is given (Flink's ``-n/--allowNonRestoredState``; that state is then
+dropped).  ``--option key=value`` takes the keys some runtime reads (engine/runtime/options.py), checked here.  The
 master runs in this process until the job ends, then prints a JSON summary with the job's final ``state``.  The exit
 status says how it ended: 0 for a job that finished (or was stopped with a savepoint), :data:`EXIT_CANCELED` for a
 job cancelled from another shell (``sluice cancel``, ``sluice stop --no-savepoint``), 1 for a job that failed; a
