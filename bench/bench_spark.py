@@ -17,9 +17,13 @@ epoch, the restore time, and where each side's CPU goes (microseconds per event 
 PySpark's Python workers and in the driver's Python, bench/common.py ``CpuMeter``); the last line is JSON.
 
 Each side runs ``--repeat`` times per window (default 3), native and Sluice taking turns, and the
-medians are compared: the first run of either side in a process pays the JVM's warm-up (and
-Sluice's Python workers their imports), and this shared host's speed drifts between runs, so a
-single pair of runs can be off by tens of percent either way.  Every run's figure is printed too.
+medians are compared: this shared host's speed drifts between runs, so a single pair of runs can be
+off by tens of percent either way.  Every run's figure is printed too.  Before a cell's measured runs
+every side runs once, unmeasured, on ``--warmup-events`` events of the cell's shape (default 200k):
+the first run in a process pays the JVM's warm-up (JFR on this 2-core host: the JIT compiler took
+1.3 cores through a whole first run) and Sluice's Python workers their imports, and without it the
+side that went first paid that for the other — native, on the first window of every cell, with
+``--repeat 1``.
 
 Two forms of the Sluice job take turns with native: ``lambda`` (above) and ``column``, the same job with
 fields named instead of functions (``with_timestamp_assigner("ts")``, ``key_by("user_id")``,
@@ -297,12 +301,41 @@ def check_results(dataset: Any, window: str, outputs: dict[str, str],
 # ---- one cell -------------------------------------------------------------------------------------------------
 
 
+def _run_side(spark: Any, side: str, dataset: Any, window: str, where: str, parallelism: int,
+              splits_dir: str) -> dict[str, Any]:
+    if side == "native":
+        return asdict(run_native_window_sum(spark, dataset, window=window, sink="parquet", work_dir=where,
+                                            watermark_delay=f"{WATERMARK_DELAY_MS // 1000} seconds"))
+    return run_sluice(dataset, window, where, parallelism, splits_dir, form=side,
+                      options={"preaggregation": False} if side == "column-elements" else None)
+
+
+def warm_up(spark: Any, keys: int, skew: float, *, events: int, files: int, parallelism: int, windows: list[str],
+            sides: list[str]) -> None:
+    """Run every side once per window on a small data set of the cell's shape, unmeasured.
+
+    Why: the JVM compiles Spark's planner, scheduler and shuffle code for minutes (measured with JFR on a 2-core
+    host: its compiler threads took 1.3 cores through a whole first run), so whichever side ran first in a fresh
+    JVM paid that for the other.  With ``--repeat 1`` that was always native, on the first window of each cell."""
+    with tempfile.TemporaryDirectory(prefix="sluice-bench-warmup-") as work:
+        dataset = generate_purchase_events(f"{work}/data", events=events, keys=keys, files=files, skew=skew)
+        splits_dir = interleave_into_splits(dataset, f"{work}/splits", parallelism)
+        for window in windows:
+            for side in sides:
+                _run_side(spark, side, dataset, window, f"{work}/{side}-{window}", parallelism, splits_dir)
+
+
 def run_cell(spark: Any, events: int, keys: int, skew: float, *, files: int, parallelism: int, windows: list[str],
-             sides: list[str], repeat: int, check: bool = False) -> dict[str, Any]:
+             sides: list[str], repeat: int, check: bool = False, warmup_events: int = 0) -> dict[str, Any]:
     """One cell of the grid in this process: the data set written once, every side ``repeat`` times per window,
-    taking turns on the same session; medians per side.  ``check``: :func:`check_results` on the first run."""
-    results: dict[str, Any] = {"events": events, "keys": keys, "skew": skew, "files": files}
+    taking turns on the same session; medians per side.  ``check``: :func:`check_results` on the first run.
+    ``warmup_events``: first :func:`warm_up` on that many events (0: none)."""
+    results: dict[str, Any] = {"events": events, "keys": keys, "skew": skew, "files": files,
+                               "warmup_events": warmup_events}
     jvm = spark_jvm_pid()
+    if warmup_events:
+        warm_up(spark, min(keys, warmup_events), skew, events=warmup_events, files=files, parallelism=parallelism,
+                windows=windows, sides=sides)
     with tempfile.TemporaryDirectory(prefix="sluice-bench-") as work:
         dataset = generate_purchase_events(f"{work}/data", events=events, keys=keys, files=files, skew=skew)
         splits_dir = interleave_into_splits(dataset, f"{work}/splits", parallelism)
@@ -313,13 +346,7 @@ def run_cell(spark: Any, events: int, keys: int, skew: float, *, files: int, par
                 for side in order:
                     where = f"{work}/{side}-{window}-{run}"
                     with PeakTreeRss(jvm) as peak:
-                        if side == "native":
-                            r = asdict(run_native_window_sum(spark, dataset, window=window, sink="parquet",
-                                                             work_dir=where,
-                                                             watermark_delay=f"{WATERMARK_DELAY_MS // 1000} seconds"))
-                        else:
-                            r = run_sluice(dataset, window, where, parallelism, splits_dir, form=side,
-                                           options={"preaggregation": False} if side == "column-elements" else None)
+                        r = _run_side(spark, side, dataset, window, where, parallelism, splits_dir)
                     r["peak_tree_rss_mb"] = peak.mb
                     runs[side].append(r)
                 if check and run == 0:
@@ -368,7 +395,7 @@ def run_grid_cell(events: int, keys: int, skew: float, args: argparse.Namespace)
     command = [sys.executable, "-m", "bench.bench_spark", "--events", str(events), "--keys", str(keys),
                "--skew", str(skew), "--files", str(args.files), "--repeat", str(args.repeat),
                "--windows", args.windows, "--sides", args.sides, "--driver-memory", args.driver_memory,
-               "--parallelism", str(args.parallelism)]
+               "--parallelism", str(args.parallelism), "--warmup-events", str(args.warmup_events)]
     started = time.monotonic()
     try:
         done = subprocess.run(command, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
@@ -410,6 +437,9 @@ def main(argv: list[str] | None = None) -> None:
                                                    "reported); default 3, 1 with --smoke")
     parser.add_argument("--driver-memory", help="the one local JVM every side of a cell shares (the issue's "
                                                 "'normal heap'); default 4g, 1g with --smoke")
+    parser.add_argument("--warmup-events", type=int,
+                        help="before a cell's measured runs, every side runs once on this many events of the cell's "
+                             "shape, unmeasured (the JVM's warm-up; 0: none); default 200000, 0 with --smoke")
     parser.add_argument("--cell-timeout-s", type=float, default=4 * 3600, help="--grid: a cell's time limit")
     args = parser.parse_args(argv)
     defaults = SMOKE if args.smoke else GRID if args.grid else SINGLE
@@ -417,6 +447,9 @@ def main(argv: list[str] | None = None) -> None:
         if getattr(args, name) is None:
             setattr(args, name, defaults[name])
     args.repeat = args.repeat if args.repeat is not None else 1 if args.smoke else 3
+    args.warmup_events = args.warmup_events if args.warmup_events is not None else 0 if args.smoke else 200_000
+    if args.warmup_events < 0:
+        parser.error("--warmup-events must be 0 or more")
     args.driver_memory = args.driver_memory or ("1g" if args.smoke else "4g")
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -467,7 +500,8 @@ def main(argv: list[str] | None = None) -> None:
         for events, keys, skew in grid:
             results["cells"].append(run_cell(spark, events, keys, skew, files=args.files,
                                              parallelism=args.parallelism, windows=windows, sides=sides,
-                                             repeat=args.repeat, check=args.smoke))
+                                             repeat=args.repeat, check=args.smoke,
+                                             warmup_events=args.warmup_events))
         results["peak_rss_mb"] = {"jvm": process_peak_rss_mb(spark_jvm_pid() or -1), "driver_python": peak_rss_mb()}
     finally:
         stop_spark(spark)
