@@ -281,6 +281,7 @@ class SparkCheckpointing:
         self.control.serve(self._serve)
 
     def _serve(self, r: ControlRequest) -> None:
+        self.job.flush_pending()  # a savepoint, a stop or a cancel comes after every epoch read so far
         if r.kind == "cancel":
             self.cancelled = True
             r.future.set_result(None)
@@ -359,9 +360,11 @@ class SparkCheckpointing:
         self.locations[checkpoint_id] = location
         started = time.monotonic()
         acks: dict[str, Any] = {}
+        # the barrier: with pipelined epochs, the moment before the reads still pending (SparkJob.barrier)
+        epoch, watermark, splits = job.barrier()
         for task_id in self.source_tasks:
             vid = int(task_id.split("-", 1)[1])
-            positions = {sid: s.offset for sid, s in job.splits.entries.items() if s.vertex == vid}
+            positions = {sid: s.offset for sid, s in splits.items() if s.vertex == vid}
             acks[task_id] = TaskStateSnapshot({}, positions)
         for task_id, writer in self.sink_tasks.items():
             state = writer.snapshot_state(checkpoint_id) if hasattr(writer, "snapshot_state") else None
@@ -370,10 +373,10 @@ class SparkCheckpointing:
         self.output_marks[checkpoint_id] = job.output_marks()  # driver memory only, for an in-process restart
         # the driver's part of barrier n, taken now: the checkpoint may complete epochs later
         self.boundaries[checkpoint_id] = {
-            "epoch": job.epoch, "watermark": job.watermark,
+            "epoch": epoch, "watermark": watermark,
             "splits": {sid: {"watermarks": s.watermarks, "finished": s.finished, "idle": s.idle,
-                             "watermark": s.watermark} for sid, s in job.splits.entries.items()}}
-        watermark = job.watermark  # every keyed operator's at this boundary
+                             "watermark": s.watermark} for sid, s in splits.items()}}
+        # ``watermark`` is every keyed operator's at this boundary
 
         def upload() -> dict[str, Any]:
             window_acks: dict[str, Any] = {}

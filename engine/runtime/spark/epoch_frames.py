@@ -200,6 +200,16 @@ class EpochFrames:
                                    for name in names)
         return self.sql(query, names).collect()
 
+    def driver_rows_by_frame(self, frames: list[Any]) -> list[list[Any]]:
+        """:meth:`driver_rows` in one Spark job, told apart by frame: each frame's rows, in ``frames`` order."""
+        names = {f"f{i}": f for i, f in enumerate(frames)}
+        query = " UNION ALL ".join(f"SELECT _dest, _value, _tag, {i} AS _frame FROM {{{name}}} "
+                                   f"WHERE _dest IN ({_DRIVER_DESTS})" for i, name in enumerate(names))
+        out: list[list[Any]] = [[] for _ in frames]
+        for dest, value, tag, frame in self.sql(query, names).collect():
+            out[frame].append((dest, value, tag))
+        return out
+
     def sql(self, query: str, frames: dict[str, Any]) -> Any:
         """``query`` over ``frames`` (each named ``{name}`` in it; no other brace in the text): a chain of
         DataFrame calls as one SQL text, parsed and analysed once, in a handful of py4j round trips — a DataFrame

@@ -18,7 +18,7 @@ subtask's watermark, until a new split reaches it or the strategy's idleness mar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
@@ -156,6 +156,11 @@ class SplitTracker:
                 if sub not in busy and sub not in self.holds:
                     watermark = max(self.subtask_watermark.get(sub, MIN_WATERMARK), self._valve_output.watermark)
                     self.holds[sub] = SubtaskHold(self.valve.add_hold_channel(watermark), now_ms)
+
+    def barrier_view(self) -> dict[str, SplitEntry]:
+        """A copy of every split's entry as it stands now (an entry's fields are replaced by :meth:`advance`, never
+        mutated in place): what a barrier taken before the next reads records (job.py ``SparkJob.barrier``)."""
+        return {key: replace(entry) for key, entry in self.entries.items()}
 
     def release_finished(self) -> None:
         """After a restore: finished splits of a monitored source no longer count in the valve."""
