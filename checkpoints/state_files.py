@@ -75,7 +75,12 @@ def decode_table(data: bytes, handle: StateFileHandle, where: str) -> pa.Table:
     verify_bytes(data, handle, where)
     try:
         if handle.format == "parquet":
-            table = pq.read_table(pa.BufferReader(data))
+            # One thread, no dataset scan: Arrow's thread pools can drop their last reference to the Python
+            # buffer after the read returned, and one dropped while the interpreter exits kills the process
+            # with SIGABRT (seen: a CLI restore refused by validation; apache/arrow#34314). Read so, nothing
+            # holds the buffer once this returns.
+            with pq.ParquetFile(pa.BufferReader(data)) as parquet_file:
+                table = parquet_file.read(use_threads=False)
         else:
             table = ipc.open_file(pa.BufferReader(data)).read_all()
     except (pa.ArrowException, OSError) as exc:
