@@ -31,7 +31,8 @@ def _json_fragment(column: pa.Array, canonical: bool = False) -> pa.Array | None
     A string of plain ASCII is itself in double quotes; an integer its decimal text; a finite float Arrow's
     shortest round-trip text (``.0`` added to an integral one, so it reads back as a float); a bool
     ``true``/``false``; a UTC timestamp (pyarrow gives ``ZoneInfo("UTC")``) the codec's ``$dz`` tag of its wall
-    time, which decodes to the very datetime the element path reads.  ``canonical``: the codec's very bytes
+    time, and a timestamp without a zone (a naive datetime) its ``$dt`` tag: each decodes to the very datetime the
+    element path reads.  ``canonical``: the codec's very bytes
     (:func:`codec_texts`): a float is Python's ``repr``, a wall time without microseconds has no fraction.
     """
     t = column.type
@@ -54,7 +55,7 @@ def _json_fragment(column: pa.Array, canonical: bool = False) -> pa.Array | None
         text = pc.cast(pc.cast(column, pa.float64()), pa.string())
         integral = pc.invert(pc.match_substring_regex(text, r"[.eE]"))
         return pc.if_else(integral, pc.binary_join_element_wise(text, ".0", ""), text)
-    if pa.types.is_timestamp(t) and t.tz == "UTC" and t.unit in _TO_MS:
+    if pa.types.is_timestamp(t) and t.tz in ("UTC", None) and t.unit in _TO_MS:
         ints = column.cast(pa.int64()).to_numpy(zero_copy_only=False)
         walls = pa.array(np.datetime_as_string(ints.astype(f"datetime64[{t.unit}]").astype("datetime64[us]")),
                          pa.string())
@@ -62,6 +63,8 @@ def _json_fragment(column: pa.Array, canonical: bool = False) -> pa.Array | None
             if not pc.all(pc.equal(pc.utf8_length(walls), 26)).as_py():
                 return None
             walls = pc.replace_substring_regex(walls, r"\.000000$", "")
+        if t.tz is None:
+            return pc.binary_join_element_wise('{"$dt":"', walls, '"}', "")
         return pc.binary_join_element_wise('{"$dz":["', walls, '",0,"UTC"]}', "")
     return None
 

@@ -162,11 +162,11 @@ any_text = st.text(max_size=6)
 @given(rows=st.lists(st.tuples(any_text, st.integers(-2**40, 2**40),
                                st.floats(allow_nan=False, allow_infinity=False, width=64), st.booleans(),
                                st.integers(-62_135_596_800_000_000, 253_402_300_799_000_000)), min_size=1, max_size=20),
-       unit=st.sampled_from(["s", "ms", "us"]))
-def test_codec_texts_are_the_codecs_bytes(rows, unit) -> None:
+       unit=st.sampled_from(["s", "ms", "us"]), tz=st.sampled_from(["UTC", None]))
+def test_codec_texts_are_the_codecs_bytes(rows, unit, tz) -> None:
     ts = [t // {"s": 1_000_000, "ms": 1000, "us": 1}[unit] for *_, t in rows]
     table = pa.table({"s": [r[0] for r in rows], "i": [r[1] for r in rows], "f": [r[2] for r in rows],
-                      "b": [r[3] for r in rows], "ts": pa.array(ts, pa.timestamp(unit, tz="UTC"))})
+                      "b": [r[3] for r in rows], "ts": pa.array(ts, pa.timestamp(unit, tz=tz))})
     texts = codec_texts(table)
     expected = [codec.encode(v) for v in table_to_pylist(table)]
     if texts is None:  # a string that is not plain ASCII: the caller encodes the dicts
