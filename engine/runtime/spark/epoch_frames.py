@@ -78,10 +78,10 @@ from engine.watermarks.strategy import WatermarkStrategy
 KEYED_VERTICES = (WindowTransformation, KeyedProcessTransformation, BroadcastProcessTransformation)
 
 
-def upstream_keyed(v: Any) -> set[int]:
-    """Keyed vertex (window, keyed process) node ids whose output reaches vertex ``v`` without another one in
-    between."""
-    found: set[int] = set()
+def upstream_of(v: Any) -> list[Any]:
+    """The vertices upstream of vertex ``v`` reached without passing through a keyed vertex (window, keyed
+    process): the keyed ones where the walk stops, and every other one on the way."""
+    reached: list[Any] = []
     stack = [e.source_vertex for e in v.inputs]
     seen: set[int] = set()
     while stack:
@@ -89,11 +89,16 @@ def upstream_keyed(v: Any) -> set[int]:
         if u.id in seen:
             continue
         seen.add(u.id)
-        if isinstance(u.head, KEYED_VERTICES):
-            found.add(u.head.id)
-        else:
+        reached.append(u)
+        if not isinstance(u.head, KEYED_VERTICES):
             stack.extend(e.source_vertex for e in u.inputs)
-    return found
+    return reached
+
+
+def upstream_keyed(v: Any) -> set[int]:
+    """Keyed vertex (window, keyed process) node ids whose output reaches vertex ``v`` without another one in
+    between."""
+    return {u.head.id for u in upstream_of(v) if isinstance(u.head, KEYED_VERTICES)}
 
 
 #: the destinations whose rows the driver collects (:meth:`EpochFrames.driver_rows`)
@@ -195,10 +200,7 @@ class EpochFrames:
 
     def driver_rows(self, frames: list[Any]) -> list[Any]:
         """One Spark job: the rows of ``frames`` for the driver; it also materializes their local checkpoints."""
-        names = {f"f{i}": f for i, f in enumerate(frames)}
-        query = " UNION ALL ".join(f"SELECT _dest, _value, _tag FROM {{{name}}} WHERE _dest IN ({_DRIVER_DESTS})"
-                                   for name in names)
-        return self.sql(query, names).collect()
+        return [row for rows in self.driver_rows_by_frame(frames) for row in rows]
 
     def driver_rows_by_frame(self, frames: list[Any]) -> list[list[Any]]:
         """:meth:`driver_rows` in one Spark job, told apart by frame: each frame's rows, in ``frames`` order."""

@@ -84,6 +84,7 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -96,7 +97,7 @@ from engine.histories import BoundedHistory, history_limits
 from engine.runtime.duration_histogram import DurationHistogram
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
 from engine.runtime.spark.chains import build_routes
-from engine.runtime.spark.epoch_frames import KEYED_VERTICES, EpochFrames, union
+from engine.runtime.spark.epoch_frames import KEYED_VERTICES, EpochFrames, union, upstream_of
 from engine.runtime.spark.operator_counts import OperatorCounts
 from engine.runtime.spark.rows import (
     DEST_DEAD_LETTER,
@@ -427,22 +428,11 @@ class SparkJob:
                 self.splits.discover(now_ms)
             # one Spark job reads every split: its driver rows are the split reports plus what sinks get
             staging = self._staging_for(self.epoch)
-            frames = (self.frames.source_frame(v, self.splits.unfinished_of(v.id), self.runtime.epoch_records, now_ms,
-                                               before, staging) for v in self.sources)
-            source_frames = [f for f in frames if f is not None]
-            stage_outputs = []
-            source_rows: list[Any] = []
-            if source_frames:
-                src = union(source_frames).localCheckpoint(eager=False)
-                stage_outputs.append(src)
-                source_rows = self.frames.driver_rows([src])
+            src = self._read_frame(now_ms, before, staging)
+            stage_outputs = [] if src is None else [src]
+            source_rows = [] if src is None else self.frames.driver_rows([src])
             read_done = time.monotonic()
-            reports = [json.loads(value) for dest, value, _ in source_rows if dest == DEST_SPLIT]
-            after = self.splits.advance(reports, now_ms, self.watermark)
-            epoch_records = sum(r["records"] for r in reports)
-            for r in reports:
-                self.operator_counts.add_read(self.splits.entries[r["key"]].vertex, r["records"], r["key"])
-            self.records_read += epoch_records
+            after, epoch_records = self._apply_reports(source_rows, now_ms, before)
             active = self._active_windows(before, after, epoch_records)
             window_outputs = self.frames.run_windows(active, self.state, stage_outputs, before, after, now_ms,
                                                      self.epoch, staging)
@@ -459,6 +449,25 @@ class SparkJob:
         elapsed_s = time.monotonic() - started
         self.last_epoch_ms = int(elapsed_s * 1000)
         self.epoch_durations.observe(elapsed_s)
+
+    def _read_frame(self, now_ms: int, before: int, staging: Callable[[], dict[int, Any]]) -> Any:
+        """This epoch's reads of every unfinished split as one locally checkpointed frame (not run yet); None when
+        no split is left to read."""
+        frames = (self.frames.source_frame(v, self.splits.unfinished_of(v.id), self.runtime.epoch_records, now_ms,
+                                           before, staging) for v in self.sources)
+        source_frames = [f for f in frames if f is not None]
+        return union(source_frames).localCheckpoint(eager=False) if source_frames else None
+
+    def _apply_reports(self, source_rows: list[Any], now_ms: int, before: int) -> tuple[int, int]:
+        """Advance the splits by the split reports among the reads' rows: (the watermark after the reads, the
+        number of records they read)."""
+        reports = [json.loads(value) for dest, value, _ in source_rows if dest == DEST_SPLIT]
+        after = self.splits.advance(reports, now_ms, before)
+        records = sum(r["records"] for r in reports)
+        for r in reports:
+            self.operator_counts.add_read(self.splits.entries[r["key"]].vertex, r["records"], r["key"])
+        self.records_read += records
+        return after, records
 
     def _active_windows(self, before: int, after: int, records: int) -> list[Any]:
         """The keyed vertices an epoch that read ``records`` and moved W from ``before`` to ``after`` must run: an
@@ -480,21 +489,10 @@ class SparkJob:
         transaction of the barrier before their reads)."""
         if not self.runtime.pipeline_epochs or not self.windows:
             return False
-        by_id = {v.id: v for v in self.plan.vertices}
-        for v in self.plan.vertices:
-            if not any(node.id in self.staged_nodes for node in v.nodes) or isinstance(v.head, KEYED_VERTICES):
-                continue
-            stack, seen = [v], set()
-            while stack:
-                u = stack.pop()
-                if u.id in seen:
-                    continue
-                seen.add(u.id)
-                if u.is_source():
-                    return False
-                stack.extend(by_id[e.source_vertex.id] for e in u.inputs
-                             if not isinstance(e.source_vertex.head, KEYED_VERTICES))
-        return True
+        return not any(u.is_source() for v in self.plan.vertices
+                       if any(node.id in self.staged_nodes for node in v.nodes)
+                       and not isinstance(v.head, KEYED_VERTICES)
+                       for u in [v, *upstream_of(v)] if not isinstance(u.head, KEYED_VERTICES))
 
     def barrier(self) -> tuple[int, int, dict[str, SplitEntry]]:
         """(epoch, watermark, split entries) a barrier taken now records: every record before it processed, none
@@ -531,19 +529,11 @@ class SparkJob:
             pending = self.pending
             self.epoch += 1
             before = self.watermark
-            staging = self._staging_for(self.epoch)
-            frames = (self.frames.source_frame(v, self.splits.unfinished_of(v.id), self.runtime.epoch_records, now_ms,
-                                               before, staging) for v in self.sources)
-            src = union([f for f in frames if f is not None]).localCheckpoint(eager=False)
+            src = self._read_frame(now_ms, before, self._staging_for(self.epoch))  # not None: a split is unfinished
             window_outputs = self._pending_windows(pending) if pending is not None else []
             *window_rows, source_rows = self.frames.driver_rows_by_frame([*window_outputs, src])
             splits_before = self.splits.barrier_view()
-            reports = [json.loads(value) for dest, value, _ in source_rows if dest == DEST_SPLIT]
-            after = self.splits.advance(reports, now_ms, before)
-            epoch_records = sum(r["records"] for r in reports)
-            for r in reports:
-                self.operator_counts.add_read(self.splits.entries[r["key"]].vertex, r["records"], r["key"])
-            self.records_read += epoch_records
+            after, epoch_records = self._apply_reports(source_rows, now_ms, before)
             if pending is not None:  # epoch n's rows: its reads' first, as step delivers them
                 self._deliver(pending.rows)
                 for rows in window_rows:
