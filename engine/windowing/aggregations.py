@@ -41,8 +41,10 @@ aggregates, before any window or accumulator sees it.  Flink fails the job there
 that malformed records go to the dead-letter output (README, "Records that cannot be processed").
 **Supported**: the check runs on each element path (both runtimes).  **Not caught**: a ``min``/``max`` field
 holding text in some records and numbers in others (each is orderable alone; comparing the two fails the job
-with Python's TypeError, as Flink's comparison would fail).  A field missing from the record still fails the
-job (JobDefinitionError: the field name is wrong, as for every record).
+with Python's TypeError, as Flink's comparison would fail).  A record without the field at all (a JSON line
+lacking the key, a tuple too short) is malformed the same way, and a dead letter too (``the record has no field
+'qty', sum needs a number``): a stream of dicts has no schema that could tell at build time, so a field name
+that is wrong for every record shows as every record in the dead-letter output and its count.
 """
 
 from __future__ import annotations
@@ -146,11 +148,12 @@ class _FieldAggregate(AggregateFunction):
 
     def check_element(self, value: Any) -> None:
         """Raise :class:`MalformedRecordError` when ``value``'s field cannot be folded (module docstring,
-        "Bad data"); a missing field is left to ``add``, which names it as a definition error."""
+        "Bad data"), a missing field included."""
         field = self.field
         x = peek_field(value, field)
         if x is MISSING:
-            return
+            raise MalformedRecordError(f"the record has no field {field!r}, {self.kind} needs {self.needs}",
+                                       "aggregate")
         t = type(x)
         if t is int or t is float or isinstance(x, self.accepts):
             return
