@@ -346,8 +346,11 @@ class Router:
         a staged file sink (the part is written from them), else emitted as records."""
         consumers = self._staged_only(node_id)
         if consumers is not None:
+            n = len(batch)
             for c in consumers:
                 self._staged_chunks.setdefault(c.node_id, []).append(batch)
+                edge = (node_id, None, c.node_id)
+                self.received[edge] = self.received.get(edge, 0) + n
         else:
             self.emit(node_id, None, batch.records())
 

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engine.elements import MAX_WATERMARK
 from engine.master.metrics import JobMetrics
-from operator_metrics_jobs import EXPECTED, UNION_EXPECTED, run, run_union
+from operator_metrics_jobs import EXPECTED, UNION_EXPECTED, run, run_tuple_sums_to_files, run_union
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +109,14 @@ def test_a_stateless_chain_of_its_own_lists_its_subtasks_on_spark_as_the_local_r
     assert _by_name(union_on_spark) == _by_name(local) == UNION_EXPECTED
     for op in union_on_spark["operators"].values():
         assert [s["watermark_ms"] for s in op["subtasks"]] == [MAX_WATERMARK, MAX_WATERMARK]
+
+
+def test_window_results_staged_as_columns_count_as_the_windows_records_out(spark, tmp_path):
+    """A tumbling sum of tuples into a chained Parquet sink: Spark staged the fired windows as columns and counted
+    none of them (records out 0 against the local runtime's 50)."""
+    import pyarrow.parquet as pq
+
+    counts = {runtime: _counts(run_tuple_sums_to_files(runtime, str(tmp_path / runtime)))
+              for runtime in ("local", "spark")}
+    assert counts["spark"] == counts["local"] == {"v0.n0.numbers": (1000, 1000), "window": (1000, 50)}
+    assert sum(pq.read_table(f).num_rows for f in (tmp_path / "spark" / "out").rglob("*.parquet")) == 50
