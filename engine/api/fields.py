@@ -73,7 +73,7 @@ def check_field_of_input(node: Any, field: str | int, parameter: str = "field") 
     - they come from ``from_collection`` through nodes that pass records on unchanged (key_by, filter,
       timestamps, union) and one of the collection's records (the first 1000 are looked at) lacks it.
 
-    Anything else is only known when records flow: a record without the field fails the task then.
+    Anything else is only known when records flow: a record without the field is a dead letter then.
     """
     type_info = declared_output_type(node)
     if isinstance(type_info, (TupleTypeInfo, RowTypeInfo)):

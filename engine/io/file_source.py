@@ -160,7 +160,8 @@ class FileSource(Source):
                        and (self.only_file is None or info.key == self.only_file))
         if not names and not self.continuous and not self._folder_exists():
             raise JobDefinitionError("path", self.path, "must name an existing folder of event files",
-                                     "Create it, or read it with continuous=True to wait for files")
+                                     "Create it, or wait for files to land in it: read_files(path, format, "
+                                     "monitor_interval=...) or FileSource(path, continuous=True)")
         return [SourceSplit(name, 0, name) for name in names]
 
     def _folder_exists(self) -> bool:

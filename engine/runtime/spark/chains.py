@@ -37,7 +37,7 @@ from engine.graph.transformations import (
     WindowTransformation,
 )
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext, Output, key_failure
-from engine.runtime.keyed_edges import keyable
+from engine.runtime.keyed_edges import check_key, keyable
 from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation, preaggregation_for
 from engine.runtime.spark.rows import (
     DEST_BROADCAST,
@@ -423,10 +423,12 @@ class Router:
             value = r.value
             try:
                 k = selector(value)
+                if type(k) is not str:
+                    check_key(k)
             except Exception as exc:  # noqa: BLE001 - a key the selector cannot give is a dead letter (local runtime too)
                 key_failure(selector, value, exc, self.dead_letter)
                 continue
-            # a key state cannot hold fails the job, as on the local runtime (StateSerializationError says why)
+            # a hashable key the codec cannot write fails the job, as on the local runtime (StateSerializationError)
             if type(k) is str:
                 key = key_cache.get(k)
                 if key is None:
