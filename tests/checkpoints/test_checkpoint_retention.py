@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from ckpt_helpers import complete_checkpoint, keys, write_checkpoint
+from long_tests import long_tests
 
 from checkpoints import (
     CheckpointStorage,
@@ -38,6 +39,10 @@ def expected_objects(store, job_id, retained_metadata) -> set[str]:
 
 @pytest.mark.parametrize("retained", [1, 3, 10])
 def test_across_50_checkpoints_exactly_the_n_newest_remain_and_nothing_else_of_theirs(backend, retained):
+    if backend.kind != "fs" and retained != 3 and not long_tests():
+        # which N is retained is the store's logic, the same on every backend (the folder runs all three); S3's
+        # listing and deletes are exercised by N = 3 alone in CI: the other two took 200 s of it on moto
+        pytest.skip("N = 1 and 10 on S3 are long tests (SLUICE_LONG_TESTS=1); CI runs N = 3 on S3")
     storage = CheckpointStorage(backend.store, "job-a")
     completed = RetainedCheckpointStore(storage, retained=retained)
     completed.recover()
