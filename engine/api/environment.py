@@ -206,16 +206,27 @@ class StreamExecutionEnvironment:
         node = SourceTransformation(name=source_name, source=source, watermark_strategy=watermark_strategy)
         return DataStream(self, node)
 
-    def read_files(self, path: str, format: str = "parquet", monitor_interval: Any = None) -> DataStream:
+    def read_files(self, path: str, format: str = "parquet", monitor_interval: Any = None, *,
+                   infer_types: bool = True) -> DataStream:
         """Read a local or ``s3://`` folder, one split per file; records are dicts.
 
         ``monitor_interval`` (a ``Duration``, a ``timedelta`` or ms): keep reading the folder as files land,
         listing it again at that interval (Flink's ``FileSource...monitorContinuously``); the job then runs
-        until it is stopped.  Without it the folder is listed once and the job ends after its files."""
+        until it is stopped.  Without it the folder is listed once and the job ends after its files.
+
+        ``infer_types`` (CSV only): a cell that reads as a number becomes an int or float, an empty cell None
+        (engine/io/formats.py says which cells are numbers: ``007`` stays text, ``1e3`` is 1000.0); with
+        ``infer_types=False`` every cell is the str it holds."""
         if format not in ("parquet", "jsonl", "csv", "text"):
             raise JobDefinitionError("format", format, "must be 'parquet', 'jsonl', 'csv' or 'text' (lines as str)")
         interval_ms = None if monitor_interval is None else positive_millis(monitor_interval, "monitor_interval")
-        return self.from_source(FileSource(path, format=format, monitor_interval_ms=interval_ms),
+        if type(infer_types) is not bool:
+            raise JobDefinitionError("infer_types", infer_types, "must be True or False")
+        if not infer_types and format != "csv":
+            raise JobDefinitionError("infer_types", infer_types, f"applies to csv files only, not {format!r}",
+                                     "Parquet and JSON lines carry their own types; leave infer_types out")
+        return self.from_source(FileSource(path, format=format, monitor_interval_ms=interval_ms,
+                                           infer_types=infer_types),
                                 source_name=f"Files({path})")
 
     # -- execution -----------------------------------------------------------------------------

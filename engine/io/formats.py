@@ -9,8 +9,10 @@ rows that carry nothing.
 - ``jsonl``: one row per physical line (``\\n``-separated); each non-blank line
   must be a JSON object.
 - ``csv``: the first row is the header; each following CSV row (a quoted field
-  may span lines) is one row; with ``infer_types`` cells become int, float or
-  None (empty) where they read as such, else stay str.
+  may span lines) is one row; with ``infer_types`` (the default) each cell on its own becomes None
+  (empty), an int (``-12``), a float (``0.5``, ``1e3``, ``.5``) or stays str — ``007`` stays text, as does
+  anything with a leading zero before a digit; a column can hold both numbers and text.  Without
+  ``infer_types`` every cell is a str (``read_files(..., infer_types=False)``).
 - ``parquet``: one row per table row, read a row group at a time.
 - ``text``: one row per line, the record being the line as a ``str`` without its line ending
   (PyFlink's ``StreamFormat.text_line_format()``); a line that is not UTF-8 is a MalformedInput.
@@ -43,8 +45,11 @@ if TYPE_CHECKING:
 FORMATS = ("parquet", "jsonl", "csv", "text")
 EXTENSIONS = {"parquet": "parquet", "jsonl": "jsonl", "csv": "csv", "text": "txt"}
 
+#: CSV cells read as numbers (``infer_types``): an integer without leading zeros, or such an integer part (or
+#: none) with a fraction and/or an exponent.  ``007``, ``0012.5`` stay text: a leading zero marks an identifier
+#: (a zip code, an account number), and reading it as 7 would merge it with ``7``
 _INT = re.compile(r"[+-]?(0|[1-9][0-9]*)")
-_FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
+_FLOAT = re.compile(r"[+-]?((0|[1-9][0-9]*)(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 def check_format(fmt: str, allowed: Sequence[str] = FORMATS) -> str:

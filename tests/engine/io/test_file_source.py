@@ -64,6 +64,34 @@ def test_csv_rows_of_the_wrong_width_become_dead_letters_and_cells_get_types(tmp
     assert _read_split(untyped, untyped.discover_splits()[0])[0][0]["qty"] == "2"
 
 
+@pytest.mark.parametrize(("cell", "value"), [
+    ("0", 0), ("-12", -12), ("+3", 3), ("0.5", 0.5), ("1e3", 1000.0), (".5", 0.5), ("7.", 7.0), ("-0.25e-2", -0.0025),
+    ("007", "007"), ("00.5", "00.5"), ("-012", "-012"), ("0012e1", "0012e1"), ("1_000", "1_000"), ("NaN", "NaN"),
+    ("inf", "inf"), (" 7", " 7"), ("0x1f", "0x1f"), ("", None),
+])
+def test_csv_cells_read_as_numbers_only_when_written_as_one_and_leading_zeros_stay_text(tmp_path, cell, value):
+    """An identifier like 007 must not become 7.0 and merge with 7 (found by a new user's zip codes)."""
+    (tmp_path / "e.csv").write_text(f"id,n\nk,{cell}\n")
+    source = FileSource(str(tmp_path), "csv")
+    [record] = _read_split(source, source.discover_splits()[0])[0]
+    assert record["n"] == value and type(record["n"]) is type(value)
+
+
+def test_read_files_can_keep_every_csv_cell_as_text_and_refuses_the_flag_for_other_formats(tmp_path):
+    from engine.api.environment import StreamExecutionEnvironment
+
+    (tmp_path / "e.csv").write_text("id,n\n007,1e3\n7,2\n")
+    env = StreamExecutionEnvironment.get_execution_environment()
+    got = env.read_files(str(tmp_path), "csv", infer_types=False).execute_and_collect()
+    assert sorted(r["id"] for r in got) == ["007", "7"] and sorted(r["n"] for r in got) == ["1e3", "2"]
+    typed = env.read_files(str(tmp_path), "csv").execute_and_collect()
+    assert sorted(((r["id"], r["n"]) for r in typed), key=str) == [("007", 1000.0), (7, 2)]
+    with pytest.raises(JobDefinitionError, match="infer_types.*csv files only"):
+        env.read_files(str(tmp_path), "jsonl", infer_types=False)
+    with pytest.raises(JobDefinitionError, match="infer_types.*True or False"):
+        env.read_files(str(tmp_path), "csv", infer_types="no")
+
+
 def test_parquet_rows_read_across_row_groups_and_as_arrow(tmp_path):
     rows = [{"k": f"k{i}", "v": i} for i in range(25)]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "p.parquet", row_group_size=4)
