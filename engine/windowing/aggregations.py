@@ -39,9 +39,13 @@ record whose field is anything else (None, which an empty CSV cell reads as, or 
 (the dead-letter output, stage ``aggregate``) in every window operator variant and in the rolling
 aggregates, before any window or accumulator sees it.  Flink fails the job there; Sluice keeps its rule
 that malformed records go to the dead-letter output (README, "Records that cannot be processed").
-**Supported**: the check runs on each element path (both runtimes).  **Not caught**: a ``min``/``max`` field
-holding text in some records and numbers in others (each is orderable alone; comparing the two fails the job
-with Python's TypeError, as Flink's comparison would fail).  A record without the field at all (a JSON line
+**Supported**: the check runs on each element path (both runtimes).  A bool is no number for ``sum`` (Flink's
+SumAggregator has no Boolean; a JSON ``true`` is a dead letter there), while ``min``/``max`` order it as Python
+and Java do (False before True).  **Not caught**: a ``min``/``max`` field holding text in some records and
+numbers in others (each is orderable alone); comparing the two fails the job, as Flink's comparison would,
+with a :class:`FieldComparisonError` naming the aggregate, the field and both values.  NaN is ordered as Java's
+``Double.compare`` orders it, above every number, so ``min`` skips NaN unless every value is NaN and ``max``
+is NaN once one value is, in any arrival order.  A record without the field at all (a JSON line
 lacking the key, a tuple too short) is malformed the same way, and a dead letter too (``the record has no field
 'qty', sum needs a number``): a stream of dicts has no schema that could tell at build time, so a field name
 that is wrong for every record shows as every record in the dead-letter output and its count.
@@ -71,9 +75,10 @@ class VectorizedAggregation:
 
 
 def _check_field(field: Any) -> int | str:
-    if isinstance(field, bool) or not isinstance(field, (int, str)) or (isinstance(field, int) and field < 0):
+    if isinstance(field, bool) or not isinstance(field, (int, str)) or (isinstance(field, int) and field < 0) \
+            or field == "":
         raise JobDefinitionError(
-            "field", field, "must be a tuple position (int >= 0) or a dict key (str)", "e.g. .sum(1) or .sum('amount')"
+            "field", field, "must be a tuple position (int >= 0) or a dict key (a non-empty str)", "e.g. .sum(1) or .sum('amount')"
         )
     return field
 
@@ -138,6 +143,22 @@ def set_field(value: Any, field: int | str, new: Any) -> Any:
 _ORDERED = (numbers.Real, decimal.Decimal, datetime.date, datetime.time, datetime.timedelta, str)
 
 
+class FieldComparisonError(TypeError):
+    """``min``/``max``/``min_by``/``max_by`` met two values of a field that do not compare (text and a number)."""
+
+
+def _not_comparable(kind: str, field: int | str, o1: Any, o2: Any, exc: TypeError) -> FieldComparisonError:
+    return FieldComparisonError(
+        f"{kind}({field!r}) cannot compare {o1!r} ({type(o1).__name__}) with {o2!r} ({type(o2).__name__}): every "
+        f"record's field {field!r} must hold values of one kind (numbers, or text, or dates, ...) for one key; "
+        f"convert the field in a map() before the window ({exc})")
+
+
+def less(o1: Any, o2: Any) -> bool:
+    """``o1 < o2``, with NaN above every number as Java's ``Double.compare`` orders it (``x != x`` only for NaN)."""
+    return o1 < o2 or (o2 != o2 and o1 == o1)
+
+
 class _FieldAggregate(AggregateFunction):
     """Common part: the accumulator is the partial result element (None before the first element)."""
 
@@ -155,7 +176,7 @@ class _FieldAggregate(AggregateFunction):
             raise MalformedRecordError(f"the record has no field {field!r}, {self.kind} needs {self.needs}",
                                        "aggregate")
         t = type(x)
-        if t is int or t is float or isinstance(x, self.accepts):
+        if t is int or t is float or (isinstance(x, self.accepts) and not (t is bool and self.kind == "sum")):
             return
         what = "empty" if x is None else t.__name__  # an empty CSV cell, a null Parquet or JSON value
         raise MalformedRecordError(f"field {field!r} of the record is {x!r} ({what}), {self.kind} needs {self.needs}",
@@ -210,7 +231,10 @@ class MinAggregate(_FieldAggregate):
     def reduce(self, value1: Any, value2: Any) -> Any:
         o1, o2 = get_field(value1, self.field), get_field(value2, self.field)
         # MinComparator.isExtremal: 1 if o1 < o2 else 0; on 0 value1 takes o2
-        return value1 if o1 < o2 else set_field(value1, self.field, o2)
+        try:
+            return value1 if o1 < o2 or (o2 != o2 and o1 == o1) else set_field(value1, self.field, o2)
+        except TypeError as exc:
+            raise _not_comparable(self.kind, self.field, o1, o2, exc) from None
 
 
 class MaxAggregate(_FieldAggregate):
@@ -220,7 +244,10 @@ class MaxAggregate(_FieldAggregate):
 
     def reduce(self, value1: Any, value2: Any) -> Any:
         o1, o2 = get_field(value1, self.field), get_field(value2, self.field)
-        return value1 if o1 > o2 else set_field(value1, self.field, o2)
+        try:
+            return value1 if o2 < o1 or (o1 != o1 and o2 == o2) else set_field(value1, self.field, o2)
+        except TypeError as exc:
+            raise _not_comparable(self.kind, self.field, o1, o2, exc) from None
 
 
 class MinByAggregate(_FieldAggregate):
@@ -229,7 +256,11 @@ class MinByAggregate(_FieldAggregate):
     kind = "min_by"
 
     def reduce(self, value1: Any, value2: Any) -> Any:
-        return value2 if get_field(value2, self.field) < get_field(value1, self.field) else value1
+        o1, o2 = get_field(value1, self.field), get_field(value2, self.field)
+        try:
+            return value2 if o2 < o1 or (o1 != o1 and o2 == o2) else value1
+        except TypeError as exc:
+            raise _not_comparable(self.kind, self.field, o1, o2, exc) from None
 
 
 class MaxByAggregate(_FieldAggregate):
@@ -238,7 +269,11 @@ class MaxByAggregate(_FieldAggregate):
     kind = "max_by"
 
     def reduce(self, value1: Any, value2: Any) -> Any:
-        return value2 if get_field(value2, self.field) > get_field(value1, self.field) else value1
+        o1, o2 = get_field(value1, self.field), get_field(value2, self.field)
+        try:
+            return value2 if o1 < o2 or (o2 != o2 and o1 == o1) else value1
+        except TypeError as exc:
+            raise _not_comparable(self.kind, self.field, o1, o2, exc) from None
 
 
 _BY_KIND: dict[str, type[_FieldAggregate]] = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any, Callable
 
-from engine.windowing.aggregations import set_field
+from engine.windowing.aggregations import less, set_field
 from engine.windowing.internal_window_function import IncrementalAggregation
 
 #: element types whose field the batch folds read with itemgetter (others go through add(), e.g. a str is a
@@ -55,22 +55,22 @@ def batch_folder(incremental: IncrementalAggregation) -> Callable[[Any, list], A
                         if kind == "sum":
                             return set_field(base, field, running + x)
                         if kind == "min":
-                            return set_field(base, field, running if running < x else x)
-                        return set_field(base, field, running if running > x else x)
+                            return set_field(base, field, running if less(running, x) else x)
+                        return set_field(base, field, running if less(x, running) else x)
                     it = iter(values)
                 running = getter(base)
                 if kind == "sum":
                     for v in it:
                         running += getter(v)
-                elif kind == "min":
+                elif kind == "min":  # NaN ordered above every number (aggregations.less)
                     for v in it:
                         x = getter(v)
-                        if not running < x:
+                        if not (running < x or (x != x and running == running)):
                             running = x
                 else:
                     for v in it:
                         x = getter(v)
-                        if not running > x:
+                        if not (x < running or (running != running and x == x)):
                             running = x
                 return set_field(base, field, running)
             except (TypeError, IndexError, KeyError):
@@ -90,7 +90,7 @@ def batch_folder(incremental: IncrementalAggregation) -> Callable[[Any, list], A
                 best_field = getter(best)
                 for v in it:
                     x = getter(v)
-                    if (x < best_field) if by_min else (x > best_field):
+                    if less(x, best_field) if by_min else less(best_field, x):
                         best, best_field = v, x
                 return best
             except (TypeError, IndexError, KeyError):

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import random
 
 import pytest
 
 from engine.api.functions import ReduceFunction
-from engine.errors import JobDefinitionError
+from engine.errors import JobDefinitionError, MalformedRecordError
 from engine.state import codec
 from engine.windowing.aggregations import (
+    FieldComparisonError,
     MaxAggregate,
     MaxByAggregate,
     MinAggregate,
@@ -20,6 +22,8 @@ from engine.windowing.aggregations import (
     VectorizedAggregation,
     builtin_aggregation,
 )
+from engine.windowing.internal_window_function import IncrementalAggregation
+from engine.windowing.slicing.batch_fold import batch_folder
 
 
 def fold(agg, elements):
@@ -84,7 +88,7 @@ def test_accumulators_are_plain_data_the_state_codec_round_trips():
         assert codec.decode(codec.encode(acc)) == acc
 
 
-@pytest.mark.parametrize("field", [-1, 1.5, None, True, ("a",)])
+@pytest.mark.parametrize("field", [-1, 1.5, None, True, ("a",), ""])
 def test_invalid_fields_are_refused_at_build_time(field):
     with pytest.raises(JobDefinitionError) as info:
         SumAggregate(field)
@@ -132,3 +136,50 @@ def test_reduce_aggregate_wraps_functions_and_reduce_functions():
     assert agg.get_result(agg.create_accumulator()) is None
     with pytest.raises(JobDefinitionError):
         ReduceAggregate(42)
+
+
+NAN = float("nan")
+
+
+def _same(a, b) -> bool:
+    return a == b or (a != a and b != b)  # NaN equals NaN here
+
+
+@pytest.mark.parametrize("values", [(3.0, NAN, 1.0), (NAN, NAN), (2.0, 1.0), (NAN, 5.0, NAN, -1.0)])
+def test_nan_is_ordered_above_every_number_in_any_arrival_order(values):
+    """Java's Double.compare puts NaN above every number: min skips NaN unless all are NaN, max is NaN once
+    one value is.  Before, Python's ``<`` (always False with NaN) made both depend on arrival order."""
+    numbers = [v for v in values if v == v]
+    want = {"min": min(numbers) if numbers else NAN, "max": NAN if len(numbers) < len(values) else max(values)}
+    want["min_by"], want["max_by"] = want["min"], want["max"]
+    for order in set(itertools.permutations(range(len(values)))):
+        rows = [("k", values[i], i) for i in order]
+        for kind, expected in want.items():
+            agg = builtin_aggregation(kind, 1)
+            by_add = fold(agg, rows)
+            assert _same(by_add[1], expected), (kind, order, by_add)
+            # the batch fold of the slicing operators, from scratch, one element at a time and onto an accumulator
+            fold_all = batch_folder(IncrementalAggregation(agg))
+            assert fold_all(None, rows) == by_add or _same(fold_all(None, rows)[1], by_add[1])
+            assert fold_all(None, rows)[2] == by_add[2], (kind, order)  # the same element is kept
+            one_by_one = None
+            for row in rows:
+                one_by_one = fold_all(one_by_one, [row])
+            assert _same(one_by_one[1], expected) and one_by_one[2] == by_add[2], (kind, order, one_by_one)
+
+
+def test_sum_refuses_a_bool_as_malformed_and_min_max_order_bools():
+    with pytest.raises(MalformedRecordError, match=r"is True \(bool\), sum needs a number"):
+        SumAggregate("n").check_element({"n": True})
+    SumAggregate("n").check_element({"n": 1.5})
+    for agg in (MinAggregate("n"), MaxAggregate("n"), MinByAggregate("n"), MaxByAggregate("n")):
+        agg.check_element({"n": True})
+    assert fold(MinAggregate(0), [(True,), (False,)]) == (False,)
+
+
+def test_text_and_numbers_in_one_min_field_fail_naming_the_aggregate_the_field_and_both_values():
+    for agg in (MinAggregate("n"), MaxAggregate("n"), MinByAggregate("n"), MaxByAggregate("n")):
+        with pytest.raises(FieldComparisonError, match=r"\('n'\) cannot compare 3 \(int\) with 'abc' \(str\)"):
+            fold(agg, [{"n": 3}, {"n": "abc"}])
+        with pytest.raises(FieldComparisonError, match=r"cannot compare 3 \(int\) with 'abc'"):
+            batch_folder(IncrementalAggregation(agg))(None, [{"n": 3}, {"n": "abc"}])

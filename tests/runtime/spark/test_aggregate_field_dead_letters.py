@@ -195,3 +195,19 @@ def test_a_record_without_the_aggregated_field_is_a_dead_letter_on_both_runtimes
     assert dead == sorted((json.dumps(rows[1], sort_keys=True),
                            f"MalformedRecordError: the record has no field 'qty', {kind} needs {needs}", "aggregate")
                           for kind, needs in (("sum", "a number"), ("min_by", _ORDERED), ("max", _ORDERED)))
+
+
+def test_a_json_boolean_is_no_number_for_sum_but_min_by_and_max_order_it_on_both_runtimes(spark, tmp_path):
+    """Before, ``sum`` of 5, true and false gave 6 (a bool is a Python int); Flink's SumAggregator has no
+    Boolean.  ``min``/``max`` order bools (False < True), as Java's Boolean.compareTo does."""
+    rows = [{"user": "a", "qty": 5, "ts": 1000}, {"user": "a", "qty": True, "ts": 2000},
+            {"user": "a", "qty": False, "ts": 3000}]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    local = _jsonl_run("local", str(tmp_path))
+    assert _jsonl_run("spark", str(tmp_path)) == local
+    results, dead = local
+    assert results["sum"] == [{"user": "a", "qty": 5, "ts": 1000}]
+    assert results["min_by"] == [{"user": "a", "qty": False, "ts": 3000}]
+    assert dead == sorted((json.dumps(r, sort_keys=True),
+                           f"MalformedRecordError: field 'qty' of the record is {r['qty']!r} (bool), sum needs a number",
+                           "aggregate") for r in rows[1:])
