@@ -7,6 +7,7 @@ registered so far; ``execute`` hands the graph to the chosen runtime.
 
 from __future__ import annotations
 
+import logging
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -30,6 +31,8 @@ from engine.runtime.handle import JobExecutionResult
 from engine.runtime.registry import check_runtime_name, create_runtime
 from engine.state.key_groups import DEFAULT_MAX_PARALLELISM, UPPER_BOUND_MAX_PARALLELISM
 from engine.watermarks.strategy import WatermarkStrategy
+
+_log = logging.getLogger(__name__)
 
 
 class StreamExecutionEnvironment:
@@ -273,7 +276,8 @@ class StreamExecutionEnvironment:
         """
         runtime = self._runtime_instance()
         with self._handing_over() as sinks:
-            return runtime.execute(job_name, sinks, collect=[], from_savepoint=from_savepoint)
+            result = runtime.execute(job_name, sinks, collect=[], from_savepoint=from_savepoint)
+        return self._finished(result)
 
     def execute_async(self, job_name: str = "sluice-job", from_savepoint: str | None = None,
                       savepoint_dir: str | None = None) -> Any:
@@ -291,8 +295,7 @@ class StreamExecutionEnvironment:
         runtime = self._runtime_instance()
         with self._handing_over([node], required=False) as sinks:
             result = runtime.execute(job_name, sinks, collect=[node])
-        self._last_result = result
-        return result.collected[node.id]
+        return self._finished(result).collected[node.id]
 
     def execute_and_collect_streams(self, streams: dict[str, DataStream],
                                     job_name: str = "collect") -> tuple[dict[str, list[Any]], JobExecutionResult]:
@@ -302,11 +305,24 @@ class StreamExecutionEnvironment:
         runtime = self._runtime_instance()
         with self._handing_over(nodes, required=False) as sinks:
             result = runtime.execute(job_name, sinks, collect=nodes)
-        self._last_result = result
+        self._finished(result)
         return {name: result.collected[s._node.id] for name, s in streams.items()}, result
 
+    def _finished(self, result: JobExecutionResult) -> JobExecutionResult:
+        """Keep ``result`` for :meth:`get_last_result`, and say on the ``engine.api.environment`` logger (WARNING,
+        which Python prints to stderr when nothing configured logging) how many records became dead letters: a
+        misspelled field makes every record one, and the job otherwise ends as if all went well."""
+        self._last_result = result
+        count = result.dead_letter_count
+        if count:
+            first = result.dead_letters[0] if result.dead_letters else {}
+            _log.warning("job %s: %d record%s could not be processed and became dead letters (the first, stage %s: "
+                         "%s); JobExecutionResult.dead_letters holds them", result.job_id, count,
+                         "" if count == 1 else "s", first.get("stage", "?"), first.get("error", "?"))
+        return result
+
     def get_last_result(self) -> JobExecutionResult | None:
-        """The JobExecutionResult of the last execute_and_collect (metrics, dead letters)."""
+        """The JobExecutionResult of the last ``execute`` or ``execute_and_collect`` (metrics, dead letters)."""
         return getattr(self, "_last_result", None)
 
     # -- PyFlink's configuration and introspection (issue 19) -----------------------------------
