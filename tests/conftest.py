@@ -71,7 +71,7 @@ class _GroupSuffix:
 
     @pytest.hookimpl(trylast=True)  # after xdist's hook, which writes the suffix where pytest no longer reads it
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        if not config.getvalue("loadgroup"):
+        if not config.getoption("loadgroup", default=False):  # set on xdist workers only
             return
         from _pytest.nodeid import NodeId
 
