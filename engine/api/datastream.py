@@ -115,8 +115,11 @@ class DataStream:
         check_type_info(key_type, "key_type")
         if is_field(key_selector):
             fn = FieldKeySelector(key_selector).get_key
-        else:
+        elif callable(key_selector) or callable(getattr(key_selector, "get_key", None)):
             fn = check_callable(key_selector, "key_selector", "get_key")
+        else:  # key_by(-1), key_by(""), key_by(4.2): say what a field is, not only that functions exist
+            raise JobDefinitionError("key_selector", key_selector, "must be a function (or a KeySelector), a dict "
+                                     "key (a non-empty str) or a tuple position (an int >= 0)")
         fn = typed_key_selector(fn, key_type)
         node = PartitionTransformation(name="KeyBy", inputs=[self._node], partitioning=Partitioning.HASH, key_selector=fn)
         return KeyedStream(self._env, node, fn)

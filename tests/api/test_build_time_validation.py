@@ -56,10 +56,12 @@ def test_negative_allowed_lateness_is_refused(keyed) -> None:
         keyed.window(TumblingEventTimeWindows.of(Time.seconds(1))).allowed_lateness(-1)
 
 
-def test_a_non_callable_key_selector_is_refused() -> None:
+@pytest.mark.parametrize("selector", [4.2, -1, "", True, None])
+def test_a_key_selector_that_is_neither_a_function_nor_a_field_is_refused_saying_what_a_field_is(selector) -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
-    with pytest.raises(JobDefinitionError, match="`key_selector`"):
-        env.from_collection([1]).key_by(4.2)  # neither a function nor a field (a str key or an int position)
+    with pytest.raises(JobDefinitionError, match=r"`key_selector`.*must be a function \(or a KeySelector\), a dict "
+                                                 r"key \(a non-empty str\) or a tuple position \(an int >= 0\)"):
+        env.from_collection([1]).key_by(selector)
 
 
 def test_a_trigger_that_cannot_merge_is_refused_for_session_windows(keyed) -> None:
