@@ -318,10 +318,17 @@ class ArrowRows:
 
 
 def table_to_pylist(table: Any) -> list[dict]:
-    """``table.to_pylist()``, the same dicts, with UTC/naive timestamp columns converted faster."""
+    """``table.to_pylist()``, the same dicts, with UTC/naive timestamp columns converted faster, and a nanosecond
+    timestamp as the ``datetime`` it is to the microsecond (the nanoseconds cut, as the state codec stores it)
+    instead of the ``pandas.Timestamp`` pyarrow gives: on Spark such a value reached the window as a datetime
+    once it crossed between stages, locally it stayed a Timestamp, and a restore changed it."""
     import pyarrow as pa
 
     names = table.column_names
+    if any(pa.types.is_timestamp(t) and t.unit == "ns" for t in table.schema.types):
+        table = table.cast(pa.schema([
+            f.with_type(pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) and f.type.unit == "ns" else f
+            for f in table.schema]), safe=False)
     if not table.num_rows or len(set(names)) != len(names):
         return table.to_pylist()
     columns = []

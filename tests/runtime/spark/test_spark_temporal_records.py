@@ -135,3 +135,27 @@ def test_a_key_with_no_single_instant_fails_the_job_on_both_runtimes(spark):
             .key_by(_wall_key).window(TumblingEventTimeWindows.of(Time.seconds(10))).sum(1)
         with pytest.raises(Exception, match="repeated or skipped in zoneinfo.ZoneInfo.key='Europe/Paris'"):
             sums.execute_and_collect()
+
+
+def _as_written(e):
+    return (type(e["at"]).__name__, e["at"].isoformat(), e["n"])
+
+
+def test_a_nanosecond_timestamp_is_the_same_microsecond_datetime_on_both_runtimes(spark, tmp_path):
+    """pandas writes Parquet timestamps in nanoseconds.  pyarrow reads such a value as a ``pandas.Timestamp``: the
+    local runtime handed that on, nanoseconds and all, while on Spark it became a ``datetime`` (the state codec
+    keeps microseconds) once it crossed between stages; a local restore changed it the same way.  Both now read
+    it as the datetime, to the microsecond."""
+    nanos = [1_714_564_800_000_000_001, 1_714_564_800_000_001_999, -1_000]  # the last: before 1970
+    pq.write_table(pa.table({"at": pa.array(nanos, pa.timestamp("ns", "UTC")), "n": [1, 2, 3]}),
+                   str(tmp_path / "ns.parquet"))
+    got = {}
+    for runtime in ("local", "spark"):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_runtime(runtime)
+        got[runtime] = sorted(env.read_files(str(tmp_path), "parquet").map(_as_written).execute_and_collect(),
+                              key=lambda r: r[2])
+    assert got["spark"] == got["local"]
+    assert got["local"] == [("datetime", "2024-05-01T12:00:00+00:00", 1),
+                            ("datetime", "2024-05-01T12:00:00.000001+00:00", 2),
+                            ("datetime", "1969-12-31T23:59:59.999999+00:00", 3)]
