@@ -317,6 +317,18 @@ class ArrowRows:
         return [StreamRecord(v, ts) for v, ts in zip(self.values(), self.timestamps.to_pylist())]
 
 
+def _ns_to_us(column: Any) -> Any:
+    """A nanosecond timestamp column floored to microseconds, as Python's datetime arithmetic floors: pyarrow's
+    unsafe cast truncates toward zero, which moves 1969-12-31 23:59:59.999999999 to 1970-01-01."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ns = column.cast(pa.int64())
+    us = pc.divide(ns, 1000)  # integer division truncates toward zero
+    us = pc.subtract(us, pc.cast(pc.less(pc.subtract(ns, pc.multiply(us, 1000)), 0), pa.int64()))
+    return us.cast(pa.timestamp("us", column.type.tz))
+
+
 def table_to_pylist(table: Any) -> list[dict]:
     """``table.to_pylist()``, the same dicts, with UTC/naive timestamp columns converted faster, and a nanosecond
     timestamp as the ``datetime`` it is to the microsecond (the nanoseconds cut, as the state codec stores it)
@@ -326,9 +338,8 @@ def table_to_pylist(table: Any) -> list[dict]:
 
     names = table.column_names
     if any(pa.types.is_timestamp(t) and t.unit == "ns" for t in table.schema.types):
-        table = table.cast(pa.schema([
-            f.with_type(pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) and f.type.unit == "ns" else f
-            for f in table.schema]), safe=False)
+        table = pa.table([_ns_to_us(c) if pa.types.is_timestamp(c.type) and c.type.unit == "ns" else c
+                          for c in table.columns], names=names)
     if not table.num_rows or len(set(names)) != len(names):
         return table.to_pylist()
     columns = []

@@ -146,8 +146,9 @@ def test_a_nanosecond_timestamp_is_the_same_microsecond_datetime_on_both_runtime
     local runtime handed that on, nanoseconds and all, while on Spark it became a ``datetime`` (the state codec
     keeps microseconds) once it crossed between stages; a local restore changed it the same way.  Both now read
     it as the datetime, to the microsecond."""
-    nanos = [1_714_564_800_000_000_001, 1_714_564_800_000_001_999, -1_000]  # the last: before 1970
-    pq.write_table(pa.table({"at": pa.array(nanos, pa.timestamp("ns", "UTC")), "n": [1, 2, 3]}),
+    # cut to the microsecond, downward before 1970 too (pyarrow's cast alone truncated -1 ns up to the epoch)
+    nanos = [1_714_564_800_000_000_001, 1_714_564_800_000_001_999, -1_000, -1, -2_208_988_799_999_999_999]
+    pq.write_table(pa.table({"at": pa.array(nanos, pa.timestamp("ns", "UTC")), "n": [1, 2, 3, 4, 5]}),
                    str(tmp_path / "ns.parquet"))
     got = {}
     for runtime in ("local", "spark"):
@@ -158,4 +159,6 @@ def test_a_nanosecond_timestamp_is_the_same_microsecond_datetime_on_both_runtime
     assert got["spark"] == got["local"]
     assert got["local"] == [("datetime", "2024-05-01T12:00:00+00:00", 1),
                             ("datetime", "2024-05-01T12:00:00.000001+00:00", 2),
-                            ("datetime", "1969-12-31T23:59:59.999999+00:00", 3)]
+                            ("datetime", "1969-12-31T23:59:59.999999+00:00", 3),
+                            ("datetime", "1969-12-31T23:59:59.999999+00:00", 4),
+                            ("datetime", "1900-01-01T00:00:00+00:00", 5)]
