@@ -120,15 +120,30 @@ def kill(*processes: subprocess.Popen) -> None:
 
 
 def every_retained_checkpoint_is_intact(where: Where | Path) -> list[int]:
+    """Load every retained checkpoint (CorruptSnapshotError on any damage); returns the ids loaded.
+
+    With a master still running, the oldest one may be subsumed while it is read: the master writes the index
+    without it and only then deletes its folder.  A checkpoint found damaged that the index no longer names was
+    such a one and is left out; one the index still names is damaged, and fails the test.  (A CI run hit this:
+    chk-2 listed, then its timers file gone, as checkpoint 9 completed during the read.)"""
     from checkpoints import CheckpointStorage, RetainedCheckpointStore, load_snapshot
+    from engine.errors import CorruptSnapshotError
 
     storage = where.storage if isinstance(where, Where) else (where / "chk").as_uri()
     store = RetainedCheckpointStore(CheckpointStorage(storage, "purchases"), retained=3)
     ids = [h.checkpoint_id for h in store.recover()]
     assert ids, "no retained checkpoint"
+    intact = []
     for cid in ids:
-        load_snapshot(store.storage.checkpoint_uri(cid))  # raises CorruptSnapshotError on any damage
-    return ids
+        try:
+            load_snapshot(store.storage.checkpoint_uri(cid))
+        except CorruptSnapshotError:
+            if cid in [h.checkpoint_id for h in store.recover()]:
+                raise
+            continue
+        intact.append(cid)
+    assert intact, f"none of the retained checkpoints {ids} could be loaded"
+    return intact
 
 
 def committed_output_matches_the_reference(output: Path, params: dict = REAL_JOB_PARAMS) -> int:
