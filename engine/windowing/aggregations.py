@@ -189,6 +189,15 @@ class _FieldAggregate(AggregateFunction):
     def reduce(self, value1: Any, value2: Any) -> Any:
         raise NotImplementedError
 
+    def _less(self, o1: Any, o2: Any, reverse: bool = False) -> bool:
+        """``less(o1, o2)`` (``less(o2, o1)`` with ``reverse``), failing with a :class:`FieldComparisonError` that
+        names this aggregate and the two values, the accumulator's first, when they do not compare (text and a
+        number)."""
+        try:
+            return less(o2, o1) if reverse else less(o1, o2)
+        except TypeError as exc:
+            raise _not_comparable(self.kind, self.field, o1, o2, exc) from None
+
     def create_accumulator(self) -> Any:
         return None
 
@@ -231,10 +240,7 @@ class MinAggregate(_FieldAggregate):
     def reduce(self, value1: Any, value2: Any) -> Any:
         o1, o2 = get_field(value1, self.field), get_field(value2, self.field)
         # MinComparator.isExtremal: 1 if o1 < o2 else 0; on 0 value1 takes o2
-        try:
-            return value1 if o1 < o2 or (o2 != o2 and o1 == o1) else set_field(value1, self.field, o2)
-        except TypeError as exc:
-            raise _not_comparable(self.kind, self.field, o1, o2, exc) from None
+        return value1 if self._less(o1, o2) else set_field(value1, self.field, o2)
 
 
 class MaxAggregate(_FieldAggregate):
@@ -244,10 +250,7 @@ class MaxAggregate(_FieldAggregate):
 
     def reduce(self, value1: Any, value2: Any) -> Any:
         o1, o2 = get_field(value1, self.field), get_field(value2, self.field)
-        try:
-            return value1 if o2 < o1 or (o1 != o1 and o2 == o2) else set_field(value1, self.field, o2)
-        except TypeError as exc:
-            raise _not_comparable(self.kind, self.field, o1, o2, exc) from None
+        return value1 if self._less(o1, o2, reverse=True) else set_field(value1, self.field, o2)
 
 
 class MinByAggregate(_FieldAggregate):
@@ -257,10 +260,7 @@ class MinByAggregate(_FieldAggregate):
 
     def reduce(self, value1: Any, value2: Any) -> Any:
         o1, o2 = get_field(value1, self.field), get_field(value2, self.field)
-        try:
-            return value2 if o2 < o1 or (o1 != o1 and o2 == o2) else value1
-        except TypeError as exc:
-            raise _not_comparable(self.kind, self.field, o1, o2, exc) from None
+        return value2 if self._less(o1, o2, reverse=True) else value1
 
 
 class MaxByAggregate(_FieldAggregate):
@@ -270,10 +270,7 @@ class MaxByAggregate(_FieldAggregate):
 
     def reduce(self, value1: Any, value2: Any) -> Any:
         o1, o2 = get_field(value1, self.field), get_field(value2, self.field)
-        try:
-            return value2 if o1 < o2 or (o2 != o2 and o1 == o1) else value1
-        except TypeError as exc:
-            raise _not_comparable(self.kind, self.field, o1, o2, exc) from None
+        return value2 if self._less(o1, o2) else value1
 
 
 _BY_KIND: dict[str, type[_FieldAggregate]] = {
