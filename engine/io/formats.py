@@ -319,7 +319,10 @@ class ArrowRows:
 
 def _ns_to_us(column: Any) -> Any:
     """A nanosecond timestamp column floored to microseconds, as Python's datetime arithmetic floors: pyarrow's
-    unsafe cast truncates toward zero, which moves 1969-12-31 23:59:59.999999999 to 1970-01-01."""
+    unsafe cast truncates toward zero, which moves 1969-12-31 23:59:59.999999999 to 1970-01-01.  Not
+    ``pc.floor_temporal(column, unit="microsecond")``: on a column with a zone that has summer time (Europe/Berlin)
+    it floors the local time and fails on the hour a clock change repeats ("Local time is ambiguous"), where
+    flooring the instant is exact in every zone (checked with pyarrow 26)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
