@@ -68,7 +68,7 @@ def test_csv_rows_of_the_wrong_width_become_dead_letters_and_cells_get_types(tmp
     ("0", 0), ("-12", -12), ("+3", 3), ("0.5", 0.5), ("1e3", 1000.0), (".5", 0.5), ("7.", 7.0), ("-0.25e-2", -0.0025),
     ("007", "007"), ("00.5", "00.5"), ("-012", "-012"), ("0012e1", "0012e1"), ("1_000", "1_000"), ("NaN", "NaN"),
     ("inf", "inf"), (" 7", " 7"), ("0x1f", "0x1f"), ("", None),
-    # the edges the README names: a sign alone, spaces, a float beyond the double range (as Java's parseDouble)
+    # the edges the README names: a signed zero, spaces, a float beyond the double range (as Java's parseDouble)
     ("-0", 0), (" 5 ", " 5 "), ("nan", "nan"), ("1e400", float("inf")), ("-1e400", float("-inf")), ("1e-400", 0.0),
 ])
 def test_csv_cells_read_as_numbers_only_when_written_as_one_and_leading_zeros_stay_text(tmp_path, cell, value):
