@@ -1,6 +1,6 @@
 """The ``sluice`` command line (ARCHITECTURE section 7).
 
-Verbs: ``demo`` (here), ``run`` and ``restore`` (engine/cli_run.py), ``status``, ``list``, ``view``, ``savepoint``,
+Verbs: ``demo`` and ``prepare-spark`` (here), ``run`` and ``restore`` (engine/cli_run.py), ``status``, ``list``, ``view``, ``savepoint``,
 ``stop``, ``cancel`` and ``checkpoints history`` (engine/cli_control.py), and the storage verbs ``checkpoints
 list|clean``, ``inspect`` and ``validate`` from the checkpoints package; this module is the group that mounts them
 all and the console entry point. Verbs that print data print lines for a person; ``--json`` prints the plain data
@@ -64,6 +64,18 @@ def demo(workdir: str | None, events_per_split: int, parallelism: int, restore_p
     click.echo(json.dumps(summary, default=str))
     if not summary["identical_to_uninterrupted_local_run"] or summary["savepoint_validation"] != "passed":
         sys.exit(1)
+
+
+@main.command("prepare-spark")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="seconds the recording job may take")
+def prepare_spark(timeout: float) -> None:
+    """Build the class archive the Spark driver's JVM starts from (Java class data sharing): a small Spark job runs
+    once and its JVM writes the classes it loaded; every later Spark session of this virtualenv maps them and starts
+    seconds sooner.  Run it again after changing PySpark or Java (engine/prepare_spark.py)."""
+    from engine.prepare_spark import build_archive
+
+    path = build_archive(timeout)
+    click.echo(f"JVM class archive written: {path} ({path.stat().st_size // (1 << 20)} MiB)")
 
 
 def _s3_options() -> list[click.Option]:

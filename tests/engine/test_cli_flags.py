@@ -83,7 +83,7 @@ def _visible() -> list[tuple[str, str, str]]:
 def test_the_walk_sees_every_verb():
     verbs = {verb for verb, _ in _commands(main)}
     assert {"run", "restore", "status", "list", "view", "savepoint", "stop", "cancel", "demo", "inspect", "validate",
-            "checkpoints list", "checkpoints clean", "checkpoints history"} <= verbs
+            "checkpoints list", "checkpoints clean", "checkpoints history", "prepare-spark"} <= verbs
 
 
 def test_each_concept_is_spelled_one_way_across_verbs():
@@ -105,11 +105,12 @@ def test_each_flag_names_one_concept_across_verbs():
 
 
 def test_every_verb_that_reaches_storage_takes_an_s3_endpoint_and_its_region():
-    """Every verb but ``demo`` (which works in a local folder) reads or writes storage, so each takes both (a new
-    user's trial: ``status`` and ``run`` refused them while the storage verbs took them)."""
+    """Every verb but ``demo`` (which works in a local folder) and ``prepare-spark`` (which writes into the
+    virtualenv) reads or writes storage, so each takes both (a new user's trial: ``status`` and ``run`` refused
+    them while the storage verbs took them)."""
     taking = {verb: {p.name for p in command.params} for verb, command in _commands(main)}
     assert {verb for verb, names in taking.items() if "endpoint_url" in names} == \
-        {verb for verb, names in taking.items() if "region" in names} == set(taking) - {"demo"}
+        {verb for verb, names in taking.items() if "region" in names} == set(taking) - {"demo", "prepare-spark"}
 
 
 def test_old_spellings_are_hidden_aliases_that_say_they_are_deprecated():

@@ -9,8 +9,9 @@ import subprocess
 import tomllib
 
 import pytest
-
 from compose_helpers import DOCKER, ROOT
+
+from engine.cli import main
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 CONSTRAINTS = dict(line.split("==", 1) for line in (ROOT / "constraints.txt").read_text().split()
@@ -91,6 +92,19 @@ def test_the_runtime_image_pins_pyspark_python_and_starts_sluice():
                 if line.strip() and not line.startswith("#"))
     assert conf["spark.pyspark.python"].strip() == "/usr/local/bin/python"
     assert "SPARK_CONF_DIR=/opt/sluice/spark-conf" in env
+
+
+def test_the_runtime_image_builds_the_jvm_class_archive_with_the_class_path_it_runs_with():
+    """``sluice prepare-spark`` after SPARK_CONF_DIR is set (that folder is on the JVM's class path, and the JVM
+    refuses an archive recorded with another), as root before the image drops to its user (it writes under
+    /usr/local)."""
+    steps = instructions(RUNTIME)
+    where = [i for i, (k, rest) in enumerate(steps) if k == "RUN" and rest == "sluice prepare-spark"]
+    assert len(where) == 1
+    conf_dir = next(i for i, (k, rest) in enumerate(steps) if k == "ENV" and "SPARK_CONF_DIR=" in rest)
+    user = next(i for i, (k, _) in enumerate(steps) if k == "USER")
+    assert conf_dir < where[0] < user
+    assert "prepare-spark" in main.commands
 
 
 def test_hadolint_finds_nothing():

@@ -47,6 +47,7 @@ _LOCAL_DIR_CONF = "spark.local.dir"
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]$")
 _LOCAL = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$")
 _SLUICE_LOCAL_DIR_MARK = "spark.sluice.ownedLocalDir"
+_DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +129,12 @@ def get_or_create_spark(
     driver_memory: str = "1g",
     ui_enabled: bool = False,
     log_level: str = "WARN",
+    use_class_archive: bool = True,
 ) -> Any:
     """Return the active SparkSession or start one configured for Sluice.
+
+    A new session's driver JVM maps the classes of ``sluice prepare-spark``'s archive when there is one and
+    ``use_class_archive`` (engine/runtime/spark/class_archive.py): it starts sooner, nothing else changes.
 
     If a session is already active its JVM settings (master, driver memory, local dir) cannot
     change; it is returned as is, with only ``log_level`` applied.  Call :func:`stop_spark` first
@@ -164,6 +169,10 @@ def get_or_create_spark(
     )
     settings[_SLUICE_LOCAL_DIR_MARK] = local_dir
     settings.update({k: str(v) for k, v in (conf or {}).items()})
+    if use_class_archive:
+        from engine.runtime.spark.class_archive import driver_java_options
+
+        settings = with_class_archive(settings, driver_java_options())
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -177,6 +186,15 @@ def get_or_create_spark(
     atexit.unregister(_stop_owned_session_at_exit)
     atexit.register(_stop_owned_session_at_exit)
     return spark
+
+
+def with_class_archive(settings: dict[str, str], archive_options: str | None) -> dict[str, str]:
+    """``settings`` with the class archive's JVM options (None: none) before the caller's own driver options, which
+    the JVM reads last and so win.  PYSPARK_SUBMIT_ARGS' ``--driver-java-options`` replaces both."""
+    if archive_options is None:
+        return settings
+    own = settings.get(_DRIVER_JAVA_OPTIONS)
+    return {**settings, _DRIVER_JAVA_OPTIONS: f"{archive_options} {own}" if own else archive_options}
 
 
 def _stop_owned_session_at_exit() -> None:
@@ -247,8 +265,9 @@ def forget_dead_jvm() -> bool:
     return True
 
 
-def stop_spark(spark: Any) -> None:
-    """Stop the session, its JVM (so no Spark process outlives the caller) and remove its local dir."""
+def stop_spark(spark: Any, jvm_exit_timeout_s: float = 30.0) -> None:
+    """Stop the session, its JVM (so no Spark process outlives the caller) and remove its local dir.  The JVM
+    gets ``jvm_exit_timeout_s`` to exit before it is killed (writing a class archive at exit takes a while)."""
     from pyspark import SparkContext
 
     global _owned_local_dir
@@ -265,7 +284,7 @@ def stop_spark(spark: Any) -> None:
             if proc.stdin is not None:
                 proc.stdin.close()
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=jvm_exit_timeout_s)
             except Exception:  # it ignored that: end it, it is ours
                 proc.kill()
                 proc.wait(timeout=30)
