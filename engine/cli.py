@@ -1,18 +1,18 @@
 """The ``sluice`` command line (ARCHITECTURE section 7).
 
-Verbs: ``demo`` and ``prepare-spark`` (here), ``run`` and ``restore`` (engine/cli_run.py), ``status``, ``list``, ``view``, ``savepoint``,
-``stop``, ``cancel`` and ``checkpoints history`` (engine/cli_control.py), and the storage verbs ``checkpoints
-list|clean``, ``inspect`` and ``validate`` from the checkpoints package; this module is the group that mounts them
-all and the console entry point. Verbs that print data print lines for a person; ``--json`` prints the plain data
-for scripts (the older ``--format json|human`` still works, hidden, with a deprecation note). One flag name per
-concept across verbs (tests/engine/test_cli_flags.py holds the table): the savepoint directory is
+Verbs: ``demo`` and ``prepare-spark`` (here), ``run`` and ``restore`` (engine/cli_run.py), ``status``, ``list``,
+``view``, ``savepoint``, ``stop``, ``cancel`` and ``checkpoints history`` (engine/cli_control.py), and the storage
+verbs ``checkpoints list|clean``, ``inspect`` and ``validate`` from the checkpoints package; this module is the
+group that mounts them all and the console entry point. Verbs that print data print lines for a person; ``--json``
+prints the plain data for scripts (the older ``--format json|human`` still works, hidden, with a deprecation note).
+One flag name per concept across verbs (tests/engine/test_cli_flags.py holds the table): the savepoint directory is
 ``--savepoint-dir``, the job's id ``--job-id`` (``JOB_ID`` where it is an argument), ``--output`` the job's output
 folder; the older ``--target``, ``--savepoints``, ``--name`` and ``view --output`` still work, hidden, with a
 deprecation note. ``run --from-savepoint`` and ``restore`` validate the snapshot with Great Expectations first and
 refuse a snapshot that fails, unless ``--skip-validation`` is given; they refuse a drained snapshot (``stop
---drain``: its watermark is MAX_WATERMARK) unless ``--allow-drained`` is given, and one holding state of an
-operator the job no longer has unless ``-n/--allow-non-restored-state`` is given. A running job is found through the
-status document its master publishes in checkpoint storage (``--storage``), or directly with ``--url``.
+--drain``: its watermark is MAX_WATERMARK) unless ``--allow-drained`` is given, and one holding state of an operator
+the job no longer has unless ``-n/--allow-non-restored-state`` is given. A running job is found through the status
+document its master publishes in checkpoint storage (``--storage``), or directly with ``--url``.
 """
 
 from __future__ import annotations

@@ -71,8 +71,8 @@ def _record(target: str) -> None:
     from engine.examples.purchases import build
     from engine.runtime.spark.session import get_or_create_spark, stop_spark
 
-    spark = get_or_create_spark("local[2]", conf={"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={target}"},
-                                use_class_archive=False)
+    spark = get_or_create_spark("local[2]", use_class_archive=False,
+                                conf={"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={target}"})
     with tempfile.TemporaryDirectory(prefix="sluice-class-archive-") as work:
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_runtime("spark").set_parallelism(2).enable_checkpointing(500)

@@ -2,22 +2,23 @@
 
 Why: every ``sluice run`` master, restore after a failure, Airflow task and Spark test starts a JVM, and a cold
 JVM spends most of its first seconds loading and verifying Spark's classes.  On this 2-core host the purchases
-job under a ``sluice run`` master reached its first checkpoint in 30.6 and 32.7 s without an archive and in 23.5
-and 23.5 s with one (two runs each, quiet host); a bare session started in 9.8 s without and 6.0 to 6.5 s with
-one, and its first SQL job ran in 3.7 s without and 1.5 to 2.1 s with.  Steady epochs do not change: the archive
-only saves class loading.
+job under a ``sluice run`` master reached its first checkpoint in 30.6 and 32.7 s without an archive, and in 24.0
+and 25.5 s with ``sluice prepare-spark``'s (quiet host); a bare session started in 9.8 s without and 5.3 to 6.5 s
+with one, and its first SQL job ran in 3.7 s without and 1.5 to 2.1 s with; the driver-kill reliability test took
+118 s without and 86 s with.  Steady epochs do not change: the archive only saves class loading.
 
 How: ``sluice prepare-spark`` (engine/prepare_spark.py) runs a small Sluice job on Spark in a child process whose
 JVM has ``-XX:ArchiveClassesAtExit``: at exit the JVM writes every class it loaded, parsed and verified, to a
 file.  Later sessions start their driver JVM with ``-XX:SharedArchiveFile`` (:func:`driver_java_options`, called
 by engine/runtime/spark/session.py) and map those classes instead of loading them.
 
-What is trusted: a JVM given a truncated or altered archive crashes (measured: Java 17 here aborts with "A
-fatal error has been detected").  So the archive is written under a temporary name and renamed only after a JVM
-started with it, and a record beside it (``<archive>.json``) holds its size and SHA-256, checked once per process
-before any session uses it; an archive that fails the check is not used, with a warning naming the file and the
-command that rebuilds it.  A valid archive the JVM cannot use (another JDK build, Spark's jars changed since)
-is refused by the JVM itself, which then starts without it; ``-Xlog:cds=off`` keeps its warning off stdout.
+What is trusted: a JVM given a truncated archive crashes (measured: Java 17 here aborts with "A fatal error has been
+detected"), and nothing says an altered one fares better. So the archive is written under a temporary name and
+renamed only after a JVM started with it, and a record beside it (``<archive>.json``) holds its size and SHA-256,
+checked once per process before any session uses it; an archive that fails the check is not used, with a warning
+naming the file and the command that rebuilds it. A valid archive the JVM cannot use (another JDK build, Spark's
+jars changed since) is refused by the JVM itself, which then starts without it; ``-Xlog:cds=off`` keeps its warning
+off stdout.
 
 Where: ``<sys.prefix>/share/sluice/`` (the virtualenv's), one file per PySpark version and ``java`` binary, as
 the JVM ties an archive to its build and its class path.  Only the driver JVM uses it: executors of a
