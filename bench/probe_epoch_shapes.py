@@ -51,7 +51,7 @@ def _read_rows(split: int, epoch: int, rows: int, subtasks: int) -> Any:
     import pyarrow as pa
 
     keys = (np.arange(rows, dtype=np.int64) * 7919 + split) % 1000
-    return pa.table({"_dest": pa.array(np.full(rows + 1, _RECORD, np.int32)).to_numpy().astype(np.int32),
+    return pa.table({"_dest": np.full(rows + 1, _RECORD, np.int32),
                      "_pk": np.concatenate([keys % subtasks, [-1]]).astype(np.int32),
                      "_kg": np.concatenate([keys % 128, [-1]]).astype(np.int32),
                      "_value": np.concatenate([keys + epoch, [split]]),

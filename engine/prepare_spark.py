@@ -38,10 +38,7 @@ def build_archive(timeout_s: float = 600.0) -> Path:
     if java is None or path is None:
         raise ClassArchiveError("no java found (set JAVA_HOME or put java on the PATH): Spark needs Java 17")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    tmp.unlink()  # the JVM creates it
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # the JVM creates it
     started = time.monotonic()
     try:
         _child(["record", str(tmp)], timeout_s, "recording the classes of a small Spark job")

@@ -64,11 +64,8 @@ def archive_path(java: str | None = None) -> Path | None:
 
 
 def _digest(path: Path) -> str:
-    h = hashlib.sha256()
     with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def driver_java_options() -> str | None:
@@ -105,7 +102,7 @@ def install(tmp: Path, path: Path, java: str) -> None:
     """Put the archive ``tmp`` (recorded and started with) at ``path``, with its record; each by an atomic rename,
     so a reader sees a whole archive or none (a record without its archive is never used)."""
     record = {"size": tmp.stat().st_size, "sha256": _digest(tmp), "java": java, "created_unix_s": int(time.time())}
-    tmp_record = path.with_name(path.name + ".json.tmp")
+    tmp_record = path.with_name(f"{path.name}.json.{os.getpid()}.tmp")
     tmp_record.write_text(json.dumps(record))
     os.replace(tmp, path)
     os.replace(tmp_record, path.with_name(path.name + ".json"))
