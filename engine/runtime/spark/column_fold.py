@@ -146,8 +146,12 @@ def key_groups_of(encoded_keys: pa.Array, max_parallelism: int) -> np.ndarray:
     """The key group of each encoded key (engine/state/key_groups.py, Spark SQL's ``pmod(xxhash64(_key), mp)``),
     each distinct key hashed once per worker process."""
     encoded = pc.dictionary_encode(encoded_keys)
-    groups = _KEY_GROUPS.lookup(encoded.dictionary, max_parallelism)
-    return groups[encoded.indices.to_numpy(zero_copy_only=False)]
+    return distinct_key_groups(encoded.dictionary, max_parallelism)[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def distinct_key_groups(distinct: pa.Array, max_parallelism: int) -> np.ndarray:
+    """:func:`key_groups_of` of encoded keys already distinct (a dictionary's values)."""
+    return _KEY_GROUPS.lookup(distinct, max_parallelism)
 
 
 def partial_rows(partials: pa.Table, *, parallelism: int, max_parallelism: int) -> Iterable[tuple[int, bytes]]:
@@ -171,22 +175,30 @@ def partial_rows(partials: pa.Table, *, parallelism: int, max_parallelism: int) 
 
 
 def blob_tables(blobs: list[bytes], channels: list[str]) -> list[pa.Table]:
-    """The partials of a subtask's blob rows, each with its channel (``_ch``)."""
+    """The partials of a subtask's blob rows, each with its channel (``_ch``, a dictionary column whose index is
+    the channel's rank among the subtask's channels: the index order is the channel texts' order)."""
+    names = sorted(set(channels))
+    rank = {c: i for i, c in enumerate(names)}
+    dictionary = pa.array(names, pa.string())
     tables = []
     for blob, channel in zip(blobs, channels):
         t = ipc_table(blob)
-        tables.append(t.append_column("_ch", pa.repeat(pa.scalar(channel, pa.string()), t.num_rows)))
+        ch = pa.DictionaryArray.from_arrays(pa.repeat(pa.scalar(rank[channel], pa.int32()), t.num_rows), dictionary)
+        tables.append(t.append_column("_ch", ch))
     return tables
 
 
 def concat_partials(tables: list[pa.Table]) -> pa.Table | None:
     """The partials of :func:`blob_tables` in (key group, channel, sequence) order; None when the tasks' record
-    columns differ in type (the operator path takes the epoch)."""
+    columns differ in type (the operator path takes the epoch).  Sorted on the channel's rank, an int, not its
+    text (they order alike, :func:`blob_tables`)."""
     try:
         both = pa.concat_tables(tables)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
-    return both.sort_by([("_kg", "ascending"), ("_ch", "ascending"), ("_seq", "ascending")])
+    ranks = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in both.column("_ch").chunks])
+    order = np.lexsort((both.column("_seq").to_numpy(), ranks, both.column("_kg").to_numpy()))
+    return both.take(pa.array(order))
 
 
 # ---- 2. the window stage ------------------------------------------------------------------------------------

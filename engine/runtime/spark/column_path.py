@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.runtime.spark.arrow_text import _TO_MS, encode_key_column, record_texts
 from engine.runtime.spark.preaggregation import INT_LIMIT, PreAggregation
@@ -108,13 +109,16 @@ def _fold_read(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, route
     """The column fold's rows of a read (engine/runtime/spark/column_fold.py, step 1): every record folded per
     (key, pane), late ones too (the window stage drops and counts a pane whose windows all ended), the partials
     of each window subtask in one blob row."""
-    from engine.runtime.spark.column_fold import key_groups_of, partial_rows
+    from engine.runtime.spark.column_fold import distinct_key_groups, partial_rows
 
     n = batch.num_rows
     first = router.sequence + 1
     router.sequence += n
-    grouping = pa.table({"k": keys, "p": pa.array(ts - (ts - pre.offset) % pre.pane), "v": pa.array(num_values),
-                         "i": pa.array(np.arange(n, dtype=np.int64))})
+    # The key column hashed once into a dictionary: the group-by then hashes ints, and each distinct key of the
+    # read is encoded and looked up once, not once per (key, pane) (bench/probe_column_steps.py).
+    dictionary = pc.dictionary_encode(keys)
+    grouping = pa.table({"k": dictionary.indices, "p": pa.array(ts - (ts - pre.offset) % pre.pane),
+                         "v": pa.array(num_values), "i": pa.array(np.arange(n, dtype=np.int64))})
     folded = grouping.group_by(["k", "p"], use_threads=False).aggregate(
         [("v", pre.kind), ("i", "min"), ("i", "count")])
     firsts = folded.column("i_min").to_numpy()
@@ -122,10 +126,13 @@ def _fold_read(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, route
     firsts = firsts[order]
     picked = pa.array(firsts)
     taken = batch.take(picked)
-    encoded = encode_key_column(taken.column(pre.column.key_field))
+    key_index = pa.array(folded.column("k").to_numpy()[order])
+    distinct = encode_key_column(dictionary.dictionary)
+    encoded = distinct.take(key_index)
     record = pa.StructArray.from_arrays(taken.columns, names=taken.schema.names)
     partials = pa.table({
-        "_kg": pa.array(key_groups_of(encoded, router.max_parallelism), pa.int32()), "_key": encoded,
+        "_kg": pa.array(distinct_key_groups(distinct, router.max_parallelism)[key_index.to_numpy()], pa.int32()),
+        "_key": encoded,
         "_seq": pa.array(first + firsts, pa.int64()), "_ts": pa.array(ts[firsts], pa.int64()),
         "_num": pa.array(folded.column(f"v_{pre.kind}").to_numpy()[order], pa.int64()),
         "_count": pa.array(folded.column("i_count").to_numpy()[order], pa.int64()), "_record": record,

@@ -26,6 +26,7 @@ from engine.operators.base import ListOutput, OperatorContext
 from engine.runtime.spark.arrow_text import codec_texts, encode_key_column
 from engine.runtime.spark.column_fold import (
     NO_STATE,
+    blob_tables,
     concat_partials,
     empty_state,
     fold,
@@ -35,6 +36,7 @@ from engine.runtime.spark.column_fold import (
     result_timestamps,
     to_general,
 )
+from engine.runtime.spark.rows import ipc_bytes
 from engine.state import codec
 from engine.windowing.aggregations import builtin_aggregation
 from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
@@ -55,7 +57,7 @@ def _operator(kind: str, size: int, slide: int, offset: int):
     return op, output
 
 
-def _partials(records: list[tuple[str, int, int, float]], channel: str, first_seq: int, kind: str, pane: int,
+def _partials(records: list[tuple[str, int, int, float]], first_seq: int, kind: str, pane: int,
               offset: int) -> pa.Table:
     """A reading task's partials of ``records`` (key, ts, v, x) in arrival order: column_path.py ``_fold_read``."""
     folded: dict[tuple, list] = {}
@@ -74,7 +76,7 @@ def _partials(records: list[tuple[str, int, int, float]], channel: str, first_se
         "_seq": pa.array([first_seq + r[0] for r in rows], pa.int64()), "_ts": pa.array([r[1] for r in rows], pa.int64()),
         "_num": pa.array([r[2] for r in rows], pa.int64()), "_count": pa.array([r[3] for r in rows], pa.int64()),
         "_record": pa.array([r[4] for r in rows], pa.struct([("k", pa.string()), ("x", pa.float64()), ("v", pa.int64())])),
-    }).append_column("_ch", pa.array([channel] * len(rows), pa.string()))
+    })
 
 
 record = st.tuples(st.sampled_from("abcde"), st.integers(-15, 60), st.integers(-50, 50),
@@ -94,11 +96,14 @@ def test_the_fold_is_the_operator(epochs, geometry, kind, restore_at) -> None:
     watermark = -(2**63)
     seq = {"t0": 0, "t1": 0}
     for epoch, (first, second, advance) in enumerate(epochs):
-        parts = []
-        for channel, records in (("t0", first), ("t1", second)):
+        blobs, channels = [], []
+        # the second task's blob first: the window stage ranks channels by their text, not by arrival
+        for channel, records in (("t1", second), ("t0", first)):
             if records:
-                parts.append(_partials(records, channel, seq[channel] + 1, kind, pane, offset))
+                blobs.append(ipc_bytes(_partials(records, seq[channel] + 1, kind, pane, offset)))
+                channels.append(channel)
                 seq[channel] += len(records)
+        parts = blob_tables(blobs, channels)
         partials = concat_partials(parts) if parts else None
         after = max(watermark, 0) + advance if epoch < len(epochs) - 1 else 2**63 - 1
         # the operator: the partials as whole records, in (key group, channel, sequence) order, under W(n-1)
