@@ -62,7 +62,7 @@ RUNTIME_OPTIONS: tuple[RuntimeOption, ...] = (
                   "fold a column-form window as Arrow tables from reading task to sink (off: the operator folds)",
                   "true"),
     RuntimeOption("pipeline_epochs", "bool", ("spark",),
-                  "run epoch n's window stages in one Spark job with epoch n+1's reads", "false"),
+                  "run epoch n's window stages in one Spark job with epoch n+1's reads", "true"),
     RuntimeOption("storage_options", "dict", ("spark",), "options for checkpoint storage, e.g. endpoint_url"),
     RuntimeOption("max_checkpoint_history", "int", BOTH, "checkpoint records the driver keeps in memory", 1000),
     RuntimeOption("max_dead_letters", "int", BOTH, "dead letters the driver keeps in memory", 10000),

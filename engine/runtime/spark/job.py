@@ -52,10 +52,8 @@ barrier records the split positions and watermark from before them (:meth:`Spark
 them again.  Control requests, the end of input and the end of ``run`` first run the pending epoch's window stages
 alone (:meth:`SparkJob.flush_pending`), so savepoints are taken with nothing pending.  A job whose source stage
 writes an exactly-once file sink is not pipelined (:meth:`SparkJob.pipelines`): its parts would be staged in the
-transaction of the barrier before their reads.  ``step`` and ``run_epoch`` never pipeline.  Off by default until
-the whole suite has run with it on again: the one failure it had there was the README demo's local reference
-pacing its files by records read rather than processed (engine/demo.py ``_reference``), since fixed; the Spark
-run's count windows were right.
+transaction of the barrier before their reads.  ``step`` and ``run_epoch`` never pipeline.  On by default: on
+bench/bench_spark.py's 2M-event cells it gave 18-24% more events/s than one job after another (``column-serial``).
 
 ``SparkRuntime`` (engine/runtime/spark/runtime.py) takes the options; its ``execute`` and ``submit`` run
 the job through engine/runtime/spark/job_run.py, which restarts a failed attempt from the latest completed

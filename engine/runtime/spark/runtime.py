@@ -48,7 +48,7 @@ class SparkRuntime:
     min/max, and a sum the window's columnar layout does not take, folded in Spark SQL first,
     engine/runtime/spark/preaggregation.py), ``column_fold`` (default True: a column-form window folded as Arrow tables
     from the reading task to the sink, engine/runtime/spark/column_fold.py; False: its window stage runs the
-    operator), ``pipeline_epochs`` (default False: when True, ``run`` gives epoch n's window stages and epoch n+1's
+    operator), ``pipeline_epochs`` (default True: ``run`` gives epoch n's window stages and epoch n+1's
     reads one Spark job, engine/runtime/spark/job.py "Pipelined epochs"), ``max_epochs`` (stop after that
     many epochs: for unbounded sources in tests and benchmarks), ``epoch_interval_ms`` (default 0: the
     next epoch starts as soon as one ends; N > 0 works like Structured Streaming's processing-time
@@ -78,7 +78,7 @@ class SparkRuntime:
         self.column_fold = opts.get("column_fold", True)
         if not isinstance(self.column_fold, bool):
             raise JobDefinitionError("column_fold", self.column_fold, "must be a bool")
-        self.pipeline_epochs = opts.get("pipeline_epochs", False)
+        self.pipeline_epochs = opts.get("pipeline_epochs", True)
         if not isinstance(self.pipeline_epochs, bool):
             raise JobDefinitionError("pipeline_epochs", self.pipeline_epochs, "must be a bool")
         if self.max_epochs is not None:

@@ -44,7 +44,7 @@ def test_pipelined_epochs_give_the_same_results(spark, tmp_path: Path, form: str
     and late records, pipelined or not."""
     folder = tmp_path / "in"
     _write_events(folder, seed=3, files=2, per_file=120, keys=5, int_keys=False, datetimes=True)
-    plain = _collected(folder, form, {})
+    plain = _collected(folder, form, {"pipeline_epochs": False})
     pipelined = _collected(folder, form, {"pipeline_epochs": True})
     assert plain["by_key"] and sum(plain["late"].values()) > 0
     assert pipelined["by_key"] == plain["by_key"]
@@ -60,24 +60,24 @@ def _write_job(env, folder: Path, out: Path) -> None:
     _fold_job(env, folder, "sliding", "sum").write_files(str(out), "parquet")
 
 
-@pytest.mark.parametrize("then", [{"pipeline_epochs": True}] + ([{}] if long_tests() else []),
+@pytest.mark.parametrize("then", [{}] + ([{"pipeline_epochs": False}] if long_tests() else []),
                          ids=["restored-pipelined", "restored-plain"][:2 if long_tests() else 1])
 def test_a_pipelined_checkpoint_restores_exactly_once(spark, tmp_path: Path, then: dict) -> None:
     from engine.runtime.spark.runtime import SparkRuntime
 
     folder = tmp_path / "in"
     _write_events(folder, seed=5, files=2, per_file=330, keys=6, int_keys=False, datetimes=True)
-    golden_env = _env("spark", 2)
+    golden_env = _env("spark", 2, {"pipeline_epochs": False})
     _write_job(golden_env, folder, tmp_path / "golden")
     golden_env.execute()
     golden = _committed(tmp_path / "golden")
 
     storage = f"file://{tmp_path}/chk"
     out = tmp_path / "out"
-    env = _env("spark", 2, {"pipeline_epochs": True, "max_epochs": 3}, storage)
+    env = _env("spark", 2, {"max_epochs": 3}, storage)
     _write_job(env, folder, out)
     job = SparkRuntime(env).start("pipelined", list(env._sinks), [])
-    assert job.pipelines()
+    assert job.pipelines()  # the default
     job.run()  # three reads, two epochs of windows, a checkpoint after each step; then the third epoch's windows
     assert job.pending is None and not job.finished
     newest = job.checkpoint_history()[-1]
