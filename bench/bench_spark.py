@@ -14,7 +14,9 @@ at end of input (MAX_WATERMARK); native append mode never does, so Sluice writes
 user would write it: a timestamp assigner, a map to tuples and a key selector, all Python,
 called per record as their contract says.  Prints both throughputs, their ratio, checkpoint duration and size per
 epoch, the restore time, and where each side's CPU goes (microseconds per event in the Spark JVM, in
-PySpark's Python workers and in the driver's Python, bench/common.py ``CpuMeter``); the last line is JSON.
+PySpark's Python workers and in the driver's Python, bench/common.py ``CpuMeter``; the JVM's by thread group: the
+driver's py4j threads (Catalyst), the JIT compiler, the executors' tasks, the collector, bench/common.py
+``JvmThreadCpu``); the last line is JSON.
 
 Each side runs ``--repeat`` times per window (default 3), native and Sluice taking turns, and the
 medians are compared: this shared host's speed drifts between runs, so a single pair of runs can be
@@ -68,7 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_spark_native import bench_spark_conf, run_native_window_sum
-from bench.common import (CpuMeter, PeakTreeRss, generate_purchase_events, interleave_into_splits, peak_rss_mb,
+from bench.common import (CpuMeter, JvmThreadCpu, PeakTreeRss, generate_purchase_events, interleave_into_splits, peak_rss_mb,
                           per_event_us, print_result_line, process_peak_rss_mb, spark_jvm_pid)
 
 
@@ -137,10 +139,12 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, split
     env, stream = build()
     job = SparkRuntime(env).start(f"bench-{window}", list(env._sinks), [])
     meter = CpuMeter(spark_jvm_pid()).start()
+    threads = JvmThreadCpu(spark_jvm_pid()).start()
     started = time.monotonic()
     job.run()
     wall_s = time.monotonic() - started
     cpu_s = meter.stop()
+    thread_s = threads.stop(cpu_s["jvm"])
     output_rows = job.records_out
     history = job.checkpoint_history()
     restore_s = None
@@ -165,6 +169,7 @@ def run_sluice(dataset: Any, window: str, work_dir: str, parallelism: int, split
         "checkpoint_bytes_per_epoch": round(sum(h.size_bytes or 0 for h in history) / max(1, len(history)), 1),
         "restore_s": restore_s,
         "cpu_us_per_event": per_event_us(cpu_s, dataset.events),
+        "jvm_us_per_event_by_thread": per_event_us(thread_s, dataset.events),
     }
 
 
@@ -364,6 +369,9 @@ def run_cell(spark: Any, events: int, keys: int, skew: float, *, files: int, par
                     "runs_events_per_s": [r["events_per_s"] for r in runs[side]],
                     "peak_tree_rss_mb": max(r["peak_tree_rss_mb"] for r in runs[side]),
                     "cpu_us_per_event": {k: _median([r["cpu_us_per_event"][k] for r in runs[side]]) for k in _KINDS},
+                    "jvm_us_per_event_by_thread": {
+                        g: _median([r["jvm_us_per_event_by_thread"].get(g, 0.0) for r in runs[side]])
+                        for g in sorted({g for r in runs[side] for g in r["jvm_us_per_event_by_thread"]})},
                 }
                 us = cell[side]["cpu_us_per_event"]
                 cell[side]["cpu_us_per_event"]["python"] = round(us["python_workers"] + us["driver_python"], 2)
@@ -383,7 +391,8 @@ def run_cell(spark: Any, events: int, keys: int, skew: float, *, files: int, par
                 + (f" (x{cell[side]['ratio_to_native']} native)" if "ratio_to_native" in cell[side] else "")
                 + f", peak RSS {cell[side]['peak_tree_rss_mb']:,.0f} MB"
                 + f", CPU us/event JVM {cell[side]['cpu_us_per_event']['jvm']:.2f}"
-                  f" / Python {cell[side]['cpu_us_per_event']['python']:.2f}"
+                + " (" + ", ".join(f"{g} {us:.2f}" for g, us in cell[side]["jvm_us_per_event_by_thread"].items()) + ")"
+                + f" / Python {cell[side]['cpu_us_per_event']['python']:.2f}"
                 for side in sides), flush=True)
             results[window] = cell
     return results

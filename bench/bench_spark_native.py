@@ -37,6 +37,7 @@ if __package__ in (None, ""):  # run as a script: make `bench` and `engine` impo
 
 from bench.common import (  # noqa: E402
     CpuMeter,
+    JvmThreadCpu,
     PurchaseDataset,
     Stopwatch,
     generate_purchase_events,
@@ -71,6 +72,8 @@ class NativeResult:
     spark_jvm_peak_rss_mb: float | None
     #: CPU microseconds per event from start() to termination, by process kind (bench/common.py CpuMeter)
     cpu_us_per_event: dict | None = None
+    #: the JVM's part of that by thread group (bench/common.py JvmThreadCpu)
+    jvm_us_per_event_by_thread: dict | None = None
 
 
 def run_native_window_sum(
@@ -117,11 +120,13 @@ def run_native_window_sum(
         writer = writer.format("noop")
 
     meter = CpuMeter(spark_jvm_pid()).start()
+    threads = JvmThreadCpu(spark_jvm_pid()).start()
     watch = Stopwatch()
     query = writer.start()
     query.awaitTermination()
     wall_s = watch.elapsed_s()
     cpu_s = meter.stop()
+    thread_s = threads.stop(cpu_s["jvm"])
     if query.exception() is not None:
         raise RuntimeError(f"native streaming query failed: {query.exception()}")
     progress = query.recentProgress
@@ -153,6 +158,7 @@ def run_native_window_sum(
         driver_python_peak_rss_mb=round(peak_rss_mb(), 1),
         spark_jvm_peak_rss_mb=round(process_peak_rss_mb(jvm_pid), 1) if jvm_pid else None,
         cpu_us_per_event=per_event_us(cpu_s, dataset.events),
+        jvm_us_per_event_by_thread=per_event_us(thread_s, dataset.events),
     )
 
 

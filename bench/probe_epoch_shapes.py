@@ -40,7 +40,7 @@ import statistics
 import time
 from typing import Any, Iterator
 
-from bench.common import print_result_line
+from bench.common import CpuMeter, JvmThreadCpu, print_result_line, spark_jvm_pid
 
 _SCHEMA = "_dest INT, _pk INT, _kg INT, _value BIGINT, _blob BINARY"
 _STATE, _DRIVER, _RECORD = 0, 1, 2
@@ -192,10 +192,13 @@ def main() -> None:
     ids = spark.range(0, args.splits, numPartitions=args.splits).selectExpr("CAST(id AS INT) AS split")
     times: dict[str, list[float]] = {"dataframe": [], "rdd": []}
     checks: dict[str, list] = {"dataframe": [], "rdd": []}
+    #: CPU seconds of the measured rounds (after the first), by process kind and by JVM thread group
+    cpu: dict[str, dict[str, float]] = {"dataframe": {}, "rdd": {}}
     try:
         for round_ in range(args.rounds):
             for shape in ("dataframe", "rdd"):
                 state = None
+                meter, threads = CpuMeter(spark_jvm_pid()).start(), JvmThreadCpu(spark_jvm_pid()).start()
                 for epoch in range(args.epochs):
                     start = time.perf_counter()
                     if shape == "dataframe":
@@ -207,6 +210,10 @@ def main() -> None:
                         times[shape].append(ms)
                     checks[shape].append(check)
                     print(f"round {round_} {shape:9} epoch {epoch}: {ms:7.1f} ms  (reports, records) {check}")
+                if round_ > 0:
+                    spent = meter.stop()
+                    for k, v in {**spent, **{f"jvm_{g}": s for g, s in threads.stop(spent["jvm"]).items()}}.items():
+                        cpu[shape][k] = cpu[shape].get(k, 0.0) + v
     finally:
         stop_spark(spark)
     # both shapes did the same work: the same split reports and the same running record counts
@@ -216,9 +223,12 @@ def main() -> None:
                               "epochs_measured": len(times["rdd"])}
     for shape, values in times.items():
         q = statistics.quantiles(values, n=4)
+        epochs = max(1, (args.rounds - 1) * args.epochs)
+        cpu_ms = {k: round(v * 1000 / epochs, 1) for k, v in sorted(cpu[shape].items())}
         result[shape] = {"median_ms": round(statistics.median(values), 1), "q1_ms": round(q[0], 1),
-                         "q3_ms": round(q[2], 1)}
-        print(f"{shape:9}: median {result[shape]['median_ms']} ms per epoch (quartiles {q[0]:.0f} / {q[2]:.0f})")
+                         "q3_ms": round(q[2], 1), "cpu_ms_per_epoch": cpu_ms}
+        print(f"{shape:9}: median {result[shape]['median_ms']} ms per epoch (quartiles {q[0]:.0f} / {q[2]:.0f}); "
+              f"CPU ms per epoch after round 1: {cpu_ms}")
     print_result_line(result)
 
 

@@ -96,3 +96,29 @@ def test_stop_before_start_is_an_error():
 def test_per_event_us():
     assert per_event_us({"jvm": 1.5, "total": 3.0}, 1_000_000) == {"jvm": 1.5, "total": 3.0}
     assert per_event_us({"jvm": 1.0}, 0) == {"jvm": 1_000_000.0}
+
+
+def test_jvm_thread_cpu_reads_this_process_threads_by_group():
+    """JvmThreadCpu reads /proc per thread: this process's main thread (named after the interpreter) is "other"."""
+    import os
+
+    from bench.common import JvmThreadCpu
+
+    threads = JvmThreadCpu(os.getpid()).start()
+    start = time.process_time()
+    while time.process_time() - start < 0.3:
+        pass
+    spent = threads.stop(jvm_total_s=10.0)
+    assert spent["other"] >= 0.2
+    assert spent["missing"] == pytest.approx(10.0 - sum(v for k, v in spent.items() if k != "missing"), abs=0.01)
+    assert JvmThreadCpu(None).start().stop() == {}
+
+
+def test_jvm_thread_groups():
+    from bench.common import JvmThreadCpu
+
+    assert JvmThreadCpu.group_of("Thread-12") == "driver_py4j"
+    assert JvmThreadCpu.group_of("C2 CompilerThre") == "jit"
+    assert JvmThreadCpu.group_of("Executor task l") == "tasks"
+    assert JvmThreadCpu.group_of("GC Thread#1") == "gc"
+    assert JvmThreadCpu.group_of("dag-scheduler-e") == "other"
