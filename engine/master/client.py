@@ -106,11 +106,20 @@ ENDED_STATES = frozenset({"FINISHED", "CANCELED", "FAILED", "SUSPENDED"})
 
 
 def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) -> str:
-    """The control URL the job's master last published in ``_status.json``.
+    """The control URL of the job's master: the one its lease names when a later master than the one that wrote
+    ``_status.json`` holds it, else the one ``_status.json`` names.
+
+    Why the lease first: a master frozen between its lease check and its status write (SIGSTOP, a long GC pause)
+    finishes that write when it wakes, after a new master took the job over, and the status document then names a
+    dead URL until the holder publishes again.  The lease is written compare-and-set, so only its holder's write
+    lands there (tests/reliability/test_two_masters.py found this).
 
     Storage is not an authority on where to send a token: a client holding one
     passes the result through :func:`trusted_control_url`."""
-    status = read_status(open_store(storage_uri, **store_options), job_id)
+    from checkpoints.lease import read_lease
+
+    store = open_store(storage_uri, **store_options)
+    status = read_status(store, job_id)
     if status is None:
         raise ControlApiUnavailable(f"job {job_id!r} has published no status document under {storage_uri}: "
                                     "it never ran with this --storage, or its master has not started yet")
@@ -118,6 +127,11 @@ def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) ->
         raise ControlApiUnavailable(f"job {job_id!r} is {status.state} (the status document its last master "
                                     f"published under {storage_uri}): no job master runs to ask")
     url = status.extra.get("control_url")
+    lease = read_lease(store, job_id)
+    written_by = status.extra.get("fencing_token")
+    if lease is not None and not lease.lease.released and lease.lease.control_url \
+            and (type(written_by) is not int or lease.lease.fencing_token > written_by):
+        return lease.lease.control_url
     if not url:
         raise ControlApiUnavailable(f"the status document of job {job_id!r} names no control URL "
                                     f"(state {status.state})")

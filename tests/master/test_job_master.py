@@ -282,3 +282,24 @@ def test_bad_run_options_are_refused_before_anything_starts(args: list[str], nam
 
     result = CliRunner().invoke(main, ["run", "engine.examples.purchases:build", *args])
     assert result.exit_code == 2 and f"Invalid value for '{named}'" in result.output, result.output
+
+
+@pytest.mark.parametrize("lease_token, released, expected", [(2, False, "new"), (1, False, "old"), (2, True, "old")])
+def test_a_status_written_by_a_superseded_master_does_not_lead_clients_to_it(tmp_path: Path, lease_token: int,
+                                                                              released: bool, expected: str) -> None:
+    """A master frozen between its lease check and its status write finishes the write when it wakes, after another
+    master took the lease: the status then names the dead master's URL.  The lease (written compare-and-set) names
+    the holder's, and a later holder's lease wins; the status stays the answer otherwise."""
+    from checkpoints.backends import open_store
+    from checkpoints.layout import lease_key
+    from checkpoints.lease import JobLease
+    from checkpoints.status import StatusDocument, write_status
+
+    store = open_store((tmp_path / "chk").as_uri())
+    urls = {"old": "http://127.0.0.1:1111", "new": "http://127.0.0.1:2222"}
+    write_status(store, StatusDocument(job_id="purchases", heartbeat_ms=1,
+                                       extra={"control_url": urls["old"], "fencing_token": 1}))
+    store.put_bytes(lease_key("purchases"), JobLease(
+        job_id="purchases", holder="h", fencing_token=lease_token, acquired_ms=1, renewed_ms=1, ttl_ms=10_000,
+        control_url=urls["new"] if lease_token == 2 else urls["old"], released=released).to_json())
+    assert discover_control_url((tmp_path / "chk").as_uri(), "purchases") == urls[expected]
