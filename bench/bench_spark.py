@@ -15,7 +15,7 @@ user would write it: a timestamp assigner, a map to tuples and a key selector, a
 called per record as their contract says.  Prints both throughputs, their ratio, checkpoint duration and size per
 epoch, the restore time, and where each side's CPU goes (microseconds per event in the Spark JVM, in
 PySpark's Python workers and in the driver's Python, bench/common.py ``CpuMeter``; the JVM's by thread group: the
-driver's py4j threads (Catalyst), the JIT compiler, the executors' tasks, the collector, bench/common.py
+driver's planning threads (Catalyst), the JIT compiler, the executors' tasks, the collector, bench/common.py
 ``JvmThreadCpu``); the last line is JSON.
 
 Each side runs ``--repeat`` times per window (default 3), native and Sluice taking turns, and the

@@ -213,9 +213,11 @@ class CpuMeter:
 
 #: JVM thread names (``/proc/<pid>/task/<tid>/comm``, 15 characters) -> the group :class:`JvmThreadCpu` reports
 JVM_THREAD_GROUPS = (
-    ("driver_py4j", "Thread-"),  # py4j's command threads: the driver's Catalyst (analysis, optimizer, planning)
+    # the driver's planning (Catalyst analysis, optimizer, physical planning): py4j's command threads run Sluice's,
+    # a streaming query's own thread runs native Structured Streaming's
+    ("driver", "Thread-"), ("driver", "stream executio"),
     ("jit", "C1 CompilerThre"), ("jit", "C2 CompilerThre"),
-    ("tasks", "Executor task l"),  # the executors' task threads (local mode: same JVM)
+    ("tasks", "Executor task"),  # the executors' task threads (local mode: same JVM)
     ("gc", "GC Thread"), ("gc", "G1 "),
 )
 

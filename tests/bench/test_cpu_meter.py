@@ -117,8 +117,11 @@ def test_jvm_thread_cpu_reads_this_process_threads_by_group():
 def test_jvm_thread_groups():
     from bench.common import JvmThreadCpu
 
-    assert JvmThreadCpu.group_of("Thread-12") == "driver_py4j"
+    assert JvmThreadCpu.group_of("Thread-12") == "driver"
+    assert JvmThreadCpu.group_of("stream executio") == "driver"
     assert JvmThreadCpu.group_of("C2 CompilerThre") == "jit"
     assert JvmThreadCpu.group_of("Executor task l") == "tasks"
+    assert JvmThreadCpu.group_of("Executor task i") == "tasks"
+    assert JvmThreadCpu.group_of("G1 Conc#0") == "gc"
     assert JvmThreadCpu.group_of("GC Thread#1") == "gc"
     assert JvmThreadCpu.group_of("dag-scheduler-e") == "other"
