@@ -21,7 +21,8 @@ state rows feed the next epoch.
 
 The shapes take turns (``--rounds`` rounds of ``--epochs`` epochs each) in one Spark session; the first
 ``--warmup`` epochs of each shape's first round are left out.  Last line: JSON with each shape's per-epoch median
-and quartiles (ms) and its two jobs' share.
+and quartiles (ms) and, over the rounds after the first, its CPU per epoch by process kind and by JVM thread group
+(bench/common.py ``CpuMeter`` and ``JvmThreadCpu``).
 
 **Measured** (this 2-core host, quiet, local[2], 4 GB heap, 1,000 rows per split, 3 rounds of 8 epochs, medians
 over 21 epochs): 10 splits: DataFrame 1,116 ms per epoch, RDD 1,530 ms; 2 splits: DataFrame 734 ms, RDD 703 ms.
@@ -29,6 +30,14 @@ The RDD shape saves nothing: what an almost empty epoch costs is Spark's jobs an
 here: 8 fewer read tasks saved 380-830 ms), not Catalyst.  So the RDD rewrite proposed in stop 33's note is dropped;
 reading several splits per task did not move the real job either (bench_spark.py, column form, 2M / 100k, 10 files:
 114.7k and 126.6k ev/s one task per split, 129.2k and 127.4k one per core), as at that size the epoch is CPU-bound.
+
+**CPU, not only wall time** (stop 35, quiet host, 2 splits, 3 rounds of 8 epochs, CPU per epoch over rounds 2-3):
+wall 512 ms DataFrame against 476 ms RDD, but the JVM's CPU is 663 against 283 ms an epoch -- Catalyst on the
+driver's threads 161 against 37, the JIT compiler 351 against 138, the tasks 81 against 64 -- while the Python
+workers take 149 against 391 ms (PySpark's RDD shuffle hashes and batches in Python, ``partitionBy``), so 841
+against 701 ms of CPU in all.  On a CPU-bound host (the real job at 2M events: both cores busy) that CPU is what
+bounds throughput, so the RDD shape is not the dead end the wall times above suggested: its JVM part is a third of
+the DataFrame shape's; its Python part is what a rewrite would have to cut.
 
 Usage: ``python -m bench.probe_epoch_shapes [--splits 10] [--subtasks 2] [--rows 1000] [--epochs 10] [--rounds 3]``.
 """
