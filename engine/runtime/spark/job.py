@@ -53,7 +53,8 @@ them again.  Control requests, the end of input and the end of ``run`` first run
 alone (:meth:`SparkJob.flush_pending`), so savepoints are taken with nothing pending.  A job whose source stage
 writes an exactly-once file sink is not pipelined (:meth:`SparkJob.pipelines`): its parts would be staged in the
 transaction of the barrier before their reads.  ``step`` and ``run_epoch`` never pipeline.  On by default: on
-bench/bench_spark.py's 2M-event cells it gave 18-24% more events/s than one job after another (``column-serial``).
+bench/bench_spark.py's 2M-event cells it gave 10-24% more events/s than one job after another (``column-serial``) in
+single runs, and a median 12% more over 3 runs at 100k keys tumbling (runs -1% to +12%).
 
 ``SparkRuntime`` (engine/runtime/spark/runtime.py) takes the options; its ``execute`` and ``submit`` run
 the job through engine/runtime/spark/job_run.py, which restarts a failed attempt from the latest completed
