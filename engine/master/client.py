@@ -105,9 +105,10 @@ def trusted_control_url(url: str, allowed_hosts: Iterable[str] = (), *, source: 
 ENDED_STATES = frozenset({"FINISHED", "CANCELED", "FAILED", "SUSPENDED"})
 
 
-def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) -> str:
-    """The control URL of the job's master: the one its lease names when a later master than the one that wrote
-    ``_status.json`` holds it, else the one ``_status.json`` names.
+def published_control_url(store: Any, job_id: str, status: Any) -> str | None:
+    """The control URL storage names for the job's master, given its status document ``status``: the one the job's
+    lease names when a later master than the one that wrote ``status`` holds it, else the one ``status`` names
+    (None when it names none).  The CLI (:func:`discover_control_url`) and the Airflow hook both ask this.
 
     Why the lease first: a master frozen between its lease check and its status write (SIGSTOP, a long GC pause)
     finishes that write when it wakes, after a new master took the job over, and the status document then names a
@@ -118,6 +119,19 @@ def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) ->
     passes the result through :func:`trusted_control_url`."""
     from checkpoints.lease import read_lease
 
+    extra = status.extra or {}
+    lease = read_lease(store, job_id)
+    written_by = extra.get("fencing_token")
+    if lease is not None and not lease.lease.released and lease.lease.control_url \
+            and (type(written_by) is not int or lease.lease.fencing_token > written_by):
+        return lease.lease.control_url
+    url = extra.get("control_url")
+    return str(url) if url else None
+
+
+def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) -> str:
+    """The control URL of the job's master, as :func:`published_control_url` reads it from storage; an error
+    saying why when the job published no status, has ended, or no URL is named."""
     store = open_store(storage_uri, **store_options)
     status = read_status(store, job_id)
     if status is None:
@@ -126,16 +140,11 @@ def discover_control_url(storage_uri: str, job_id: str, **store_options: Any) ->
     if status.state in ENDED_STATES:  # its control URL is dead: say what the document knows
         raise ControlApiUnavailable(f"job {job_id!r} is {status.state} (the status document its last master "
                                     f"published under {storage_uri}): no job master runs to ask")
-    url = status.extra.get("control_url")
-    lease = read_lease(store, job_id)
-    written_by = status.extra.get("fencing_token")
-    if lease is not None and not lease.lease.released and lease.lease.control_url \
-            and (type(written_by) is not int or lease.lease.fencing_token > written_by):
-        return lease.lease.control_url
+    url = published_control_url(store, job_id, status)
     if not url:
         raise ControlApiUnavailable(f"the status document of job {job_id!r} names no control URL "
                                     f"(state {status.state})")
-    return str(url)
+    return url
 
 
 # -- requests, shared by both clients ------------------------------------------------------------

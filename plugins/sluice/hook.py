@@ -55,6 +55,7 @@ from engine.master.client import (
     ControlClient,
     OperationKind,
     UntrustedControlUrl,
+    published_control_url,
     trusted_control_url,
 )
 from sluice.exceptions import SluiceAirflowError
@@ -253,7 +254,7 @@ class SluiceHook(BaseHook):
         if url:
             return url
         doc = self.read_status_document(job_id)
-        published = (doc.extra or {}).get("control_url") if doc is not None else None
+        published = published_control_url(self.store, self.job_id(job_id), doc) if doc is not None else None
         return self._url_from_storage(published) if published else None
 
     def client(self, job_id: str | None = None, *, url: str | None = None) -> ControlClient:
@@ -270,7 +271,7 @@ class SluiceHook(BaseHook):
         job = self.job_id(job_id)
         doc = self.read_status_document(job)
         url = self.configured_control_url()
-        published = (doc.extra or {}).get("control_url") if doc is not None else None
+        published = published_control_url(self.store, job, doc) if doc is not None else None
         if url is None and published:
             try:
                 url = self._url_from_storage(published)

@@ -126,12 +126,12 @@ def _fold_read(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, route
     firsts = firsts[order]
     picked = pa.array(firsts)
     taken = batch.take(picked)
-    key_index = pa.array(folded.column("k").to_numpy()[order])
+    key_index = folded.column("k").to_numpy()[order]
     distinct = encode_key_column(dictionary.dictionary)
-    encoded = distinct.take(key_index)
+    encoded = distinct.take(pa.array(key_index))
     record = pa.StructArray.from_arrays(taken.columns, names=taken.schema.names)
     partials = pa.table({
-        "_kg": pa.array(distinct_key_groups(distinct, router.max_parallelism)[key_index.to_numpy()], pa.int32()),
+        "_kg": pa.array(distinct_key_groups(distinct, router.max_parallelism)[key_index], pa.int32()),
         "_key": encoded,
         "_seq": pa.array(first + firsts, pa.int64()), "_ts": pa.array(ts[firsts], pa.int64()),
         "_num": pa.array(folded.column(f"v_{pre.kind}").to_numpy()[order], pa.int64()),
