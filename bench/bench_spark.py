@@ -32,7 +32,9 @@ fields named instead of functions (``with_timestamp_assigner("ts")``, ``key_by("
 ``sum("qty")``), which the Spark runtime runs on its column path (issue 16, engine/runtime/spark/column_path.py);
 ``column-elements`` is the same column form kept on the element path, to measure what the column path gains;
 ``column-serial`` the column form without pipelined epochs (runtime option ``pipeline_epochs=False``; every
-other side runs the default, engine/runtime/spark/job.py: one Spark job per epoch instead of two).
+other side runs the default, engine/runtime/spark/job.py: one Spark job per epoch instead of two);
+``column-upload`` the column form with each checkpoint's state written by an upload job after the barrier (runtime
+option ``snapshot_in_window_tasks=False``; by default the window tasks write it, engine/runtime/spark/checkpointing.py).
 
 Usage: ``python -m bench.bench_spark --events 2000000 --keys 1000 --skew 1.1 --files 20 [--repeat 3]
 [--sides native,lambda,column]`` runs one cell in this process.
@@ -313,7 +315,8 @@ def _run_side(spark: Any, side: str, dataset: Any, window: str, where: str, para
     if side == "native":
         return asdict(run_native_window_sum(spark, dataset, window=window, sink="parquet", work_dir=where,
                                             watermark_delay=f"{WATERMARK_DELAY_MS // 1000} seconds"))
-    options = {"column-elements": {"preaggregation": False}, "column-serial": {"pipeline_epochs": False}}.get(side)
+    options = {"column-elements": {"preaggregation": False}, "column-serial": {"pipeline_epochs": False},
+               "column-upload": {"snapshot_in_window_tasks": False}}.get(side)
     return run_sluice(dataset, window, where, parallelism, splits_dir, form=side.split("-")[0], options=options)
 
 
@@ -444,7 +447,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="what runs, taking turns: native Spark, Sluice's lambda form, Sluice's column form "
                              "(on the column path where its shape allows), column-elements: the column form with "
                              "every window on the element path (runtime option preaggregation=False), "
-                             "column-serial: the column form without pipelined epochs (runtime option pipeline_epochs=False)")
+                             "column-serial: the column form without pipelined epochs (runtime option "
+                             "pipeline_epochs=False), column-upload: the column form with checkpoints written by an "
+                             "upload job (runtime option snapshot_in_window_tasks=False)")
     parser.add_argument("--repeat", type=int, help="runs per side and window, the sides taking turns (medians "
                                                    "reported); default 3, 1 with --smoke")
     parser.add_argument("--driver-memory", help="the one local JVM every side of a cell shares (the issue's "
@@ -468,8 +473,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.files < 1:
         parser.error("--files must be at least 1")
     sides = args.sides.split(",")
-    if not sides or not set(sides) <= {"native", "lambda", "column", "column-elements", "column-serial"}:
-        parser.error("--sides takes native, lambda, column, column-elements and/or column-serial")
+    if not sides or not set(sides) <= {"native", "lambda", "column", "column-elements", "column-serial",
+                                       "column-upload"}:
+        parser.error("--sides takes native, lambda, column, column-elements, column-serial and/or column-upload")
     windows = args.windows.split(",")
     if not set(windows) <= set(WINDOW_MS):
         parser.error("--windows takes tumbling and/or sliding")

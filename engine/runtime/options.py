@@ -63,6 +63,8 @@ RUNTIME_OPTIONS: tuple[RuntimeOption, ...] = (
                   "true"),
     RuntimeOption("pipeline_epochs", "bool", ("spark",),
                   "run epoch n's window stages in one Spark job with epoch n+1's reads", "true"),
+    RuntimeOption("snapshot_in_window_tasks", "bool", ("spark",),
+                  "window tasks write a checkpoint's state files in its barrier's epoch (off: an upload job)", "true"),
     RuntimeOption("storage_options", "dict", ("spark",), "options for checkpoint storage, e.g. endpoint_url"),
     RuntimeOption("max_checkpoint_history", "int", BOTH, "checkpoint records the driver keeps in memory", 1000),
     RuntimeOption("max_dead_letters", "int", BOTH, "dead letters the driver keeps in memory", 10000),

@@ -28,7 +28,17 @@ Restore (runtime option ``restore_from``) is engine/runtime/spark/restore.py.  :
 also serves the job's control requests (savepoint, stop with savepoint, cancel) at the epoch boundary, from the
 control-request queue both runtimes share (engine/runtime/control.py).
 
-The upload of window state is the asynchronous part: it runs as its own Spark job on a driver
+**Window tasks write their state** (runtime option ``snapshot_in_window_tasks``, default True).  A periodic
+checkpoint is triggered when an epoch starts (:meth:`SparkCheckpointing.before_epoch`), like Flink's trigger
+reaching the sources before they emit barrier n; its barrier is the epoch's end.  The epoch's window tasks
+know it, so each writes its subtask's new state files right after its snapshot, in the epoch's own Spark job,
+and acknowledges with a ``DEST_STATE_ACK`` row (stages.py ``_emit_state``): no second Spark job reads the state
+back.  A keyed vertex whose stage did not run in that epoch (an event-time window neither the watermark nor a
+record moved), and every savepoint, still go through the upload job below.  A task's failed write declines the
+checkpoint, as a failed upload does.  A checkpoint triggered in an epoch that ends the job is never taken: its
+files are deleted.  Measured on bench/bench_spark.py's cells: see the README's "Spark runtime" figures.
+
+Otherwise the upload of window state is the asynchronous part: it runs as its own Spark job on a driver
 thread while the next epoch runs, and the tasks' acknowledgements reach the coordinator only once
 it finished (savepoints upload synchronously: the caller waits for their URI).  Files are per
 subtask and table, not incremental.
@@ -41,7 +51,7 @@ import json
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from engine.checkpointing.checkpoint_id_counter import StandaloneCheckpointIDCounter
@@ -99,6 +109,23 @@ class _Gateway(CheckpointTaskGateway):
 
 
 @dataclass
+class _WriteThrough:
+    """A checkpoint triggered when an epoch started, whose barrier is that epoch's end: the window tasks of the
+    epoch write their state files themselves (the module docstring)."""
+
+    checkpoint_id: int
+    location: Any
+    #: keyed node ids whose window stages ran with this checkpoint (the others go through the upload job)
+    ran: set[int] = field(default_factory=set)
+    #: keyed node id -> subtask -> its task's acknowledgement (state_files.py ``write_subtask_state``)
+    acks: dict[int, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    #: the tasks' failed writes, as "uid#subtask: error"
+    errors: list[str] = field(default_factory=list)
+    #: the longest a task took to write its files
+    write_ms: int = 0
+
+
+@dataclass
 class _Upload:
     """A checkpoint whose window state is being written: its other acks wait with it (see ``_snapshot``)."""
 
@@ -107,6 +134,8 @@ class _Upload:
     future: Future
     started: float
     finished: float | None = None
+    #: ms the window tasks spent writing their state files in the barrier's epoch (write-through)
+    task_write_ms: int = 0
 
 
 # ---- the job master's checkpointing ------------------------------------------------------------------------
@@ -148,6 +177,11 @@ class SparkCheckpointing:
         self.output_marks: dict[int, dict[str, Any]] = {}
         self._executor: Any = None
         self.async_uploads = bool(job.runtime.async_snapshots)
+        #: runtime option ``snapshot_in_window_tasks``: periodic checkpoints triggered at epoch starts, written by the
+        #: window tasks of that epoch
+        self.in_tasks = bool(getattr(job.runtime, "snapshot_in_window_tasks", True))
+        #: the checkpoint whose barrier ends the running epoch, when its window tasks write its state
+        self.write_through: _WriteThrough | None = None
         self.stopped = False
         self.cancelled = False
         self.ended = False
@@ -212,17 +246,93 @@ class SparkCheckpointing:
                 and not self.coordinator.is_periodic_checkpointing_started():
             self.coordinator.start_checkpoint_scheduler()
         self._serve_requests()
-        return self.stopped or self.cancelled
+        if self.stopped or self.cancelled:
+            return True
+        if self.in_tasks and self.coordinator is not None and not self.job.finished:
+            self.scheduler.run_due()  # barrier n is the end of the epoch that starts now (module docstring)
+            self._prepare_write_through()
+        return False
 
     def after_epoch(self) -> None:
         if self.coordinator is not None:
             self.collect_uploads()
         if self.failure is not None:
+            self._drop_write_through()
             raise self.failure
         if self.coordinator is not None and not self.job.finished:
-            self.scheduler.run_due()
+            if not self.in_tasks:
+                self.scheduler.run_due()
             self._take_triggered()
+        self._drop_write_through()  # not taken: the job ended in this epoch, or the checkpoint expired
         self._serve_requests()
+
+    # ---- window tasks write their state (the module docstring) ---------------------------------------------
+    def _prepare_write_through(self) -> None:
+        """A checkpoint just triggered has its barrier at the end of the epoch about to run: give its location to
+        that epoch's window tasks (:meth:`checkpoint_for_windows`)."""
+        from checkpoints.errors import LeaseNotHeld
+
+        if self.write_through is not None or not self.triggered:
+            return
+        checkpoint_id = min(self.triggered)
+        pending = self.coordinator.get_pending_checkpoints().get(checkpoint_id)
+        if pending is None or pending.properties.is_savepoint():
+            return
+        try:  # a fenced master's tasks could write into the new holder's chk-<id>
+            self.store.persistent.check_fence(f"write the state files of checkpoint {checkpoint_id}")
+        except LeaseNotHeld:
+            return  # the barrier's upload path checks again and declines the checkpoint
+        location = self._location(checkpoint_id, pending)
+        self.locations[checkpoint_id] = location
+        self.write_through = _WriteThrough(checkpoint_id, location)
+
+    def checkpoint_for_windows(self, vertices: list[Any]) -> tuple[Any, int] | None:
+        """(location, checkpoint id) for window stages about to run whose epoch ends at a checkpoint's barrier, or
+        None; the vertices are recorded as writing their own state."""
+        wt = self.write_through
+        if wt is None:
+            return None
+        wt.ran.update(v.head.id for v in vertices)
+        return wt.location, wt.checkpoint_id
+
+    def receive_state_ack(self, node_id: int, doc: dict[str, Any]) -> None:
+        """A window task's ``DEST_STATE_ACK`` row: its files are written (or its write failed)."""
+        wt = self.write_through
+        if wt is None or doc.get("checkpoint_id") != wt.checkpoint_id:
+            raise IllegalStateError(f"Bug: a state acknowledgement for checkpoint {doc.get('checkpoint_id')} while "
+                                    f"{None if wt is None else wt.checkpoint_id} is being written")
+        if "error" in doc:
+            wt.errors.append(f"{doc.get('operator', node_id)}#{doc['subtask']}: {doc['error']}")
+            return
+        ack = doc["ack"]
+        wt.acks.setdefault(node_id, {})[int(ack["subtask"])] = ack
+        wt.write_ms = max(wt.write_ms, int(doc.get("write_ms", 0)))
+
+    def _drop_write_through(self) -> None:
+        """A write-through checkpoint that will not be taken: delete what its tasks wrote."""
+        wt = self.write_through
+        if wt is None:
+            return
+        self.write_through = None
+        if wt.ran:
+            self._discard_location(wt.checkpoint_id, "untaken")
+        else:
+            self.locations.pop(wt.checkpoint_id, None)
+
+    def _discard_location(self, checkpoint_id: int, what: str) -> None:
+        """Delete what was written for checkpoint ``checkpoint_id``, which will never complete (``what``: why, for the
+        log).  Never a folder holding a ``_metadata`` (``CheckpointStorageLocation.discard``)."""
+        location = self.locations.pop(checkpoint_id, None)
+        if location is None:
+            return
+        if not location.is_savepoint:
+            from checkpoints.errors import LeaseNotHeld
+
+            try:  # a fenced master deletes nothing: chk-<id> may be the new holder's checkpoint in progress
+                self.store.persistent.check_fence(f"discard {what} checkpoint {checkpoint_id}")
+            except LeaseNotHeld:
+                return
+        location.discard()
 
     def release_upload_thread(self) -> None:
         """After uploads were collected: stop the upload thread (a later upload starts a new one).  A run that
@@ -236,6 +346,7 @@ class SparkCheckpointing:
             return
         self.ended = True
         job = self.job
+        self._drop_write_through()  # triggered in the epoch that ended the job (or failed it): never taken
         if self.coordinator is not None:
             self.collect_uploads(wait=True)  # every checkpoint taken completes (and commits) before the end
         if self._executor is not None:
@@ -356,7 +467,13 @@ class SparkCheckpointing:
         (:meth:`collect_uploads`), so a checkpoint never completes before its state is in storage.
         """
         job = self.job
-        location = self._location(checkpoint_id, pending)
+        wt = self.write_through if self.write_through is not None \
+            and self.write_through.checkpoint_id == checkpoint_id else None
+        if wt is not None:
+            self.write_through = None
+            location = wt.location
+        else:
+            location = self._location(checkpoint_id, pending)
         self.locations[checkpoint_id] = location
         started = time.monotonic()
         acks: dict[str, Any] = {}
@@ -369,7 +486,9 @@ class SparkCheckpointing:
         for task_id, writer in self.sink_tasks.items():
             state = writer.snapshot_state(checkpoint_id) if hasattr(writer, "snapshot_state") else None
             acks[task_id] = TaskStateSnapshot({task_id: state})
-        states = [(v, job.state[v.head.id]) for v in job.windows]
+        # a vertex whose window tasks wrote their files in the barrier's epoch needs no upload job
+        states = [(v, job.state[v.head.id]) for v in job.windows if wt is None or v.head.id not in wt.ran]
+        written = [v for v in job.windows if wt is not None and v.head.id in wt.ran]
         self.output_marks[checkpoint_id] = job.output_marks()  # driver memory only, for an in-process restart
         # the driver's part of barrier n, taken now: the checkpoint may complete epochs later
         self.boundaries[checkpoint_id] = {
@@ -378,29 +497,43 @@ class SparkCheckpointing:
                              "watermark": s.watermark} for sid, s in splits.items()}}
         # ``watermark`` is every keyed operator's at this boundary
 
-        def upload() -> dict[str, Any]:
+        def acknowledged(v: Any, uid: str, i: int, ack: dict[str, Any] | None) -> Any:
+            if ack is None or not (ack["files"] or ack["metadata"]["state_rows"]):
+                # no key in its key groups: the task wrote nothing; written as a local subtask writes it
+                return keyless_subtask_ack(location, v.head, uid, i, v.parallelism, job.max_parallelism,
+                                           checkpoint_id, watermark)
+            return operator_state_ack(uid, i, ack, v.parallelism, job.max_parallelism)
+
+        def tasks_wrote() -> dict[str, Any]:
+            if wt.errors:
+                raise IllegalStateError(f"window tasks failed to write checkpoint {checkpoint_id}'s state: "
+                                        + "; ".join(wt.errors))
             window_acks: dict[str, Any] = {}
+            for v in written:
+                uid = window_uid(v)
+                acks_of = wt.acks.get(v.head.id, {})
+                for i in range(v.parallelism):
+                    window_acks[f"{uid}#{i}"] = TaskStateSnapshot({uid: acknowledged(v, uid, i, acks_of.get(i))})
+            return window_acks
+
+        def upload() -> dict[str, Any]:
+            window_acks: dict[str, Any] = tasks_wrote() if wt is not None else {}
+            if not states:
+                return window_acks
             if not pending.properties.is_savepoint():  # a fenced master's files could land in the new holder's chk-<id>
                 self.store.persistent.check_fence(f"write the state files of checkpoint {checkpoint_id}")
             for v, state in states:
                 uid = window_uid(v)
-                written: dict[int, dict] = {}
+                uploaded: dict[int, dict] = {}
                 if state is not None:
                     fn = write_state_files(location, uid, v.parallelism, job.max_parallelism, checkpoint_id, v.head)
                     for subtask, ack in state.mapInArrow(fn, ACK_DDL).collect():
-                        written[subtask] = json.loads(ack)
+                        uploaded[subtask] = json.loads(ack)
                 for i in range(v.parallelism):
-                    ack = written.get(i)
-                    if ack is None or not (ack["files"] or ack["metadata"]["state_rows"]):
-                        # no key in its key groups: the task wrote nothing; written as a local subtask writes it
-                        state_ack = keyless_subtask_ack(location, v.head, uid, i, v.parallelism, job.max_parallelism,
-                                                        checkpoint_id, watermark)
-                    else:
-                        state_ack = operator_state_ack(uid, i, ack, v.parallelism, job.max_parallelism)
-                    window_acks[f"{uid}#{i}"] = TaskStateSnapshot({uid: state_ack})
+                    window_acks[f"{uid}#{i}"] = TaskStateSnapshot({uid: acknowledged(v, uid, i, uploaded.get(i))})
             return window_acks
 
-        if pending.properties.is_savepoint() or not self.async_uploads:
+        if pending.properties.is_savepoint() or not self.async_uploads or not states:
             future: Future = Future()
             try:
                 future.set_result(upload())
@@ -408,7 +541,7 @@ class SparkCheckpointing:
                 future.set_exception(exc)
         else:
             future = self._uploader().submit(upload)
-        upload = _Upload(checkpoint_id, acks, future, started)
+        upload = _Upload(checkpoint_id, acks, future, started, task_write_ms=wt.write_ms if wt is not None else 0)
         future.add_done_callback(lambda _: setattr(upload, "finished", time.monotonic()))
         self.uploads.append(upload)
         if future.done():
@@ -436,8 +569,10 @@ class SparkCheckpointing:
                 self.boundaries.pop(upload.checkpoint_id, None)
                 coordinator.receive_decline_message(self.job.job_id, next(iter(self.all_tasks)), upload.checkpoint_id,
                                                     cause=exc)
+                self._discard_location(upload.checkpoint_id, "declined")  # the files its other tasks wrote
                 continue
-            self.last_snapshot_ms = int(((upload.finished or time.monotonic()) - upload.started) * 1000)
+            self.last_snapshot_ms = upload.task_write_ms + int(
+                ((upload.finished or time.monotonic()) - upload.started) * 1000)
             self.upload_ms[upload.checkpoint_id] = self.last_snapshot_ms
             for task_id, state in {**upload.acks, **window_acks}.items():
                 coordinator.receive_acknowledge_message(self.job.job_id, task_id, upload.checkpoint_id, state)

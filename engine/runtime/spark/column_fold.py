@@ -16,8 +16,9 @@ window on the way, unless the epoch needs the operator (below):
    subtask's state row between epochs (:func:`state_row`).  :func:`fold` merges the epoch's partials into it
    (``Table.group_by``) and fires the windows due at W(n) column-wise; the results go to a staged Parquet sink as
    one Arrow table (engine/io/formats.py ``ArrowRows``), or as records to anything else.
-3. **Checkpoint** (engine/runtime/spark/state_files.py ``write_state_files``, in the background upload): the
-   state rows become the window operator's own general snapshot layout (:func:`to_general`): the same keyed
+3. **Checkpoint** (engine/runtime/spark/state_files.py ``write_subtask_state``, in the window task at the barrier's
+   epoch, or in the upload job): the state rows become the window operator's own general snapshot layout
+   (:func:`to_general`): the same keyed
    state table (rows sorted by key group, encoded key and namespace text, engine/state/snapshot.py) and timers
    table (registration order, engine/timers.py) and metadata the operator writes for the same windows, so
    ``_metadata``, restores on either runtime at any parallelism and older checkpoints stay as they are

@@ -67,6 +67,7 @@ from engine.runtime.spark.rows import (
     DEST_SPLIT,
     DEST_STAGED,
     DEST_STATE,
+    DEST_STATE_ACK,
     ROW_DDL,
 )
 from engine.runtime.spark.splits import SplitEntry
@@ -103,7 +104,7 @@ def upstream_keyed(v: Any) -> set[int]:
 
 #: the destinations whose rows the driver collects (:meth:`EpochFrames.driver_rows`)
 _DRIVER_DESTS = ", ".join(str(d) for d in (DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLIT, DEST_STAGED,
-                                           DEST_OPERATOR_COUNTS))
+                                           DEST_OPERATOR_COUNTS, DEST_STATE_ACK))
 
 
 def union(frames: list[Any]) -> Any:
@@ -221,14 +222,17 @@ class EpochFrames:
         return self.spark.sql(query, **frames)
 
     def run_windows(self, vertices: list[Any], state: dict[int, Any], stage_outputs: list[Any], before: int,
-                    after: int, now_ms: int, epoch: int, staging: Callable[[], dict[int, Any]]) -> list[Any]:
+                    after: int, now_ms: int, epoch: int, staging: Callable[[], dict[int, Any]],
+                    checkpoint: Any = None) -> list[Any]:
         """Run window vertices level by level: one Spark stage per (level, parallelism), not one per vertex.
 
         A vertex is ready when every window vertex upstream of it ran in this epoch; ready vertices
         with the same parallelism share one shuffle and one ``mapInArrow``, each task running its
         (vertex, key group) runs one after another — the per-epoch cost grows with the depth of
         the plan, not with the number of windows.  ``state`` (keyed node id -> state rows) gets each
-        vertex's new state rows; ``stage_outputs`` gets every window stage's output.
+        vertex's new state rows; ``stage_outputs`` gets every window stage's output.  ``checkpoint``: (storage
+        location, checkpoint id) of the checkpoint whose barrier ends this epoch, or None: each window task then
+        also writes its subtask's state files and acknowledges (``DEST_STATE_ACK``, checkpointing.py).
         """
         pending = list(vertices)
         done: set[int] = set()
@@ -241,7 +245,8 @@ class EpochFrames:
             by_parallelism: dict[int, list[Any]] = {}
             for v in ready:
                 by_parallelism.setdefault(v.parallelism, []).append(v)
-            outs = [self._window_frame(group, state, stage_outputs, before, after, now_ms, epoch, staging())
+            outs = [self._window_frame(group, state, stage_outputs, before, after, now_ms, epoch, staging(),
+                                       checkpoint)
                     for group in by_parallelism.values()]
             for group, out in zip(by_parallelism.values(), outs):
                 for v in group:
@@ -253,7 +258,7 @@ class EpochFrames:
         return window_outputs
 
     def _window_frame(self, group: list[Any], state: dict[int, Any], stage_outputs: list[Any], before: int,
-                      after: int, now_ms: int, epoch: int, staging: dict[int, Any]) -> Any:
+                      after: int, now_ms: int, epoch: int, staging: dict[int, Any], checkpoint: Any = None) -> Any:
         from pyspark.sql import functions as F
 
         from engine.state.key_groups import key_group_range_for_operator
@@ -331,7 +336,7 @@ class EpochFrames:
             f"FROM ({union_all}) AS u SORT BY _node, _kg, _split, _offset) AS s", frames)
         fn = window_stage({v.head.id: v.head for v in group}, self.routes, epoch=epoch, parallelism=parallelism,
                           max_parallelism=mp, watermark_before=before, watermark_after=after, now_ms=now_ms,
-                          staging=staging)
+                          staging=staging, checkpoint=checkpoint)
         return placed_input.mapInArrow(fn, self._row_schema()).localCheckpoint(eager=False)
 
     def _empty_rows(self) -> Any:

@@ -40,8 +40,10 @@ Epoch n, driven by :meth:`SparkJob.step`:
    the sink's open transaction and only the part's key reaches the driver, which commits when the
    checkpoint completes (engine/runtime/spark/staged_sinks.py).  Other sinks (console, user
    sinks, at-least-once files) are written on the driver, one writer per sink node.
-5. **Barrier.**  The epoch boundary is barrier n (engine/runtime/spark/checkpointing.py); the
-   state upload of a checkpoint runs as a background Spark job overlapping epoch n+1.
+5. **Barrier.**  The epoch boundary is barrier n (engine/runtime/spark/checkpointing.py).  A periodic checkpoint
+   is triggered when the epoch starts, so its window tasks write their state files themselves at its end; a
+   vertex whose stage did not run, and a savepoint, upload state as a Spark job of their own (in the background
+   for a checkpoint, overlapping epoch n+1).
 
 **Pipelined epochs** (runtime option ``pipeline_epochs``; :meth:`SparkJob.pipelined_step`).  Epoch n+1's reads
 need only S(n) and W(n), known once epoch n's reads were collected, so ``run`` can give epoch n's window stages and
@@ -105,6 +107,7 @@ from engine.runtime.spark.rows import (
     DEST_OPERATOR_COUNTS,
     DEST_SPLIT,
     DEST_STAGED,
+    DEST_STATE_ACK,
     decode_values,
 )
 from engine.runtime.spark.splits import SplitEntry, SplitTracker
@@ -434,7 +437,8 @@ class SparkJob:
             after, epoch_records = self._apply_reports(source_rows, now_ms, before)
             active = self._active_windows(before, after, epoch_records)
             window_outputs = self.frames.run_windows(active, self.state, stage_outputs, before, after, now_ms,
-                                                     self.epoch, staging)
+                                                     self.epoch, staging,
+                                                     self.checkpointing.checkpoint_for_windows(active))
             self.watermark = after
             self._deliver(source_rows)
             if window_outputs:
@@ -549,10 +553,11 @@ class SparkJob:
 
     def _pending_windows(self, pending: PendingRead) -> list[Any]:
         """The pending epoch's window stages (DataFrames, not yet run)."""
-        return self.frames.run_windows(self._active_windows(pending.before, pending.after, pending.records),
-                                       self.state, [pending.frame] if pending.frame is not None else [],
+        active = self._active_windows(pending.before, pending.after, pending.records)
+        return self.frames.run_windows(active, self.state, [pending.frame] if pending.frame is not None else [],
                                        pending.before, pending.after, pending.now_ms, pending.epoch,
-                                       self._staging_for(pending.epoch))
+                                       self._staging_for(pending.epoch),
+                                       self.checkpointing.checkpoint_for_windows(active))
 
     def flush_pending(self) -> None:
         """Run the pending epoch's window stages now, alone (before a savepoint, a stop or a cancel, at the end of
@@ -593,6 +598,8 @@ class SparkJob:
                     self.counters[k] = self.counters.get(k, 0) + int(n)
             elif dest == DEST_OPERATOR_COUNTS:
                 self.operator_counts.add_task_counts(json.loads(value))
+            elif dest == DEST_STATE_ACK:
+                self.checkpointing.receive_state_ack(int(tag), json.loads(value))
         for node_id, keys in staged.items():
             adopt_parts(self.sink_writers[node_id], keys)
             self.staged_parts += len(keys)

@@ -19,7 +19,10 @@ speaks the same schema.  ``_dest`` says where a row goes:
 * :data:`DEST_COLUMNS` a reading task's partials for one subtask of a column fold window (``_tag`` = vertex id,
   ``_kg`` = the subtask's first key group, ``_blob`` = Arrow IPC; engine/runtime/spark/column_fold.py);
 * :data:`DEST_OPERATOR_COUNTS` records a task handed to each consumer (``_value`` = JSON ``{subtask, in,
-  edges: [[producer node, tag, consumer node, count], ...]}``; engine/runtime/operator_metrics.py).
+  edges: [[producer node, tag, consumer node, count], ...]}``; engine/runtime/operator_metrics.py);
+* :data:`DEST_STATE_ACK` a keyed subtask's acknowledgement of the checkpoint whose barrier ends the epoch, after it
+  wrote its state files itself (``_tag`` = vertex id, ``_value`` = JSON ``{checkpoint_id, ack, write_ms}`` or
+  ``{checkpoint_id, subtask, operator, error}``; engine/runtime/spark/checkpointing.py "Window tasks write their state").
 
 A record row for a window whose aggregate Spark SQL pre-aggregates (engine/runtime/spark/preaggregation.py)
 also carries ``_num``, the aggregated field as a long; ``_value`` is then only set on the first record
@@ -53,6 +56,7 @@ DEST_STAGED = -6
 DEST_OPERATOR_COUNTS = -7
 DEST_BROADCAST = -8
 DEST_COLUMNS = -9
+DEST_STATE_ACK = -10
 
 ROW_SCHEMA = pa.schema([
     pa.field("_dest", pa.int32()),

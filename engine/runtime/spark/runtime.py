@@ -49,7 +49,10 @@ class SparkRuntime:
     engine/runtime/spark/preaggregation.py), ``column_fold`` (default True: a column-form window folded as Arrow tables
     from the reading task to the sink, engine/runtime/spark/column_fold.py; False: its window stage runs the
     operator), ``pipeline_epochs`` (default True: ``run`` gives epoch n's window stages and epoch n+1's
-    reads one Spark job, engine/runtime/spark/job.py "Pipelined epochs"), ``max_epochs`` (stop after that
+    reads one Spark job, engine/runtime/spark/job.py "Pipelined epochs"), ``snapshot_in_window_tasks`` (default
+    True: a periodic checkpoint is triggered when an epoch starts and each window task writes its state files at the
+    epoch's end, in the epoch's own Spark job; False: a separate upload job after the barrier,
+    engine/runtime/spark/checkpointing.py "Window tasks write their state"), ``max_epochs`` (stop after that
     many epochs: for unbounded sources in tests and benchmarks), ``epoch_interval_ms`` (default 0: the
     next epoch starts as soon as one ends; N > 0 works like Structured Streaming's processing-time
     trigger: an epoch starts no sooner than N ms after the previous one started, at once if that one
@@ -81,6 +84,9 @@ class SparkRuntime:
         self.pipeline_epochs = opts.get("pipeline_epochs", True)
         if not isinstance(self.pipeline_epochs, bool):
             raise JobDefinitionError("pipeline_epochs", self.pipeline_epochs, "must be a bool")
+        self.snapshot_in_window_tasks = opts.get("snapshot_in_window_tasks", True)
+        if not isinstance(self.snapshot_in_window_tasks, bool):
+            raise JobDefinitionError("snapshot_in_window_tasks", self.snapshot_in_window_tasks, "must be a bool")
         if self.max_epochs is not None:
             _positive_int("max_epochs", self.max_epochs)
         self.epoch_interval_ms = opts.get("epoch_interval_ms", 0)

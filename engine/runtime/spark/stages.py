@@ -52,6 +52,7 @@ from engine.runtime.spark.rows import (
     DEST_METRICS,
     DEST_SPLIT,
     DEST_STATE,
+    DEST_STATE_ACK,
     STATE_CHANNEL,
     RowBuffer,
     decode_values,
@@ -195,7 +196,8 @@ def _read_slice(source: Any, strategy: Any, routes: Routes, head_node_id: int, s
 
 
 def window_stage(nodes: dict[int, Any], routes: Routes, *, epoch: int, parallelism: int, max_parallelism: int,
-                 watermark_before: int, watermark_after: int, now_ms: int, staging: dict[int, Any] | None = None):
+                 watermark_before: int, watermark_after: int, now_ms: int, staging: dict[int, Any] | None = None,
+                 checkpoint: tuple[Any, int] | None = None):
     """The ``mapInArrow`` function of window vertices sharing a stage (rows sorted by node, key group).
 
     A partition holds one subtask's key groups; each window vertex runs as one WindowOperator over
@@ -205,7 +207,9 @@ def window_stage(nodes: dict[int, Any], routes: Routes, *, epoch: int, paralleli
     runs with Python's cycle collector paused (engine/runtime/gc_pause.py) and its worker keeps
     freed memory for the next epoch's operator (engine/runtime/spark/worker_memory.py).  Fired
     windows that the columnar layout hands over as columns go to a staged file sink without
-    becoming records (engine/elements.py TupleColumns).
+    becoming records (engine/elements.py TupleColumns).  ``checkpoint`` (storage location, checkpoint id): this
+    epoch ends at that checkpoint's barrier, and each subtask writes its new state's files there itself
+    (:func:`_emit_state`).
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -231,7 +235,7 @@ def window_stage(nodes: dict[int, Any], routes: Routes, *, epoch: int, paralleli
                          key_group_range_for_operator(max_parallelism, parallelism, subtask), subtask, table,
                          epoch=epoch, parallelism=parallelism, max_parallelism=max_parallelism,
                          watermark_before=watermark_before, watermark_after=watermark_after, now_ms=now_ms,
-                         staging=staging)
+                         staging=staging, checkpoint=checkpoint)
             if len(rows) >= _FLUSH_ROWS:
                 yield rows.take()
         _metrics_row(rows, metrics)
@@ -287,7 +291,7 @@ def keyed_operator(node: Any) -> Any:
 def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuffer, metrics: Metrics,
                  key_groups: KeyGroupRange, subtask: int, table: pa.Table, *, epoch: int, parallelism: int,
                  max_parallelism: int, watermark_before: int, watermark_after: int, now_ms: int,
-                 staging: dict[int, Any] | None = None) -> None:
+                 staging: dict[int, Any] | None = None, checkpoint: tuple[Any, int] | None = None) -> None:
     """One window vertex's subtask for one epoch: restore, W(n-1), the epoch's records, W(n), snapshot."""
     context = OperatorContext(uid, subtask, parallelism, max_parallelism, key_groups,
                               clock=ManualClock(now_ms), metrics=metrics)
@@ -299,8 +303,10 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
     pre = routes.preaggregations.get(node_id)
     fold_input = None
     if pre is not None and pre.fold:
-        fold_input = _fold_subtask(pre, node_id, router, rows, metrics, key_groups, table, dests, state_rows,
-                                   epoch=epoch, watermark_before=watermark_before, watermark_after=watermark_after)
+        fold_input = _fold_subtask(pre, node, node_id, router, rows, metrics, key_groups, table, dests, state_rows,
+                                   epoch=epoch, parallelism=parallelism, max_parallelism=max_parallelism,
+                                   watermark_before=watermark_before, watermark_after=watermark_after,
+                                   checkpoint=checkpoint)
         if fold_input is None:
             return
     operator = keyed_operator(node)
@@ -341,8 +347,35 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
     router.close()
     if not is_empty_snapshot(snapshot):
         header, blob = snapshot_to_row_parts(snapshot)
-        rows.add(DEST_STATE, kg=key_groups.start_key_group, split=STATE_CHANNEL, offset=-1, value=header, blob=blob,
-                 tag=str(node_id))
+        _emit_state(rows, node, node_id, key_groups, subtask, parallelism, max_parallelism, header, blob, checkpoint)
+
+
+def _emit_state(rows: RowBuffer, node: Any, node_id: int, key_groups: KeyGroupRange, subtask: int, parallelism: int,
+                max_parallelism: int, header: str, blob: bytes, checkpoint: tuple[Any, int] | None) -> None:
+    """A subtask's new state row; when the epoch ends at checkpoint ``checkpoint``'s barrier, also its state files,
+    written by this task (state_files.py ``write_subtask_state``, the files the upload job would write), and its
+    acknowledgement row.  A failed write is reported, not raised: the driver declines the checkpoint, and the job's
+    tolerable checkpoint failures decide, as for a failed upload (checkpointing.py)."""
+    rows.add(DEST_STATE, kg=key_groups.start_key_group, split=STATE_CHANNEL, offset=-1, value=header, blob=blob,
+             tag=str(node_id))
+    if checkpoint is None:
+        return
+    import time
+
+    from engine.runtime.spark.state_files import write_subtask_state
+
+    location, checkpoint_id = checkpoint
+    started = time.monotonic()
+    try:
+        ack = write_subtask_state(location, node.operator_uid(), subtask, parallelism, max_parallelism,
+                                  checkpoint_id, node, [(header, blob)])
+    except Exception as exc:  # noqa: BLE001 - reported to the driver, which declines the checkpoint
+        doc: dict[str, Any] = {"checkpoint_id": checkpoint_id, "subtask": subtask, "operator": node.operator_uid(),
+                               "error": f"{type(exc).__name__}: {exc}"}
+    else:
+        doc = {"checkpoint_id": checkpoint_id, "ack": ack, "write_ms": int((time.monotonic() - started) * 1000)}
+    rows.add(DEST_STATE_ACK, kg=key_groups.start_key_group, split="", offset=-1, value=json.dumps(doc),
+             tag=str(node_id))
 
 
 # ---- the column fold (engine/runtime/spark/column_fold.py) ---------------------------------------------------
@@ -387,9 +420,10 @@ class _FoldInput:
         return [merged[i] for _, i in both]
 
 
-def _fold_subtask(pre: Any, node_id: int, router: Router, rows: RowBuffer, metrics: Metrics,
+def _fold_subtask(pre: Any, node: Any, node_id: int, router: Router, rows: RowBuffer, metrics: Metrics,
                   key_groups: KeyGroupRange, table: pa.Table, dests: np.ndarray, state_rows: pa.Table, *, epoch: int,
-                  watermark_before: int, watermark_after: int) -> _FoldInput | None:
+                  parallelism: int, max_parallelism: int, watermark_before: int, watermark_after: int,
+                  checkpoint: tuple[Any, int] | None = None) -> _FoldInput | None:
     """A column fold window's subtask for one epoch, folded as Arrow (column_fold.py); None when done, else what
     the operator path needs to take the epoch (an element row, partials of differing types, a state of another
     shape)."""
@@ -456,6 +490,6 @@ def _fold_subtask(pre: Any, node_id: int, router: Router, rows: RowBuffer, metri
     router.close()
     if kept.num_rows:
         header, blob = state_row(kept, watermark=watermark_after)
-        rows.add(DEST_STATE, kg=key_groups.start_key_group, split=STATE_CHANNEL, offset=-1, value=header, blob=blob,
-                 tag=str(node_id))
+        _emit_state(rows, node, node_id, key_groups, router.subtask, parallelism, max_parallelism, header, blob,
+                    checkpoint)
     return None

@@ -10,7 +10,7 @@ task reads the files of the old subtasks overlapping its key-group range, rows f
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -70,53 +70,63 @@ def write_state_files(location: Any, uid: str, parallelism: int, max_parallelism
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION
-        from engine.runtime.spark.column_fold import is_state_row
-        from engine.state.key_groups import key_group_range_for_operator
-
         subtask = TaskContext.get().partitionId()
-        rng = key_group_range_for_operator(max_parallelism, parallelism, subtask)
-        tables: dict[str, list[pa.Table]] = {}
-        rows: dict[str, int] = {}
-        kinds: dict[str, str] = {}
-        watermarks: list[int] = []
-        metadata: dict[str, Any] = {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION,
-                                    "operator_class": "WindowOperator"}
-        for batch in batches:
-            headers = batch.column("_value").to_pylist()
-            blobs = batch.column("_blob").to_pylist()
-            for header, blob in zip(headers, blobs):
-                if is_state_row(header):
-                    snap = general_snapshot(node, uid, subtask, parallelism, max_parallelism, header, blob,
-                                            checkpoint_id)
-                else:
-                    snap = snapshot_from_row_parts(header, blob)
-                for name, table in snap.tables.items():
-                    tables.setdefault(name, []).append(table)
-                # one snapshot per key group: the subtask's counts are their sum, its watermark their min
-                for name, n in (snap.metadata.get("state_rows") or {}).items():
-                    rows[name] = rows.get(name, 0) + int(n)
-                kinds.update(snap.metadata.get("state_kinds") or {})
-                if "current_watermark" in snap.metadata:
-                    watermarks.append(int(snap.metadata["current_watermark"]))
-                metadata.update({k: v for k, v in snap.metadata.items() if k not in _PER_KEY_GROUP})
-        files = []
-        stored_names: dict[str, str] = {}
-        for name in sorted(tables):
-            table = pa.concat_tables(tables[name], promote_options="default")
-            handle = location.write_state_file(uid, subtask, _file_table(name), table)
-            stored_names[handle.table] = name
-            files.append(handle.to_dict())
-        metadata.update({"operator_id": uid, "checkpoint_id": checkpoint_id, "max_parallelism": max_parallelism,
-                         "key_group_range": [rng.start_key_group, rng.end_key_group], "state_rows": rows,
-                         "state_kinds": kinds, "__tables__": stored_names})
-        if watermarks:
-            metadata["current_watermark"] = min(watermarks)
-        ack = {"subtask": subtask, "files": files, "metadata": metadata}
+        parts = ((header, blob) for batch in batches
+                 for header, blob in zip(batch.column("_value").to_pylist(), batch.column("_blob").to_pylist()))
+        ack = write_subtask_state(location, uid, subtask, parallelism, max_parallelism, checkpoint_id, node, parts)
         yield pa.RecordBatch.from_pydict({"subtask": [subtask], "ack": [json.dumps(ack)]},
                                          schema=pa.schema([("subtask", pa.int32()), ("ack", pa.string())]))
 
     return run
+
+
+def write_subtask_state(location: Any, uid: str, subtask: int, parallelism: int, max_parallelism: int,
+                        checkpoint_id: int, node: Any, parts: Iterable[tuple[str, bytes]]) -> dict[str, Any]:
+    """Write one keyed subtask's state rows (``parts``: their (header, blob)) as checkpoint ``checkpoint_id``'s
+    files, one per state table; its acknowledgement (``{"subtask", "files", "metadata"}``).
+
+    The upload job (:func:`write_state_files`) calls it per subtask, and so does the window task itself when the
+    epoch ends at a checkpoint's barrier (stages.py, runtime option ``snapshot_in_window_tasks``): both write the
+    same files.  A column fold's state row is converted to the window operator's general layout here.
+    """
+    from engine.operators.base import OPERATOR_SNAPSHOT_FORMAT_VERSION
+    from engine.runtime.spark.column_fold import is_state_row
+    from engine.state.key_groups import key_group_range_for_operator
+
+    rng = key_group_range_for_operator(max_parallelism, parallelism, subtask)
+    tables: dict[str, list[pa.Table]] = {}
+    rows: dict[str, int] = {}
+    kinds: dict[str, str] = {}
+    watermarks: list[int] = []
+    metadata: dict[str, Any] = {"format_version": OPERATOR_SNAPSHOT_FORMAT_VERSION,
+                                "operator_class": "WindowOperator"}
+    for header, blob in parts:
+        if is_state_row(header):
+            snap = general_snapshot(node, uid, subtask, parallelism, max_parallelism, header, blob, checkpoint_id)
+        else:
+            snap = snapshot_from_row_parts(header, blob)
+        for name, table in snap.tables.items():
+            tables.setdefault(name, []).append(table)
+        # one snapshot per key group: the subtask's counts are their sum, its watermark their min
+        for name, n in (snap.metadata.get("state_rows") or {}).items():
+            rows[name] = rows.get(name, 0) + int(n)
+        kinds.update(snap.metadata.get("state_kinds") or {})
+        if "current_watermark" in snap.metadata:
+            watermarks.append(int(snap.metadata["current_watermark"]))
+        metadata.update({k: v for k, v in snap.metadata.items() if k not in _PER_KEY_GROUP})
+    files = []
+    stored_names: dict[str, str] = {}
+    for name in sorted(tables):
+        table = pa.concat_tables(tables[name], promote_options="default")
+        handle = location.write_state_file(uid, subtask, _file_table(name), table)
+        stored_names[handle.table] = name
+        files.append(handle.to_dict())
+    metadata.update({"operator_id": uid, "checkpoint_id": checkpoint_id, "max_parallelism": max_parallelism,
+                     "key_group_range": [rng.start_key_group, rng.end_key_group], "state_rows": rows,
+                     "state_kinds": kinds, "__tables__": stored_names})
+    if watermarks:
+        metadata["current_watermark"] = min(watermarks)
+    return {"subtask": subtask, "files": files, "metadata": metadata}
 
 
 def operator_state_ack(uid: str, subtask: int, ack: dict[str, Any], parallelism: int, max_parallelism: int) -> Any:

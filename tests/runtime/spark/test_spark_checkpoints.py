@@ -59,7 +59,15 @@ def _checkpoint_folders(client, bucket: str, job_id: str) -> set[str]:
     return {k.split("/")[2] for k in keys if k.split("/")[2].startswith("chk-") and k.endswith("/_metadata")}
 
 
-def test_checkpoint_retention_savepoint_stop_and_rescaled_restore_on_s3(spark, s3):
+@pytest.mark.parametrize("in_tasks, seen, last_retained, completed", [
+    # window tasks write the state: a checkpoint is triggered when an epoch starts (the first is due one interval
+    # after the job started, during epoch 1) and taken at that epoch's end
+    (True, [0, 1, 2, 3, 3], {"chk-2", "chk-3", "chk-4"}, [1, 2, 3, 4]),
+    # an upload job after the barrier: triggered and taken at the epoch's end
+    (False, [1, 2, 3, 3, 3], {"chk-3", "chk-4", "chk-5"}, [1, 2, 3, 4, 5]),
+], ids=["window-tasks-write", "upload-job"])
+def test_checkpoint_retention_savepoint_stop_and_rescaled_restore_on_s3(spark, s3, in_tasks, seen, last_retained,
+                                                                        completed):
     from engine.runtime.spark.runtime import SparkRuntime
 
     client, bucket, options = s3
@@ -67,17 +75,18 @@ def test_checkpoint_retention_savepoint_stop_and_rescaled_restore_on_s3(spark, s
     golden_env, golden_stream = build("local", splits, 1)
     golden = sorted(golden_stream.execute_and_collect(), key=repr)
 
-    env, stream = build("spark", splits, 2, f"s3://{bucket}/checkpoints", {"epoch_records": 8, "storage_options": options})
+    env, stream = build("spark", splits, 2, f"s3://{bucket}/checkpoints",
+                        {"epoch_records": 6, "storage_options": options, "snapshot_in_window_tasks": in_tasks})
     job = SparkRuntime(env).start("e2e", [], [stream._node])
     retained_seen = []
-    for _ in range(4):
+    for _ in range(5):
         assert job.run_epoch()
         job.await_checkpoints()  # the upload overlaps the next epoch; here we look at storage after each one
         retained_seen.append(_checkpoint_folders(client, bucket, job.job_id))
-    assert [len(r) for r in retained_seen] == [1, 2, 3, 3]
-    assert retained_seen[-1] == {"chk-2", "chk-3", "chk-4"}  # chk-1 was subsumed and deleted
+    assert [len(r) for r in retained_seen] == seen
+    assert retained_seen[-1] == last_retained  # the oldest were subsumed and deleted
     history = job.checkpoint_history()
-    assert [h.checkpoint_id for h in history] == [1, 2, 3, 4] and all(h.size_bytes > 0 for h in history)
+    assert [h.checkpoint_id for h in history] == completed and all(h.size_bytes > 0 for h in history)
 
     savepoint = job.stop_with_savepoint(f"s3://{bucket}/savepoints").result(timeout=120)
     assert savepoint.startswith(f"s3://{bucket}/savepoints/") and job.status().state == "stopped"

@@ -76,10 +76,12 @@ def test_state_size_per_operator_is_the_last_completed_checkpoints(spark, tmp_pa
     from checkpoints.restore import read_snapshot_metadata
     from operator_metrics_jobs import build
 
-    env, _ = build("spark", epoch_records=300, checkpoint_dir=tmp_path.as_uri())
-    # stopped after its first epoch, before it FINISHES: a finished run deletes its retained
-    # checkpoints (ExternalizedCheckpointRetention), and this test reads the last one
-    env.set_runtime_option("max_epochs", 1)
+    env, _ = build("spark", epoch_records=100, checkpoint_dir=tmp_path.as_uri())
+    # stopped after its second epoch, before it FINISHES: a finished run deletes its retained
+    # checkpoints (ExternalizedCheckpointRetention), and this test reads the last one; the first
+    # checkpoint falls due during epoch 1 and is written at the end of epoch 2
+    # (engine/runtime/spark/checkpointing.py "Window tasks write their state")
+    env.set_runtime_option("max_epochs", 2)
     client = env.execute_async("operator-state-sizes")
     client.get_job_execution_result().result(600)
     status, history = client.status_details(), client.checkpoint_history()
