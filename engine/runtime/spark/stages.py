@@ -98,7 +98,7 @@ def source_stage(source: Any, strategy: Any, routes: Routes, head_node_id: int, 
                 yield from _read_slice(source, strategy, routes, head_node_id, split, piece, epoch_records,
                                        now_ms, max_parallelism, watermark_before, staging, periodic_watermarks)
 
-    return lambda batches: paused_iteration(run(batches))
+    return lambda batches: paused_iteration(run(batches), freeze_survivors=True)
 
 
 def _offsets_consumed(before: Any, after: Any, got: Any) -> int:
@@ -243,7 +243,7 @@ def window_stage(nodes: dict[int, Any], routes: Routes, *, epoch: int, paralleli
         if out is not None:
             yield out
 
-    return lambda batches: paused_iteration(run(batches))
+    return lambda batches: paused_iteration(run(batches), freeze_survivors=True)
 
 
 def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
