@@ -39,7 +39,27 @@ against 701 ms of CPU in all.  On a CPU-bound host (the real job at 2M events: b
 bounds throughput, so the RDD shape is not the dead end the wall times above suggested: its JVM part is a third of
 the DataFrame shape's; its Python part is what a rewrite would have to cut.
 
-Usage: ``python -m bench.probe_epoch_shapes [--splits 10] [--subtasks 2] [--rows 1000] [--epochs 10] [--rounds 3]``.
+**Most of the RDD shape's Python was PySpark's collector** (stop 36, 2 splits, 3 rounds of 8 epochs, CPU per epoch
+over rounds 2-3).  PySpark's worker runs a full ``gc.collect()`` after every task, which walked a worker's ~90k
+module objects each time (engine/runtime/gc_pause.py); the RDD shape runs more Python tasks (``partitionBy``'s
+map side).  With each task freezing what survives it (``--freeze-survivors``, the default, as Sluice's stages now
+do), against ``--no-freeze-survivors``:
+
+=========================  =====================  =====================
+CPU ms per epoch            DataFrame              RDD
+=========================  =====================  =====================
+Python workers, freeze      6.2                    17.5
+Python workers, no freeze   156.9                  445.0
+JVM, freeze                 516.9 (Catalyst 125)   210.6 (Catalyst 29)
+all CPU, freeze             546.2                  250.6
+wall median, freeze         360 ms                 301 ms
+=========================  =====================  =====================
+
+So with the collector's walk gone the RDD shape costs less than half the DataFrame shape's CPU per epoch: the
+per-epoch plumbing on RDDs is the design change to make next.
+
+Usage: ``python -m bench.probe_epoch_shapes [--splits 10] [--subtasks 2] [--rows 1000] [--epochs 10] [--rounds 3]
+[--no-freeze-survivors]``.
 """
 
 from __future__ import annotations
@@ -84,6 +104,19 @@ def _fold(table: Any, state_blobs: list[bytes]) -> tuple[bytes, int]:
 # ---- the DataFrame shape -----------------------------------------------------------------------------------
 
 
+def _task(fn: Any, args: Any) -> Any:
+    """``fn`` as Sluice's stages run a task: the collector paused, and with ``--freeze-survivors`` (the default, as
+    Sluice does) what survives the task frozen at its end (engine/runtime/gc_pause.py)."""
+    freeze = args.freeze_survivors
+
+    def run(items: Iterator[Any]) -> Iterator[Any]:
+        from engine.runtime.gc_pause import paused_iteration
+
+        return paused_iteration(fn(items), freeze_survivors=freeze)
+
+    return run
+
+
 def _dataframe_epoch(spark: Any, state: Any, epoch: int, args: Any, schema: Any, ids: Any) -> tuple[Any, list]:
     import pyarrow as pa
 
@@ -96,7 +129,7 @@ def _dataframe_epoch(spark: Any, state: Any, epoch: int, args: Any, schema: Any,
                 dest = pa.array([_RECORD] * rows + [_DRIVER], pa.int32())
                 yield from t.set_column(0, "_dest", dest).to_batches()
 
-    src = ids.mapInArrow(read, schema).localCheckpoint(eager=False)
+    src = ids.mapInArrow(_task(read, args), schema).localCheckpoint(eager=False)
     reports = spark.sql(f"SELECT _value FROM {{src}} WHERE _dest = {_DRIVER}", src=src).collect()
     frames = {"src": src}
     parts = [f"SELECT * FROM {{src}} WHERE _dest = {_RECORD}"]
@@ -123,7 +156,7 @@ def _dataframe_epoch(spark: Any, state: Any, epoch: int, args: Any, schema: Any,
                                               ("_dest", pa.int32()), ("_pk", pa.int32()), ("_kg", pa.int32()),
                                               ("_value", pa.int64()), ("_blob", pa.binary())]))
 
-    out = placed.mapInArrow(window, schema).localCheckpoint(eager=False)
+    out = placed.mapInArrow(_task(window, args), schema).localCheckpoint(eager=False)
     driver = spark.sql(f"SELECT _value FROM {{out}} WHERE _dest = {_DRIVER}", out=out).collect()
     return out.where(f"_dest = {_STATE}"), [len(reports), sum(r[0] for r in driver)]
 
@@ -152,7 +185,7 @@ def _rdd_epoch(sc: Any, state: Any, epoch: int, args: Any) -> tuple[Any, list]:
                 yield pk, _ipc(t.filter(pc.equal(t.column("_pk"), pk)))
             yield -1, str(split).encode()  # the split report
 
-    src = sc.parallelize(range(args.splits), args.splits).mapPartitions(read)
+    src = sc.parallelize(range(args.splits), args.splits).mapPartitions(_task(read, args))
     src.localCheckpoint()
     reports = src.filter(lambda kv: kv[0] < 0).collect()
     placed = src.filter(lambda kv: kv[0] >= 0)
@@ -175,7 +208,7 @@ def _rdd_epoch(sc: Any, state: Any, epoch: int, args: Any) -> tuple[Any, list]:
         yield pk, b"S:" + blob
         yield -1, str(count).encode()
 
-    out = placed.mapPartitions(window, preservesPartitioning=True)
+    out = placed.mapPartitions(_task(window, args), preservesPartitioning=True)
     out.localCheckpoint()
     driver = out.filter(lambda kv: kv[0] < 0).collect()
     return out.filter(lambda kv: kv[0] >= 0), [len(reports), sum(int(v) for _, v in driver)]
@@ -190,6 +223,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--driver-memory", default="4g")
+    parser.add_argument("--freeze-survivors", action=argparse.BooleanOptionalAction, default=True,
+                        help="freeze what survives each task in its worker, as Sluice's stages do (default on)")
     args = parser.parse_args()
 
     from pyspark.sql.types import StructType
@@ -229,7 +264,7 @@ def main() -> None:
     if checks["dataframe"] != checks["rdd"]:
         raise SystemExit(f"the shapes disagree: {checks['dataframe'][:3]} vs {checks['rdd'][:3]}")
     result: dict[str, Any] = {"splits": args.splits, "subtasks": args.subtasks, "rows_per_split": args.rows,
-                              "epochs_measured": len(times["rdd"])}
+                              "epochs_measured": len(times["rdd"]), "freeze_survivors": args.freeze_survivors}
     for shape, values in times.items():
         q = statistics.quantiles(values, n=4)
         epochs = max(1, (args.rounds - 1) * args.epochs)
