@@ -9,6 +9,8 @@ from engine.elements import MAX_WATERMARK, StreamRecord, Watermark, WatermarkSta
 from engine.errors import IllegalStateError
 from engine.graph.transformations import (
     AsyncTransformation,
+    BroadcastProcessTransformation,
+    KeyedProcessTransformation,
     MapTransformation,
     TimestampsAndWatermarksTransformation,
     Transformation,
@@ -101,6 +103,23 @@ def build_window_operator(node: WindowTransformation) -> OneInputStreamOperator:
 
     return create_window_operator(**_window_configuration(node), late_data_output_tag=node.late_data_tag,
                                   key_selector=node.key_selector)
+
+
+def keyed_operator(node: Any) -> OneInputStreamOperator:
+    """The operator of a keyed (or broadcast) vertex: the window operator, the keyed process operator of
+    ``KeyedStream.process`` and the rolling aggregates, or the broadcast process operator; both runtimes build
+    theirs here, and the Spark runtime's checkpoint writer builds a keyless subtask's snapshot from it."""
+    if isinstance(node, BroadcastProcessTransformation):
+        from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBroadcastProcessOperator
+
+        if node.key_selector is None:
+            return BroadcastProcessOperator(node.function, node.descriptors)
+        return KeyedBroadcastProcessOperator(node.function, node.key_selector, node.descriptors)
+    if isinstance(node, KeyedProcessTransformation):
+        from engine.operators.keyed_process import KeyedProcessOperator
+
+        return KeyedProcessOperator(node.function, node.key_selector)
+    return build_window_operator(node)
 
 
 def window_variant_of(node: WindowTransformation) -> Any:

@@ -19,7 +19,7 @@ from engine.checkpointing.barrier_handlers import create_checkpoint_barrier_hand
 from engine.checkpointing.channel_state import InMemoryChannelStateWriter
 from engine.elements import MIN_WATERMARK
 from engine.errors import JobDefinitionError
-from engine.graph.operator_factory import build_operator, stateless_operator
+from engine.graph.operator_factory import build_operator, keyed_operator, stateless_operator
 from engine.graph.plan import Vertex
 from engine.graph.transformations import (
     BroadcastProcessTransformation,
@@ -33,17 +33,17 @@ from engine.graph.transformations import (
 )
 from engine.io.sink import PrintSink
 from engine.io.source import assigned_splits, source_monitor_interval_ms
-from engine.operators.batch_input import BatchKeyedInput
 from engine.operators.base import Metrics, OneInputStreamOperator, OperatorContext
-from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBroadcastProcessOperator
-from engine.operators.keyed_process import KeyedProcessOperator, RollingAggregation
+from engine.operators.batch_input import BatchKeyedInput
+from engine.operators.broadcast_process import BroadcastProcessOperator
+from engine.operators.keyed_process import RollingAggregation
 from engine.operators.simple import CollectOperator, SinkOperator
 from engine.operators.timestamps_watermarks import SourceTimestampsAndWatermarks
-from engine.runtime.restore import task_id_of
 from engine.runtime.local.channels import Channel, InputGate
 from engine.runtime.local.checkpointing import JsonStateOperator
 from engine.runtime.local.tasks import SourceTask, SplitState, StreamTask, Subtask
 from engine.runtime.local.writers import FanOutOutput, RecordWriter
+from engine.runtime.restore import task_id_of
 from engine.runtime.snapshot_metadata import saved_split_key, source_split_key
 from engine.state import codec
 from engine.state.key_groups import KeyGroupRange, key_group_range_for_operator
@@ -166,12 +166,8 @@ class SubtaskBuilder:
             v.source_watermark_strategy is node.watermark_strategy
         ):
             return _PassThrough()
-        if isinstance(node, KeyedProcessTransformation):
-            return KeyedProcessOperator(node.function, node.key_selector)
-        if isinstance(node, BroadcastProcessTransformation):
-            if node.key_selector is not None:
-                return KeyedBroadcastProcessOperator(node.function, node.key_selector, node.descriptors)
-            return BroadcastProcessOperator(node.function, node.descriptors)
+        if isinstance(node, (KeyedProcessTransformation, BroadcastProcessTransformation)):
+            return keyed_operator(node)
         return build_operator(node, self.env, self.clock)
 
     def _restore_operator(self, op: OneInputStreamOperator, uid: str, v: Vertex, index: int) -> None:

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from engine.clock import ManualClock
 from engine.elements import MAX_WATERMARK, MIN_WATERMARK, StreamRecord, Watermark
-from engine.graph.operator_factory import build_window_operator
+from engine.graph.operator_factory import keyed_operator
 from engine.io.formats import table_to_pylist
 from engine.io.source import source_monitor_interval_ms
 from engine.operators.base import Metrics, OperatorContext
@@ -268,24 +268,6 @@ def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
             start = end
     if current is not None and pending:
         yield current, pa.Table.from_batches(pending)
-
-
-def keyed_operator(node: Any) -> Any:
-    """The operator of a keyed vertex: the window operator, or the keyed process operator of
-    ``KeyedStream.process`` and the rolling aggregates (the same class the local runtime runs)."""
-    from engine.graph.transformations import BroadcastProcessTransformation, KeyedProcessTransformation
-
-    if isinstance(node, BroadcastProcessTransformation):
-        from engine.operators.broadcast_process import BroadcastProcessOperator, KeyedBroadcastProcessOperator
-
-        if node.key_selector is None:
-            return BroadcastProcessOperator(node.function, node.descriptors)
-        return KeyedBroadcastProcessOperator(node.function, node.key_selector, node.descriptors)
-    if isinstance(node, KeyedProcessTransformation):
-        from engine.operators.keyed_process import KeyedProcessOperator
-
-        return KeyedProcessOperator(node.function, node.key_selector)
-    return build_window_operator(node)
 
 
 def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuffer, metrics: Metrics,

@@ -165,8 +165,8 @@ def _empty_snapshot(node: Any, uid: str, subtask: int, parallelism: int, max_par
     from engine.clock import ManualClock
     from engine.elements import StreamRecord, Watermark
     from engine.errors import IllegalStateError
+    from engine.graph.operator_factory import keyed_operator
     from engine.operators.base import ListOutput, OperatorContext
-    from engine.runtime.spark.stages import keyed_operator
     from engine.state.key_groups import key_group_range_for_operator
 
     operator = keyed_operator(node)
