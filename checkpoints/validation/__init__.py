@@ -15,10 +15,11 @@ Modules: ``operator_config`` (what the runtime must write and how it is read,
 with "unknown" outcomes), ``frames`` (computed columns per state file),
 ``suite_builder`` (suites from ``_metadata``), ``user_expectations`` (per-job
 suite file, data only), ``runner`` (pandas or Spark, one
-ValidationDefinition per frame, Data Docs once per run, results JSON), ``key_hash``
-(the stable key hash in numpy), ``spark_frames``, ``previous`` (previous
+ValidationDefinition per frame, Data Docs once per run, results JSON),
+``spark_frames``, ``previous`` (previous
 snapshot's offsets), ``records`` (the ``validation`` field of ``_metadata``),
-``compatibility`` (``validate --job``).
+``compatibility`` (``validate --job``).  The stable key hash in numpy that
+``frames`` uses is engine/state/key_hash.py.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ expectation then names the rule (ARCHITECTURE section 7):
 Derivation is per state file (:func:`derive_file`), which is what lets the
 Spark path run the same code inside ``mapInArrow`` tasks: a key lives in one key
 group, so one file holds all of a key's sessions.  It is columnar (Arrow compute
-and numpy, the key hash in :mod:`checkpoints.validation.key_hash`): no Python
+and numpy, the key hash in :mod:`engine.state.key_hash`): no Python
 call per row except for JSON accumulator fields and session lists.
 """
 
@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 from engine.state.snapshot import SCHEMA_FIELDS
 from engine.timers import EVENT_TIME, TIMER_SCHEMA_FIELDS
 
-from checkpoints.validation.key_hash import key_groups_of
+from engine.state.key_hash import key_groups_of
 from checkpoints.validation.operator_config import (
     COUNT_TRIGGER_STATE,
     MERGING_WINDOW_SET_STATE,
@@ -151,7 +151,7 @@ def expected_column_types(task: FileTask) -> str:
 
 
 def expected_key_groups(keys: pd.Series | pa.Array | pa.ChunkedArray, max_parallelism: int) -> np.ndarray:
-    """The stable key group of every encoded key (-1 for a null key), hashed in numpy (:mod:`key_hash`)."""
+    """The stable key group of every encoded key (-1 for a null key), hashed in numpy (:mod:`engine.state.key_hash`)."""
     if isinstance(keys, pd.Series):
         keys = pa.array(keys, pa.string())
     return key_groups_of(keys, max_parallelism)

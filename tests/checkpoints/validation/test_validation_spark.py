@@ -42,7 +42,7 @@ def test_spark_and_pandas_agree_on_a_healthy_and_a_corrupt_snapshot(spark, stora
 def test_a_key_in_the_wrong_key_group_is_named_on_spark_and_the_hash_is_sparks_xxhash64(spark, storage):
     import pyarrow as pa
 
-    from checkpoints.validation.key_hash import key_groups_of
+    from engine.state.key_hash import key_groups_of
 
     def move(uid, subtask, name, table):
         if uid == "tumbling" and name == "keyed.window-contents" and table.num_rows and subtask == 0:

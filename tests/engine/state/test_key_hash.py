@@ -6,7 +6,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkpoints.validation.key_hash import hash_encoded_keys, key_groups_of
+from engine.state.key_hash import hash_encoded_keys, key_groups_of
 from engine.state.codec import encode_key
 from engine.state.key_groups import hash_encoded_key, key_group_for_encoded_key
 

@@ -3,11 +3,14 @@
 ``key_group_for_encoded_key`` hashes one key per Python call (XXH64, seed 42,
 over the UTF-8 bytes, read as signed, floor-modulo max parallelism).  Checking
 the key group of every row of a 10M-row state that way costs seconds of driver
-CPU, so this module runs the same XXH64 (the reference algorithm, xxhash.com
-spec "XXH64") in numpy: strings are grouped by byte length, and each group is
-hashed as a matrix of 8-byte lanes, all rows of one length at once.  uint64
-arithmetic in numpy wraps modulo 2**64, as the algorithm requires.
-:func:`tests/checkpoints/validation/test_key_hash` checks it against ``xxhash``.
+CPU, and so does routing a column fold read's 50k distinct keys to their
+subtasks (engine/runtime/spark/column_fold.py ``distinct_key_groups``, once per
+read in the reading task).  This module runs the same XXH64 (the reference
+algorithm, xxhash.com spec "XXH64") in numpy: strings are grouped by byte
+length, and each group is hashed as a matrix of 8-byte lanes, all rows of one
+length at once.  uint64 arithmetic in numpy wraps modulo 2**64, as the
+algorithm requires.  tests/engine/state/test_key_hash.py checks it against
+``xxhash``.
 """
 
 from __future__ import annotations
