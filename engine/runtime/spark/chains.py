@@ -21,6 +21,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from engine.elements import MIN_WATERMARK, StreamRecord, TupleColumns, Watermark
 from engine.errors import IllegalStateError, JobDefinitionError
 from engine.graph.operator_factory import stateless_operator
@@ -80,6 +83,8 @@ class Routes:
     preaggregations: dict[int, PreAggregation] = field(default_factory=dict)
     #: source node id -> the window node id its records reach by the column path (preaggregation.py ColumnPath)
     column_paths: dict[int, int] = field(default_factory=dict)
+    #: pre-aggregated window node id -> its vertex's parallelism (the reading tasks count each subtask's records)
+    parallelism: dict[int, int] = field(default_factory=dict)
 
     def of(self, node_id: int, tag_id: str | None) -> list[Consumer]:
         return self.consumers.get((node_id, tag_id), [])
@@ -114,6 +119,7 @@ def build_routes(plan: PhysicalPlan, driver_nodes: set[int], preaggregation: boo
             pre = preaggregation_for(node, plan, column_fold) if preaggregation else None
             if pre is not None:
                 routes.preaggregations[node.id] = pre
+                routes.parallelism[node.id] = v.parallelism
                 if pre.column is not None:
                     routes.column_paths[pre.column.source] = node.id
             return Consumer(WINDOW, node.id)
@@ -224,8 +230,7 @@ class Router:
         self._staged_chunks: dict[int, list] = {}
         #: W(n-1): panes with a window at or behind it take the element path (preaggregation.py)
         self.watermark_before = watermark_before
-        #: per pre-aggregated window node: the (key, pane) pairs whose first record this task has written
-        self._seen: dict[int, set] = {}
+        #: per pre-aggregated window node: whether a pane is behind W(n-1)
         self._behind: dict[int, dict[int, bool]] = {}
         #: str key -> its encode_key text (module codec), remembered per task
         self._str_keys: dict[str, str] = {}
@@ -241,6 +246,9 @@ class Router:
         self.subtask: int | None = None
         #: records the keyed operator of this subtask was given (None: pre-aggregated, or a source task)
         self.subtask_records_in: tuple[int, int] | None = None
+        #: (pre-aggregated window node id, subtask) -> records this reading task sent it: a partial row stands for
+        #: several, so the window stage cannot count them (:meth:`count_keyed_in`)
+        self.keyed_in: dict[tuple[int, int], int] = {}
         #: while records a custom partitioner sent to subtask t of a stateless vertex run here: t, and what they
         #: handed each consumer, by (t, edge): that vertex's per-subtask counts (operator_counts.py)
         self.attributed: int | None = None
@@ -390,13 +398,17 @@ class Router:
         return n
 
     def _to_window(self, node_id: int, records: Any) -> int:
-        """One record row per record: the key (the selector called per record, as its contract says),
-        and for a pre-aggregated window the aggregated field as ``_num`` (preaggregation.py).
+        """The rows of ``records`` for window or keyed vertex ``node_id``; returns how many records it took.
 
-        The rows are built column-wise and handed to the buffer once per call: the per-record work
-        is the selector and what cannot be avoided, not a buffer call per row.  Encoded ``str``
-        keys are remembered per task (a key's encoding depends only on its text), since a task
-        sees each key many times.
+        The key is the selector called per record, as its contract says.  An element row per record, except for
+        a pre-aggregated window (preaggregation.py): there the records of this call are folded per (key, pane)
+        as they come, one partial row per pair -- the pair's first record whole, at its own sequence, with the
+        pane's sum/min/max as ``_num`` -- and only a record the fold cannot take (a pane behind W(n-1), a field
+        that is not a plain int) is an element row.  So a task encodes one record per (key, pane) of the call,
+        not one per record, and the shuffle moves as many rows.
+
+        The rows are built column-wise and handed to the buffer once per call.  Encoded ``str`` keys are
+        remembered per task (a key's encoding depends only on its text), since a task sees each key many times.
         """
         selector = self.routes.nodes[node_id].key_selector
         if selector is None:
@@ -404,21 +416,26 @@ class Router:
             # subtask, in order (Flink's forward edge keeps a channel's order; which subtask is not observable
             # but through get_index_of_this_subtask)
             selector = _ChannelKey(self.channel)
-        pre = self.routes.preaggregations.get(node_id)
+        pre = counted = self.routes.preaggregations.get(node_id)
         if pre is not None and pre.column is not None:
             pre = None  # a column path's read that took the element path: whole elements (preaggregation.py)
         encode, encode_key = encode_record, codec.encode_key
         key_cache = self._str_keys
+        offsets: list[int] = []
         stamps: list[Any] = []
         keys: list[str] = []
         texts: list[str | None] = []
         nums: list[int | None] = []
+        sequence = self.sequence
+        taken = 0
+        #: (encoded key, pane) -> [sequence, timestamp, first value, aggregate] of this call's partial
+        groups: dict[tuple[str, int], list] = {}
         if pre is not None:
-            seen = self._seen.setdefault(node_id, set())
             behind = self._behind.setdefault(node_id, {})
             watermark = self.watermark_before
             numeric, field, offset, pane_ms = pre.numeric, pre.field, pre.offset, pre.pane
             plain_field = type(field) is int
+            kind = pre.kind
         for r in records:
             value = r.value
             try:
@@ -436,8 +453,8 @@ class Router:
             else:
                 key = encode_key(k)
             ts = r.timestamp
-            keys.append(key)
-            stamps.append(ts)
+            taken += 1
+            seq = sequence + taken
             if pre is not None and ts is not None:
                 # pre.numeric, inlined for the common case: a tuple with an int field of Python int
                 if plain_field and type(value) is tuple and field < len(value):
@@ -452,24 +469,55 @@ class Router:
                     if late is None:
                         late = behind[pane] = pre.oldest_window_max_timestamp(pane) <= watermark
                     if not late:
-                        # only the pane's first record in this task can lend its other fields to a result
-                        pair = (key, pane)
-                        if pair in seen:
-                            texts.append(None)
-                        else:
-                            seen.add(pair)
-                            texts.append(encode(value))
-                        nums.append(num)
+                        group = groups.get((key, pane))
+                        if group is None:
+                            groups[(key, pane)] = [seq, ts, value, num, 1]
+                            continue
+                        group[4] += 1
+                        if kind == "sum":
+                            group[3] += num
+                        elif (num < group[3]) if kind == "min" else (num > group[3]):
+                            group[3] = num
                         continue
+            offsets.append(seq)
+            stamps.append(ts)
+            keys.append(key)
             texts.append(encode(value))
             nums.append(None)
-        n = len(keys)
-        if n:
-            first = self.sequence + 1
-            self.sequence += n
-            self.rows.extend(n, node_id, split=self.channel, offset=range(first, first + n), ts=stamps, key=keys,
+        counts = [1] * len(keys)
+        for (key, _), (seq, ts, value, aggregate, count) in groups.items():
+            offsets.append(seq)
+            stamps.append(ts)
+            keys.append(key)
+            texts.append(encode(value))
+            nums.append(aggregate)
+            counts.append(count)
+        if counted is not None and keys:
+            self.count_keyed_in(node_id, keys, counts)
+        self.sequence += taken
+        if offsets:
+            self.rows.extend(len(offsets), node_id, split=self.channel, offset=offsets, ts=stamps, key=keys,
                              value=texts, num=nums)
-        return n
+        return taken
+
+    def count_keyed_in(self, node_id: int, keys: list[str], counts: list[int]) -> None:
+        """Records this task sent pre-aggregated window ``node_id``, ``counts[i]`` of encoded key ``keys[i]``,
+        counted by the subtask their key group goes to (Flink's numRecordsIn of that subtask); the keys hashed in
+        numpy (engine/state/key_hash.py)."""
+        from engine.state.key_hash import key_groups_of
+
+        self.count_keyed_in_groups(node_id, key_groups_of(pa.array(keys, pa.string()), self.max_parallelism),
+                                   counts)
+
+    def count_keyed_in_groups(self, node_id: int, key_groups: Any, counts: Any) -> None:
+        """:meth:`count_keyed_in` of records whose key groups are known (numpy arrays, one entry per group)."""
+        parallelism = self.routes.parallelism[node_id]
+        subtasks = np.asarray(key_groups, np.int64) * parallelism // self.max_parallelism
+        totals = np.bincount(subtasks, weights=np.asarray(counts, np.int64), minlength=parallelism)
+        keyed_in = self.keyed_in
+        for subtask in np.flatnonzero(totals):
+            at = (node_id, int(subtask))
+            keyed_in[at] = keyed_in.get(at, 0) + int(totals[subtask])
 
     def close(self) -> None:
         for op in self._ops.values():
@@ -480,13 +528,15 @@ class Router:
                 part = self.staging[node_id].write(self.channel, chunks)
                 self.rows.add(DEST_STAGED, value=json.dumps({**part, "records": count}), tag=str(node_id))
         self._staged_chunks = {}
-        if self.received or self.subtask_records_in is not None:
+        if self.received or self.subtask_records_in is not None or self.keyed_in:
             self.rows.add(DEST_OPERATOR_COUNTS, value=json.dumps({
                 "subtask": self.subtask, "split": self.channel if self.subtask is None else None,
                 "in": self.subtask_records_in,
+                "keyed_in": [[node, subtask, n] for (node, subtask), n in self.keyed_in.items()],
                 "edges": [[p, t, c, n] for (p, t, c), n in self.received.items()],
                 "by_target": [[i, p, t, c, n] for (i, (p, t, c)), n in self.received_by_target.items()]}))
             self.received = {}
             self.received_by_target = {}
+            self.keyed_in = {}
         # the router and its context refer to each other: drop the per-task caches now, not at a later collection
-        self._seen, self._behind, self._str_keys, self._ops = {}, {}, {}, {}
+        self._behind, self._str_keys, self._ops = {}, {}, {}

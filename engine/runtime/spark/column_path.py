@@ -137,6 +137,7 @@ def _fold_read(batch: pa.RecordBatch, pre: PreAggregation, window_id: int, route
         "_num": pa.array(folded.column(f"v_{pre.kind}").to_numpy()[order], pa.int64()),
         "_count": pa.array(folded.column("i_count").to_numpy()[order], pa.int64()), "_record": record,
     })
+    router.count_keyed_in_groups(window_id, partials.column("_kg").to_numpy(), partials.column("_count").to_numpy())
     for kg, blob in partial_rows(partials, parallelism=pre.column.parallelism, max_parallelism=router.max_parallelism):
         router.rows.add(DEST_COLUMNS, kg=kg, split=router.channel, offset=first, blob=blob, tag=str(window_id))
 
@@ -145,7 +146,13 @@ def _element_rows_read(batch: pa.RecordBatch, pre: PreAggregation, window_id: in
                        ts: np.ndarray, num_values: np.ndarray) -> None:
     """The column path's rows of a read for the window stage's operator: partials and element rows (module
     docstring, steps 2 and 3)."""
+    from engine.runtime.spark.column_fold import distinct_key_groups
+
     n = batch.num_rows
+    dictionary = pc.dictionary_encode(keys)
+    groups = distinct_key_groups(encode_key_column(dictionary.dictionary), router.max_parallelism)
+    router.count_keyed_in_groups(window_id, groups[dictionary.indices.to_numpy(zero_copy_only=False)],
+                                 np.ones(n, np.int64))
     # lateness against W(n-1), per record (preaggregation.py PreAggregation.oldest_window_max_timestamp)
     size, slide, offset, pane_ms = pre.size, pre.slide, pre.offset, pre.pane
     last = ts - (ts - offset) % slide

@@ -302,7 +302,8 @@ class EpochFrames:
         parts: list[str] = []
         # the column path's partials are whole (each carries its first element) and reach the window stage as they
         # are: its operator folds a (key, pane)'s partials of several tasks like records (preaggregation.py)
-        pre_ids = [i for i in ids if i in self.routes.preaggregations and self.routes.preaggregations[i].column is None]
+        pre_ids = [i for i in ids if i in self.routes.preaggregations and self.routes.preaggregations[i].column is None
+                   and self.routes.preaggregations[i].sql]
         if stage_outputs and pre_ids:
             records = union(stage_outputs).where(mine)
             partial = F.col("_dest").isin(*pre_ids) & F.col("_num").isNotNull()

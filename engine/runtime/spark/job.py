@@ -259,8 +259,7 @@ class SparkJob:
             splits={str(sid): {"watermark_ms": s.watermark, "idle": bool(s.idle)}
                     for sid, s in list(self.splits.entries.items()) if not s.finished},
             operators=self.operator_counts.report(self.plan, dict(self.splits.entries), self.watermark,
-                                                  KEYED_VERTICES, self.routes.preaggregations,
-                                                  set(self.splits.monitored)),
+                                                  KEYED_VERTICES, set(self.splits.monitored)),
             state_size_bytes=dict(cp.last_operator_sizes),
             epoch_durations=self.epoch_durations.to_json())
 

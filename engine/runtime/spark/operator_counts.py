@@ -67,17 +67,21 @@ class OperatorCounts:
         for target, producer, tag, consumer, n in doc.get("by_target", ()):
             at_target = (int(target), (int(producer), tag, int(consumer)))
             self.edges_by_target[at_target] = self.edges_by_target.get(at_target, 0) + int(n)
+        for node, index, n in doc.get("keyed_in", ()):
+            at = (int(node), int(index))
+            self.keyed_in[at] = self.keyed_in.get(at, 0) + int(n)
         if subtask is not None and doc.get("in") is not None:
             node, n = doc["in"]
             at = (int(node), int(subtask))
             self.keyed_in[at] = self.keyed_in.get(at, 0) + int(n)
 
     def report(self, plan: Any, splits: dict[str, SplitEntry], watermark: int, keyed: tuple[type, ...],
-               preaggregated: Container[int], monitored: Container[int] = ()) -> dict[str, dict[str, Any]]:
+               monitored: Container[int] = ()) -> dict[str, dict[str, Any]]:
         """``JobStatusReport.operators``: ``splits`` are the driver's split entries by split key (splits.py
-        SplitEntry), ``watermark`` is W(n), ``keyed`` the head types of keyed vertices, ``preaggregated`` the keyed
-        node ids whose input Spark SQL folds, ``monitored`` the ids of source vertices that list new splits as they
-        run.  Called from the status thread: reads copies."""
+        SplitEntry), ``watermark`` is W(n), ``keyed`` the head types of keyed vertices, ``monitored`` the ids of
+        source vertices that list new splits as they run.  A keyed subtask's records in are what its tasks were
+        given, or for a pre-aggregated window what the reading tasks sent its key groups (chains.py
+        ``Router.keyed_in``).  Called from the status thread: reads copies."""
         edges, by_subtask, keyed_in, read = (dict(self.edges), dict(self.edges_by_subtask), dict(self.keyed_in),
                                              dict(self.read))
         by_split, read_by_split = dict(self.edges_by_split), dict(self.read_by_split)
@@ -118,7 +122,7 @@ class OperatorCounts:
                 records_in, mark = sum(edges.get(_key(e), 0) for e in v.inputs), job_mark
             if isinstance(v.head, keyed):  # every keyed subtask runs to W(n) at each epoch end
                 for index in range(min(v.parallelism, MAX_SUBTASKS_LISTED + 1)):
-                    got = None if v.head.id in preaggregated else keyed_in.get((v.head.id, index), 0)
+                    got = keyed_in.get((v.head.id, index), 0)
                     subtasks.append({"index": index, "records_in": got, "records_out": sent(index),
                                      "watermark_ms": job_mark})
             elif not v.is_source() and v.inputs and all(e.partitioning is Partitioning.CUSTOM for e in v.inputs):

@@ -3,12 +3,12 @@
 ARCHITECTURE section 3 and issue 5: "incremental aggregates without an evictor are pre-aggregated
 per (key, window) in Spark SQL before Python sees them", the way Flink's local-global aggregation
 splits one aggregation into a partial one before the shuffle and a final one after it.  Here the
-local part is the reading task's (engine/runtime/spark/chains.py ``Router``: only a pane's first
-record in a task keeps its whole value, the others travel as ``_num``), and the job master folds
-in Spark SQL after its one shuffle by subtask, where the rows land (epoch_frames.py ``_window_frame``):
-a separate partial fold before the shuffle cost a second exchange and two more sorts per epoch for
-little, since a task holds few records of one (key, pane) (1.5 on average in bench/bench_spark.py's
-tumbling job, 1M events over 10k keys).
+local part is the reading task's (engine/runtime/spark/chains.py ``Router._to_window``: the records a
+chain hands the window in one call are folded per (key, pane) as they come, in Python, one row per
+pair carrying the pair's first record whole, at that record's sequence, and the pane's aggregate as
+``_num``), and the job master folds in Spark SQL after its one shuffle by subtask, where the rows land
+(epoch_frames.py ``_window_frame``): a separate Spark SQL partial fold before the shuffle cost a second
+exchange and two more sorts per epoch for little.
 
 **Which windows.**  A window vertex qualifies (:func:`preaggregation_for`) when the predicate that
 picks the window operator (engine/windowing/variant.py) gives it the heap-layout slicing
@@ -22,15 +22,18 @@ at once cannot skip a firing), no evictor, and a built-in ``sum``/``min``/``max`
 aggregate would have to carry whole.
 
 **Except where Python folds faster.**  A ``sum`` that the window operator keeps in its columnar
-layout (engine/windowing/slicing/columnar.py: no allowed lateness, no window function) is not
-pre-aggregated: the layout folds a whole epoch with a few numpy operations, while the Spark SQL
-fold is a sort-based aggregate (``min(struct(...))`` for the first element cannot be
-hash-aggregated) plus a sort.  Measured with bench/bench_spark.py's jobs, second run of a process,
-Spark SQL fold on vs off: 2M events over 100k keys, tumbling 60 s, 93k vs 124k events/s (window
-phase 12.6 s vs 8.9 s); sliding 60/10 s, 68.6k vs 67.8k; 1M events over 1k keys (17 events per
-key and pane), tumbling, 86k vs 91k.  ``min``/``max`` and a ``sum`` with allowed lateness keep the
-slicing operator's heap layout, a dict entry per (key, window), so folding in SQL first still pays for
-them.
+layout (engine/windowing/slicing/columnar.py: no allowed lateness, no window function) is folded by
+the reading tasks only (``PreAggregation.sql`` False): the window stage's operator folds their partial
+rows as records, the layout a whole epoch with a few numpy operations, while the Spark SQL fold is a
+sort-based aggregate (``min(struct(...))`` for the first element cannot be hash-aggregated) plus a sort.
+Measured with bench/bench_spark.py's jobs, second run of a process, Spark SQL fold on vs off (when the
+reading tasks still sent a row per record): 2M events over 100k keys, tumbling 60 s, 93k vs 124k
+events/s (window phase 12.6 s vs 8.9 s); sliding 60/10 s, 68.6k vs 67.8k; 1M events over 1k keys (17
+events per key and pane), tumbling, 86k vs 91k.  ``min``/``max`` and a ``sum`` with allowed lateness
+keep the slicing operator's heap layout, a dict entry per (key, window), so folding in SQL first still
+pays for them.  A partial row stands for several records, so the window stage cannot count a
+pre-aggregated window's records in: the reading tasks count them per subtask of their key group
+(chains.py ``Router.keyed_in``), for the status report's per-subtask figures.
 
 **Panes, not windows.**  Records are grouped per (key, *pane*): the slices of width
 ``gcd(size, slide)`` aligned with the assigner's offset.  Every timestamp of a pane belongs to
@@ -174,6 +177,9 @@ class PreAggregation:
     #: the column fold (engine/runtime/spark/column_fold.py): the column path's window folded as Arrow tables
     #: from the reading task to the sink -- no allowed lateness, no late side output, no window function
     fold: bool = False
+    #: the job master folds the reading tasks' partial rows again in Spark SQL after the shuffle (heap layout);
+    #: False: the window stage's operator folds them itself (the columnar layout, module docstring)
+    sql: bool = True
 
     @property
     def pane(self) -> int:
@@ -244,10 +250,13 @@ def preaggregation_for(node: Any, plan: Any = None, column_fold: bool = True) ->
     if geometry is None or not assigner.is_event_time():
         return None  # windows Spark SQL cannot compute, or processing time
     column = column_path_of(node, plan) if plan is not None and isinstance(vectorized.field, str) else None
-    if column is None and variant is not WindowOperatorVariant.SLICING:
-        # SLICING_COLUMNAR fed elements: the arrays fold a sum faster than Spark SQL (module docstring)
-        return None
+    if column is not None and column.key_field == vectorized.field:
+        column = None  # key_by("n").sum("n"): a partial's field is no longer its key; the Router keys it right
     size, slide, offset = geometry
+    if column is None and variant is not WindowOperatorVariant.SLICING:
+        # SLICING_COLUMNAR fed elements: the reading task's fold only, the arrays fold its partials faster than
+        # Spark SQL would (module docstring)
+        return PreAggregation(vectorized.kind, vectorized.field, size, slide, offset, sql=False)
     # every timestamp has a window (slide <= size): a pane with none left at W(n-1) holds only late records
     fold = (column_fold and column is not None and node.allowed_lateness_ms == 0 and node.late_data_tag is None
             and spec.process_function is None and slide <= size)

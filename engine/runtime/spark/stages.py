@@ -311,7 +311,10 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
     mine = table.take(np.nonzero(dests == node_id)[0])
     decoded = decode_values(mine.column("_value").to_pylist())
     if pre is not None:
-        decoded = pre.apply_all(decoded, mine.column("_num").to_pylist())
+        nums = mine.column("_num").to_pylist()
+        firsts = decoded
+        decoded = pre.apply_all(decoded, nums)
+        operator.key_selector = _PartialKeys.of(operator.key_selector, firsts, decoded, nums)
     records = list(map(StreamRecord, decoded, mine.column("_ts").to_pylist()))
     if fold_input is not None:
         records = fold_input.with_partials(records, mine)
@@ -330,6 +333,45 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
     if not is_empty_snapshot(snapshot):
         header, blob = snapshot_to_row_parts(snapshot)
         _emit_state(rows, node, node_id, key_groups, subtask, parallelism, max_parallelism, header, blob, checkpoint)
+
+
+class _PartialKeys:
+    """The window operator's key selector for an epoch of pre-aggregated rows (preaggregation.py).
+
+    A partial record is its pane's first record with the aggregated field set to the pane's sum/min/max: a record
+    that never existed, which the user's selector may key otherwise than the records it stands for, or reject (a
+    selector that reads the aggregated field).  Its key is the one the reading task computed for those records:
+    the selector's key of the first record as it came, before the field was set.  Any other record (an element
+    row) is keyed by the selector itself."""
+
+    def __init__(self, selector: Any, keys: dict[int, Any], values: list[Any]) -> None:
+        self.selector = selector
+        #: id of a partial record -> its key (``values`` keeps the records, and so their ids, alive)
+        self.keys = keys
+        self.values = values
+        explain = getattr(selector, "dead_letter_of", None)
+        if explain is not None:
+            self.dead_letter_of = explain
+
+    @classmethod
+    def of(cls, selector: Any, firsts: list[Any], values: list[Any], nums: list[int | None]) -> Any:
+        """``selector``, or the selector of ``values`` (``firsts`` with their aggregates ``nums`` set) when one of
+        them is a partial record."""
+        keys: dict[int, Any] = {}
+        for first, value, num in zip(firsts, values, nums):
+            if num is not None:
+                try:
+                    keys[id(value)] = selector(first)
+                except Exception:  # noqa: BLE001, S110 - the operator calls the selector on it again, dead-letters it
+                    pass
+        return cls(selector, keys, values) if keys else selector
+
+    def __call__(self, value: Any) -> Any:
+        key = self.keys.get(id(value), _NO_KEY)
+        return self.selector(value) if key is _NO_KEY else key
+
+
+_NO_KEY = object()
 
 
 def _emit_state(rows: RowBuffer, node: Any, node_id: int, key_groups: KeyGroupRange, subtask: int, parallelism: int,

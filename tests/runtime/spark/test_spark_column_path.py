@@ -28,6 +28,7 @@ from engine.runtime.spark.chains import Router, Routes
 from engine.runtime.spark.column_path import read_columns
 from engine.runtime.spark.preaggregation import ColumnPath, PreAggregation, preaggregation_for
 from engine.runtime.spark.rows import RowBuffer
+from engine.state.key_groups import key_group_for_encoded_key
 from engine.watermarks.strategy import WatermarkStrategy
 from engine.windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 from source_gate import SourceGate
@@ -122,10 +123,12 @@ def test_only_the_column_forms_shape_takes_the_column_path(tmp_path: Path) -> No
     assert pre is not None and pre.column is not None
     assert (pre.kind, pre.field, pre.size, pre.column.ts_field, pre.column.key_field) == ("sum", "qty", 5000, "ts",
                                                                                            "user_id")
-    # without the plan (or in the lambda form) a columnar-layout sum keeps the element path, unfolded
-    assert preaggregation_for(results._node) is None
+    # without the plan (or in the lambda form) a columnar-layout sum is folded by the Router of the reading tasks,
+    # not in Spark SQL
+    assert preaggregation_for(results._node) == PreAggregation("sum", "qty", 5000, 5000, 0, sql=False)
     lam, _ = _job(_env("spark", 2), tmp_path / "in", "tumbling", "sum", form="lambda")
-    assert preaggregation_for(lam._node, build_plan([lam._node], 2, 16)) is None
+    pre = preaggregation_for(lam._node, build_plan([lam._node], 2, 16))
+    assert pre is not None and pre.column is None and not pre.sql
     # a map between the timestamps and key_by: not the shape
     env = _env("spark", 2)
     mapped = (env.read_files(str(tmp_path / "in"), "parquet")
@@ -149,7 +152,8 @@ def test_a_read_becomes_one_row_per_key_and_pane_plus_its_late_records() -> None
         {"k": "a", "ts": 1, "v": 2}, {"k": "b", "ts": 3, "v": 5}, {"k": "a", "ts": 9, "v": 7},
         {"k": "a", "ts": 12, "v": 1}, {"k": "b", "ts": -4, "v": 3}, {"k": "a", "ts": 5, "v": 10}])
     rows = RowBuffer()
-    router = Router(Routes(), rows, OperatorContext("t", 0, 1, 16), "split-0", 16, watermark_before=-1)
+    router = Router(Routes(parallelism={7: 2}), rows, OperatorContext("t", 0, 1, 16), "split-0", 16,
+                    watermark_before=-1)
     stage = SourceTimestampsAndWatermarks(WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(2))
                                           .with_timestamp_assigner("ts"), ManualClock(0))
     assert read_columns(batch, pre, 7, router, stage, "split-0")
@@ -159,6 +163,12 @@ def test_a_read_becomes_one_row_per_key_and_pane_plus_its_late_records() -> None
     assert got == [(1, '"a"', 1, 19, True), (2, '"b"', 3, 5, True), (4, '"a"', 12, 1, True),
                    (5, '"b"', -4, None, True)]
     assert router.sequence == 6 and router.received == {(1, None, 2): 6, (2, None, 7): 6}
+    # the window's records in, by the subtask of their key group (a: 4 records, b: 2; 16 key groups, 2 subtasks)
+    by_subtask: dict[tuple[int, int], int] = {}
+    for key, n in (('"a"', 4), ('"b"', 2)):
+        at = (7, key_group_for_encoded_key(key, 16) * 2 // 16)
+        by_subtask[at] = by_subtask.get(at, 0) + n
+    assert router.keyed_in == by_subtask
     stage.on_periodic_emit()
     assert stage.current_watermark == 12 - 2 - 1  # the split's highest timestamp, taken column-wise
     # a float field (or a null, a naive timestamp...) is the element path's: nothing written, nothing changed

@@ -51,10 +51,11 @@ def test_only_builtin_sum_min_max_with_the_default_trigger_and_no_evictor_qualif
     tumbling = TumblingEventTimeWindows.of(Time.seconds(10))
     late_sum = keyed.window(tumbling).allowed_lateness(Time.seconds(1)).sum(2)
     assert preaggregation_for(_node(late_sum)) == PreAggregation("sum", 2, 10_000, 10_000, 0)
-    # a sum the columnar layout takes is folded there, faster than in Spark SQL (preaggregation.py)
-    assert preaggregation_for(_node(keyed.window(tumbling).sum(2))) is None
+    # a sum the columnar layout takes: the reading tasks fold it, Spark SQL does not (preaggregation.py)
+    assert preaggregation_for(_node(keyed.window(tumbling).sum(2))) == PreAggregation(
+        "sum", 2, 10_000, 10_000, 0, sql=False)
     assert preaggregation_for(_node(keyed.window(SlidingEventTimeWindows.of(Time.seconds(15), Time.seconds(10)))
-                                    .sum(2))) is None
+                                    .sum(2))) == PreAggregation("sum", 2, 15_000, 10_000, 0, sql=False)
     assert preaggregation_for(_node(keyed.window(tumbling).trigger(EventTimeTrigger.create()).max(2))).kind == "max"
     assert preaggregation_for(_node(keyed.window(SlidingEventTimeWindows.of(Time.seconds(15), Time.seconds(10))).min(2))) \
         == PreAggregation("min", 2, 15_000, 10_000, 0)
@@ -65,8 +66,9 @@ def test_only_builtin_sum_min_max_with_the_default_trigger_and_no_evictor_qualif
 
 
 def test_the_preaggregation_and_the_window_operator_ask_the_same_predicate():
-    """A window Spark SQL pre-aggregates is exactly one the heap-layout slicing operator runs: never one
-    whose elements the general operator needs, never one the columnar layout folds."""
+    """A window Spark SQL pre-aggregates is exactly one the heap-layout slicing operator runs, and one only the
+    reading tasks pre-aggregate is one the columnar layout folds: never one whose elements the general operator
+    needs."""
     from engine.graph.operator_factory import build_window_operator
     from engine.windowing.slicing import SlicingWindowOperator
 
@@ -83,15 +85,20 @@ def test_the_preaggregation_and_the_window_operator_ask_the_same_predicate():
         keyed.window(tumbling).min_by(2), keyed.window(tumbling).reduce(lambda a, b: a),
         keyed.window(tumbling).trigger(CountTrigger.of(2)).sum(2), keyed.window(tumbling).evictor(CountEvictor.of(2)).sum(2),
     ]
-    pre_aggregated = 0
+    in_sql = in_tasks = 0
     for windowed in windowed_streams:
         node = _node(windowed)
         op = build_window_operator(node)
         heap_slicing = type(op) is SlicingWindowOperator  # not its columnar subclass
-        if preaggregation_for(node) is not None:
-            pre_aggregated += 1
+        pre = preaggregation_for(node)
+        if pre is not None and pre.sql:
+            in_sql += 1
             assert heap_slicing, node
-    assert pre_aggregated == 4  # min, max and the two sums with allowed lateness
+        elif pre is not None:
+            in_tasks += 1
+            assert isinstance(op, SlicingWindowOperator) and not heap_slicing, node
+    assert in_sql == 4  # min, max and the two sums with allowed lateness
+    assert in_tasks == 2  # the two sums the columnar layout takes
 
 
 def _events(seed: int) -> list[list]:
@@ -141,6 +148,9 @@ def _run(splits, preaggregation: bool, parallelism: int):
         "late": lateness.get_side_output(late),
         "sliding_min": tuples.window(SlidingEventTimeWindows.of(Time.seconds(5), Time.seconds(2))).min(2),
         "sliding_max_dicts": dicts.window(SlidingEventTimeWindows.of(Time.seconds(6), Time.seconds(3))).max("n"),
+        # the columnar layout's sums: folded by the reading tasks only
+        "tumbling_sum": tuples.window(TumblingEventTimeWindows.of(Time.seconds(3))).sum(2),
+        "sliding_sum_dicts": dicts.window(SlidingEventTimeWindows.of(Time.seconds(5), Time.seconds(2))).sum("n"),
     }
     collected, result = env.execute_and_collect_streams(streams)
     return {name: sorted(values, key=repr) for name, values in collected.items()}, result
@@ -150,5 +160,55 @@ def test_preaggregated_results_equal_the_element_paths(spark):
     splits = _events(5)
     element, _ = _run(splits, preaggregation=False, parallelism=2)
     assert element["late"] and element["tumbling_sum_late"] and element["sliding_max_dicts"]
+    assert element["tumbling_sum"] and element["sliding_sum_dicts"]
     folded, _ = _run(splits, preaggregation=True, parallelism=3)
     assert folded == element
+
+
+def _key_unless_multiple_of_7(e):
+    """A selector that reads the aggregated field: a record whose amount is a multiple of 7 has no key."""
+    amount = e["n"] if isinstance(e, dict) else e[2]
+    if type(amount) is int and amount % 7 == 0:
+        raise ValueError("a multiple of 7")
+    return _key(e)
+
+
+def _run_field_keyed(splits, runtime: str, preaggregation: bool = True):
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime(runtime)
+    env.set_parallelism(2)
+    env.set_max_parallelism(8)
+    env.set_runtime_option("epoch_records", 12)
+    if runtime == "spark":
+        env.set_runtime_option("preaggregation", preaggregation)
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(1)).with_timestamp_assigner(_ts)
+    tuples = env.from_source(SplitCollection(splits, "m"), strategy, "mixed").map(_as_tuple)
+    keyed = tuples.key_by(_key_unless_multiple_of_7)
+    streams = {
+        "columnar_sum": keyed.window(TumblingEventTimeWindows.of(Time.seconds(4))).sum(2),
+        "heap_sum": keyed.window(TumblingEventTimeWindows.of(Time.seconds(4))).allowed_lateness(Time.seconds(2)).sum(2),
+        "heap_min": keyed.window(SlidingEventTimeWindows.of(Time.seconds(6), Time.seconds(2))).min(2),
+    }
+    collected, result = env.execute_and_collect_streams(streams)
+    return ({name: sorted(values, key=repr) for name, values in collected.items()},
+            sorted(repr(d["value"]) for d in result.dead_letters))
+
+
+def test_a_partial_is_keyed_as_its_records_even_when_the_selector_reads_the_aggregated_field(spark):
+    """A partial record (its first record with the field set to the pane's aggregate) never existed: the selector
+    must not be asked to key it.  Sums of 7s and 3s give multiples of 7 the selector rejects, so a window stage
+    that keyed partials with the selector would drop whole panes as dead letters (it did, for the reading tasks'
+    fold: tests/runtime/spark/test_spark_restart_strategy.py found it)."""
+    rng = random.Random(11)
+    splits = []
+    for s in range(2):
+        t, rows = 0, []
+        for i in range(80):
+            t += rng.randrange(0, 700)
+            rows.append((f"k{rng.randrange(3)}", t, rng.choice([3, 4, 7, 14]), f"s{s}-{i}"))
+        splits.append(rows)
+    local, local_dead = _run_field_keyed(splits, "local")
+    assert local["columnar_sum"] and local["heap_sum"] and local["heap_min"] and local_dead
+    on_spark, spark_dead = _run_field_keyed(splits, "spark")
+    assert on_spark == local
+    assert spark_dead == local_dead
