@@ -424,11 +424,11 @@ class Router:
         offsets: list[int] = []
         stamps: list[Any] = []
         keys: list[str] = []
-        texts: list[str | None] = []
+        texts: list[str] = []
         nums: list[int | None] = []
         sequence = self.sequence
         taken = 0
-        #: (encoded key, pane) -> [sequence, timestamp, first value, aggregate] of this call's partial
+        #: (encoded key, pane) -> [sequence, timestamp, first value, aggregate, records] of this call's partial
         groups: dict[tuple[str, int], list] = {}
         if pre is not None:
             behind = self._behind.setdefault(node_id, {})

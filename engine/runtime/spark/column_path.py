@@ -149,9 +149,11 @@ def _element_rows_read(batch: pa.RecordBatch, pre: PreAggregation, window_id: in
     from engine.runtime.spark.column_fold import distinct_key_groups
 
     n = batch.num_rows
+    # each distinct key of the read encoded and hashed once, as _fold_read does
     dictionary = pc.dictionary_encode(keys)
-    groups = distinct_key_groups(encode_key_column(dictionary.dictionary), router.max_parallelism)
-    router.count_keyed_in_groups(window_id, groups[dictionary.indices.to_numpy(zero_copy_only=False)],
+    distinct = encode_key_column(dictionary.dictionary)
+    key_index = dictionary.indices.to_numpy(zero_copy_only=False)
+    router.count_keyed_in_groups(window_id, distinct_key_groups(distinct, router.max_parallelism)[key_index],
                                  np.ones(n, np.int64))
     # lateness against W(n-1), per record (preaggregation.py PreAggregation.oldest_window_max_timestamp)
     size, slide, offset, pane_ms = pre.size, pre.slide, pre.offset, pre.pane
@@ -178,7 +180,7 @@ def _element_rows_read(batch: pa.RecordBatch, pre: PreAggregation, window_id: in
         picked = pa.array(firsts)
         texts = record_texts(table.take(picked))
         rows.extend(len(firsts), window_id, split=router.channel, offset=(first + firsts).tolist(),
-                    ts=ts[firsts].tolist(), key=encode_key_column(keys.take(picked)).to_pylist(), value=texts,
+                    ts=ts[firsts].tolist(), key=distinct.take(pa.array(key_index[firsts])).to_pylist(), value=texts,
                     num=aggregates.tolist())
     if len(on_time) != n:
         # late records: element rows, as the Router writes them (its pane test gives "late" for them too)
@@ -186,4 +188,4 @@ def _element_rows_read(batch: pa.RecordBatch, pre: PreAggregation, window_id: in
         picked = pa.array(behind)
         texts = record_texts(table.take(picked))
         rows.extend(len(behind), window_id, split=router.channel, offset=(first + behind).tolist(),
-                    ts=ts[behind].tolist(), key=encode_key_column(keys.take(picked)).to_pylist(), value=texts)
+                    ts=ts[behind].tolist(), key=distinct.take(pa.array(key_index[behind])).to_pylist(), value=texts)
