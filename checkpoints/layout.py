@@ -10,6 +10,10 @@ Under the checkpoint root (a store)::
     <job_id>/_desired_state.json       what operators want: running or suspended (who, when, why)
     <job_id>/_lease.json               which job master may write the job (holder, fencing token, expiry)
 
+These are keys.  The file backend keeps each of the last four, which are replaced
+compare-and-set, as a folder ``<key>.versions/`` of numbered versions (see
+:mod:`checkpoints.backends.local`); read them through a store, not by path.
+
 Under the savepoint root (a separate store or prefix)::
 
     <job_id>/savepoint-<id>-<suffix>/...   self-contained: every path in its _metadata is

@@ -1,8 +1,10 @@
 """The status document a job master publishes to storage, so supervision works from storage alone (ARCHITECTURE 7).
 
-Single writer (the running job master), last write wins: a stale status is
-recognised by its old ``heartbeat_ms``, and ``epoch`` tells a restarted master's
-documents from its predecessor's.
+One writer, the master holding the job's lease: it writes compare-and-set under its
+fencing token (:func:`write_status`), so a master that wakes from a pause after
+another took the job over cannot put its stale document over the new holder's.  A
+stale status is recognised by its old ``heartbeat_ms``, and ``epoch`` tells a
+restarted master's documents from its predecessor's.
 
 A master stopped by a signal (SIGTERM, SIGINT) publishes ``state`` :data:`SUSPENDED` with a
 :class:`Suspension` saying which signal and when (format 1.1; 1.0 documents read as without one).
@@ -15,7 +17,7 @@ from typing import Any
 
 from checkpoints._documents import Fields, check_version, dumps, loads
 from checkpoints.backends.base import ObjectStore
-from checkpoints.errors import ObjectNotFound
+from checkpoints.errors import CorruptSnapshotError, LeaseLost, ObjectNotFound, PreconditionFailed
 from checkpoints.layout import status_key
 
 FORMAT_VERSION = "1.1"
@@ -110,8 +112,44 @@ class StatusDocument:
         )
 
 
-def write_status(store: ObjectStore, status: StatusDocument) -> None:
-    store.put_bytes(status_key(status.job_id), status.to_json())
+_WRITE_ATTEMPTS = 8
+
+
+def write_status(store: ObjectStore, status: StatusDocument, fencing_token: int | None = None) -> None:
+    """Publish ``status``.  With the writer's lease ``fencing_token`` (what a job master passes) the write is
+    compare-and-set over the document it read, and refused with :class:`LeaseLost` when that document was written
+    under a newer token; a writer paused between its read and its write loses the race.  Without a token the
+    write simply replaces the document (tools and tests publishing for a master that is not running)."""
+    key = status_key(status.job_id)
+    data = status.to_json()
+    if fencing_token is None:
+        store.put_bytes(key, data)
+        return
+    for _ in range(_WRITE_ATTEMPTS):
+        try:
+            info = store.head(key)
+            current = store.get_bytes(key)
+        except ObjectNotFound:
+            info = None
+        if info is not None:
+            if store.head(key).etag != info.etag:
+                continue  # changed between head and get: the tag must describe the bytes judged
+            try:
+                written_by = (StatusDocument.from_json(current, store.key_uri(key)).extra or {}).get("fencing_token")
+            except CorruptSnapshotError:
+                written_by = None  # a broken document is replaced by the holder's
+            if type(written_by) is int and written_by > fencing_token:
+                raise LeaseLost(f"job {status.job_id!r}: the status document was written under fencing token "
+                                f"{written_by}, newer than this master's {fencing_token}; not publishing over it")
+        try:
+            if info is None:
+                store.put_if_absent(key, data)
+            else:
+                store.put_if_match(key, data, info.etag)
+            return
+        except PreconditionFailed:
+            continue  # another write landed in between: judge that one
+    raise PreconditionFailed(f"{store.key_uri(key)} changed under each of {_WRITE_ATTEMPTS} conditional writes")
 
 
 def read_status(store: ObjectStore, job_id: str) -> StatusDocument | None:

@@ -487,7 +487,8 @@ class JobMaster:
                    "fencing_token": self.lease.fencing_token if self.lease is not None else None},
             suspension=suspension,
         )
-        write_status(open_store(self.config.storage_uri), doc)
+        write_status(open_store(self.config.storage_uri), doc,
+                     fencing_token=self.lease.fencing_token if self.lease is not None else None)
 
 
 def _read_snapshot_metadata(uri: str) -> Any:

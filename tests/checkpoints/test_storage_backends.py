@@ -182,3 +182,109 @@ def test_filesystem_conditional_writes_are_safe_across_processes(tmp_path):
     assert all(p.returncode == 0 for p in procs)
     assert int(LocalFileSystemStore(root).get_bytes("counter")) == wins
     assert wins >= 40  # at least one process made progress each round
+
+
+def test_a_filesystem_writer_frozen_mid_write_never_blocks_another_and_cannot_win_when_it_wakes(tmp_path):
+    """Issue 17's frozen master, at the storage layer: a process stopped (SIGSTOP: a GC pause, a VM migration)
+    anywhere inside its conditional writes must not hold the others up, and its write must lose when it wakes.
+
+    A child increments a counter with read / put_if_match in a tight loop; it is frozen at random moments and
+    each time this process must complete its own conditional increment within the deadline.  No increment of
+    either writer is lost or doubled."""
+    import os
+    import random
+    import signal
+    import threading
+    import time
+
+    root = tmp_path / "frozen"
+    store = LocalFileSystemStore(root)
+    store.put_bytes("counter", b"0")
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        from checkpoints.backends import LocalFileSystemStore
+        from checkpoints.errors import ObjectNotFound, PreconditionFailed
+        store = LocalFileSystemStore({str(root)!r})
+        wins = 0
+        while True:
+            try:
+                info = store.head("counter")
+                value = int(store.get_bytes("counter"))
+                if store.head("counter").etag != info.etag:
+                    continue
+                store.put_if_match("counter", str(value + 1).encode(), info.etag)
+                wins += 1
+            except PreconditionFailed:
+                continue
+            if store.exists("stop"):
+                break
+        print(wins)
+        """)], stdout=subprocess.PIPE, cwd=str(REPO_ROOT))
+
+    def increment_once() -> None:
+        while True:
+            info = store.head("counter")
+            value = int(store.get_bytes("counter"))
+            if store.head("counter").etag != info.etag:
+                continue
+            try:
+                store.put_if_match("counter", str(value + 1).encode(), info.etag)
+                return
+            except PreconditionFailed:
+                continue
+
+    rng = random.Random(17)
+    mine, blocked = 0, 0
+    try:
+        time.sleep(0.5)  # the child is in its loop
+        for _ in range(60):
+            time.sleep(rng.uniform(0.001, 0.02))
+            os.kill(child.pid, signal.SIGSTOP)
+            writer = threading.Thread(target=increment_once, daemon=True)
+            writer.start()
+            writer.join(timeout=10)
+            if writer.is_alive():  # held up by the frozen child: let it go so the thread can finish
+                blocked += 1
+                os.kill(child.pid, signal.SIGCONT)
+                writer.join(timeout=30)
+            else:
+                os.kill(child.pid, signal.SIGCONT)
+            mine += 1
+        store.put_bytes("stop", b"")
+        theirs = int(child.communicate(timeout=120)[0])
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGCONT)
+            child.kill()
+    assert blocked == 0, f"{blocked} of 60 writes waited for a frozen writer"
+    assert int(store.get_bytes("counter")) == mine + theirs
+
+
+def test_a_filesystem_writer_paused_between_its_check_and_its_write_loses_even_after_pruning(tmp_path, monkeypatch):
+    """The versions a conditional write was judged against may be pruned while the writer is paused (say 40
+    writes later): its link then lands on a free name, and it must still lose rather than report a win."""
+    store = LocalFileSystemStore(tmp_path / "paused")
+    store.put_bytes("job/_lease.json", b"0")  # a plain file, as a store before versions wrote it: version 0
+    etag = store.head("job/_lease.json").etag
+    real_write_temp = store._write_temp
+    paused = []
+
+    def paused_write_temp(path, data):
+        if not paused:  # while this writer is paused, another replaces the object 40 times
+            paused.append(True)
+            for n in range(1, 41):
+                store.put_if_match("job/_lease.json", str(n).encode(), store.head("job/_lease.json").etag)
+        return real_write_temp(path, data)
+
+    monkeypatch.setattr(store, "_write_temp", paused_write_temp)
+    with pytest.raises(PreconditionFailed):
+        store.put_if_match("job/_lease.json", b"stale", etag)
+    monkeypatch.undo()
+    assert store.get_bytes("job/_lease.json") == b"40"
+    assert [info.key for info in store.list("job/")] == ["job/_lease.json"]
+    assert len(list((tmp_path / "paused" / "job" / "_lease.json.versions").iterdir())) <= 17  # pruned as it goes
+    with pytest.raises(PreconditionFailed):
+        store.put_if_absent("job/_lease.json", b"again")
+    store.delete("job/_lease.json")
+    assert not (tmp_path / "paused" / "job").exists()
+    store.put_if_absent("job/_lease.json", b"new")  # created afresh after a delete
+    assert store.get_bytes("job/_lease.json") == b"new"
