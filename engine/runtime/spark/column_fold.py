@@ -283,20 +283,23 @@ def result_timestamps(fired: pa.Table, size: int) -> pa.Array:
 
 # ---- the operator path's view of the same data --------------------------------------------------------------
 
-def partial_records(partials: pa.Table, field: str) -> tuple[list[Any], list[int], list[tuple[int, str, int]]]:
-    """(values, timestamps, (key group, channel, sequence) sort keys) of the partials as whole records: each the
-    pane's first record with ``field`` set to the pane's aggregate, as the operator path folds them."""
+def partial_records(partials: pa.Table, field: str
+                    ) -> tuple[list[Any], list[int], list[tuple[int, str, int]], list[Any]]:
+    """(values, timestamps, (key group, channel, sequence) sort keys, firsts) of the partials as whole records:
+    each the pane's first record with ``field`` set to the pane's aggregate, as the operator path folds them, and
+    that first record as it came (what the key selector keys the partial by: stages._PartialKeys)."""
     from engine.io.formats import table_to_pylist
 
     record = partials.column("_record").combine_chunks()
     names = [f.name for f in record.type]
     table = pa.Table.from_arrays([record.field(i) for i in range(len(names))], names=names)
-    values = table_to_pylist(table)
+    firsts = table_to_pylist(table)
+    values = [dict(v) for v in firsts]
     for v, num in zip(values, partials.column("_num").to_pylist()):
         v[field] = num
     keys = list(zip(partials.column("_kg").to_pylist(), partials.column("_ch").to_pylist(),
                     partials.column("_seq").to_pylist()))
-    return values, partials.column("_ts").to_pylist(), keys
+    return values, partials.column("_ts").to_pylist(), keys, firsts
 
 
 def to_general(state: pa.Table, template: Any, *, field: str, size: int) -> Any:

@@ -250,8 +250,6 @@ def preaggregation_for(node: Any, plan: Any = None, column_fold: bool = True) ->
     if geometry is None or not assigner.is_event_time():
         return None  # windows Spark SQL cannot compute, or processing time
     column = column_path_of(node, plan) if plan is not None and isinstance(vectorized.field, str) else None
-    if column is not None and column.key_field == vectorized.field:
-        column = None  # key_by("n").sum("n"): a partial's field is no longer its key; the Router keys it right
     size, slide, offset = geometry
     if column is None and variant is not WindowOperatorVariant.SLICING:
         # SLICING_COLUMNAR fed elements: the reading task's fold only, the arrays fold its partials faster than

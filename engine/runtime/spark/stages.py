@@ -317,7 +317,8 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
         operator.key_selector = _PartialKeys.of(operator.key_selector, firsts, decoded, nums)
     records = list(map(StreamRecord, decoded, mine.column("_ts").to_pylist()))
     if fold_input is not None:
-        records = fold_input.with_partials(records, mine)
+        records, firsts, partials = fold_input.with_partials(records, mine)
+        operator.key_selector = _PartialKeys.of(operator.key_selector, firsts, partials, [0] * len(partials))
     if pre is None:  # pre-aggregated rows are folded records: their count is not the records sent here
         router.subtask_records_in = (node_id, len(broadcast_records) + len(records))
     if records:
@@ -423,25 +424,29 @@ class _FoldInput:
         template.metadata["current_watermark"] = self.watermark
         return to_general(self.state, template, field=self.pre.field, size=self.pre.size)
 
-    def with_partials(self, records: list[StreamRecord], elements: pa.Table) -> list[StreamRecord]:
-        """The element rows' records and the partials' in the window stage's (key group, channel, sequence) order."""
+    def with_partials(self, records: list[StreamRecord], elements: pa.Table
+                      ) -> tuple[list[StreamRecord], list[Any], list[Any]]:
+        """The element rows' records and the partials' in the window stage's (key group, channel, sequence) order;
+        and the partials' values with the first records they were built from (to key them: :class:`_PartialKeys`)."""
         from engine.runtime.spark.column_fold import partial_records
 
         if not self.partials:
-            return records
+            return records, [], []
         values: list[Any] = []
         stamps: list[int] = []
         keys: list[tuple[int, str, int]] = []
+        firsts: list[Any] = []
         for part in self.partials:
-            v, t, k = partial_records(part, self.pre.field)
+            v, t, k, f = partial_records(part, self.pre.field)
             values += v
             stamps += t
             keys += k
+            firsts += f
         element_keys = list(zip(elements.column("_kg").to_pylist(), elements.column("_split").to_pylist(),
                                 elements.column("_offset").to_pylist()))
         both = sorted(zip(keys + element_keys, range(len(keys) + len(element_keys))))
         merged = [StreamRecord(v, t) for v, t in zip(values, stamps)] + records
-        return [merged[i] for _, i in both]
+        return [merged[i] for _, i in both], firsts, values
 
 
 def _fold_subtask(pre: Any, node: Any, node_id: int, router: Router, rows: RowBuffer, metrics: Metrics,

@@ -194,3 +194,33 @@ def test_a_checkpoint_restores_across_the_paths_runtimes_and_parallelism(spark, 
     after, _ = _run(folder, "sliding", "sum", runtime=runtime, parallelism=parallelism,
                     options={**then, "from_savepoint": uri})
     assert sorted(map(repr, before + after)) == sorted(map(repr, golden))
+
+
+def test_a_window_keyed_by_its_aggregated_field_folds_and_keys_partials_as_their_records(spark, tmp_path: Path) -> None:
+    """``key_by("qty").sum("qty")``: a partial (its pane's first record with qty set to the pane's sum) is keyed by
+    the record it was built from, not by the sum, also when the operator takes an epoch from the fold (a read the
+    columns cannot take).  Each file has keys of its own, so every pane's first record is the same on each path."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for f in range(2):
+        rows = [{"user_id": f"u{f}", "ts": 700 * i, "qty": 10 * (f + 1) + i % 3, "id": f"f{f}-{i}"} for i in range(90)]
+        if f == 0:
+            rows[40]["qty"] = 2**40  # beyond the columns' +-2^31: its epoch's subtask runs the operator
+        table = pa.Table.from_pylist(rows)
+        pq.write_table(table.set_column(1, "ts", table.column("ts").cast(pa.timestamp("ms", tz="UTC"))),
+                       folder / f"part-{f:02d}.parquet")
+
+    def run(runtime: str, options: dict | None = None) -> list:
+        env = _env(runtime, 2, options)
+        bounded = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(3))
+        results = (env.read_files(str(folder), "parquet")
+                   .assign_timestamps_and_watermarks(bounded.with_timestamp_assigner("ts")).key_by("qty")
+                   .window(TumblingEventTimeWindows.of(Time.seconds(5))).sum("qty"))
+        if runtime == "spark" and options is None:
+            pre = preaggregation_for(results._node, build_plan([results._node], 2, 16))
+            assert pre.column is not None and pre.fold, "the column fold must take this job"
+        return sorted(map(repr, env.execute_and_collect_streams({"results": results})[0]["results"]))
+
+    folded = run("spark")
+    assert any("1099511627776" in v for v in folded)
+    assert folded == run("spark", {"column_fold": False}) == run("local")
