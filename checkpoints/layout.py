@@ -10,7 +10,7 @@ Under the checkpoint root (a store)::
     <job_id>/_desired_state.json       what operators want: running or suspended (who, when, why)
     <job_id>/_lease.json               which job master may write the job (holder, fencing token, expiry)
 
-These are keys.  The file backend keeps each of the last four, which are replaced
+These are keys.  The file backend keeps the index, the status and the lease, which are replaced
 compare-and-set, as a folder ``<key>.versions/`` of numbered versions (see
 :mod:`checkpoints.backends.local`); read them through a store, not by path.
 

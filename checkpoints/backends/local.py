@@ -7,7 +7,7 @@ object.
 Conditional writes (``put_if_absent``, ``put_if_match``) hold no lock.
 ``put_if_absent`` is one ``os.link`` of the new file to the object's name,
 which fails if the name exists.  An object replaced conditionally (the job's
-``_retained.json``, ``_lease.json``, ``_status.json``, ``_desired_state.json``) is
+``_retained.json``, ``_lease.json``, ``_status.json``) is
 kept as numbered versions in the folder ``<name>.versions/``, and the object's
 content is its highest version.  A conditional replace of version ``n`` is one
 ``os.link`` of the new content to the name ``n + 1``, which fails if the name
