@@ -63,6 +63,7 @@ from checkpoints.errors import (
     LeaseLost,
     ObjectNotFound,
     PreconditionFailed,
+    StorageUnavailable,
 )
 from checkpoints.layout import lease_key
 from engine.errors import JobDefinitionError
@@ -136,11 +137,15 @@ class LeaseView:
 def read_lease(store: ObjectStore, job_id: str) -> LeaseView | None:
     """The job's lease and its entity tag, or None when no master ever held one."""
     key = lease_key(job_id)
-    try:
-        data, etag = store.get_with_etag(key)
-    except ObjectNotFound:
-        return None
-    return LeaseView(JobLease.from_json(data, store.key_uri(key)), etag)
+    for _ in range(5):
+        try:
+            before = store.head(key)
+            data = store.get_bytes(key)
+        except ObjectNotFound:
+            return None
+        if store.head(key).etag == before.etag:  # the tag must describe these bytes
+            return LeaseView(JobLease.from_json(data, store.key_uri(key)), before.etag)
+    raise StorageUnavailable(f"{store.key_uri(key)} kept changing while it was read")
 
 
 def _wall_ms() -> int:
