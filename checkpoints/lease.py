@@ -172,6 +172,11 @@ class LeaseKeeper:
         self._wall_ms = wall_ms
         self._monotonic = monotonic
         self._lock = threading.Lock()
+        #: serializes the conditional writes of renew and release: a release that lands between a renewal's
+        #: read of the entity tag and its write made the renewal fail and call the master's own clean end a
+        #: take-over (seen: ``sluice demo`` fenced itself at exit under load)
+        self._write_lock = threading.Lock()
+        self._released = False
         self._view: LeaseView | None = None
         #: monotonic seconds until which this master may write, from its last successful renewal
         self._valid_until = 0.0
@@ -269,8 +274,14 @@ class LeaseKeeper:
         A storage outage (:class:`StorageUnavailable`) propagates and leaves the local
         validity where it was: renewing again later may still succeed, ``check`` fails
         once the lease ran out."""
+        with self._write_lock:
+            self._renew(control_url)
+
+    def _renew(self, control_url: str | None) -> None:
         with self._lock:
             view, lost = self._view, self._lost
+        if self._released:
+            return  # the job ended cleanly: nothing to renew, and nothing was lost
         if view is None or lost is not None:
             self.check("renew its lease")
             return
@@ -308,15 +319,17 @@ class LeaseKeeper:
 
     def release(self) -> None:
         """Mark the lease released (a clean end), so the next master need not wait; never raises."""
-        with self._lock:
-            view, lost = self._view, self._lost
-        if view is None or lost is not None:
-            return
-        lease = replace(view.lease, renewed_ms=self._wall_ms(), released=True)
-        try:
-            self.store.put_if_match(lease_key(self.job_id), lease.to_json(), view.etag)
-        except Exception:  # noqa: BLE001 - the lease then simply expires after ttl_ms
-            log.warning("job %s: could not release the lease; the next master waits for it to expire",
-                        self.job_id, exc_info=True)
-        with self._lock:
-            self._lost = "the lease was released (the job ended)"
+        with self._write_lock:  # after any renewal in flight, from the entity tag it left
+            with self._lock:
+                view, lost = self._view, self._lost
+            if view is None or lost is not None or self._released:
+                return
+            lease = replace(view.lease, renewed_ms=self._wall_ms(), released=True)
+            try:
+                self.store.put_if_match(lease_key(self.job_id), lease.to_json(), view.etag)
+            except Exception:  # noqa: BLE001 - the lease then simply expires after ttl_ms
+                log.warning("job %s: could not release the lease; the next master waits for it to expire",
+                            self.job_id, exc_info=True)
+            with self._lock:
+                self._released = True
+                self._lost = "the lease was released (the job ended)"

@@ -184,3 +184,54 @@ def test_a_renewal_or_acquisition_whose_answer_was_lost_is_recognised_as_our_own
     a.check("write")
     a.renew()
     assert read_lease(backend.store, "job-l").lease.fencing_token == 1
+
+
+class _HeldRenewal:
+    """The store holds the first conditional put (a renewal on a slow link) until ``go`` is set."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+        self.entered, self.go = threading.Event(), threading.Event()
+        self._first = True
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def put_if_match(self, key, data, etag):
+        if self._first:
+            self._first = False
+            self.entered.set()
+            self.go.wait(10)
+        return self._store.put_if_match(key, data, etag)
+
+
+def test_a_release_during_a_renewal_in_flight_is_a_clean_end_not_a_take_over(backend):
+    # seen under load: the master's release landed between its heartbeat's read of the entity tag and its
+    # write; the renewal then failed, found the lease released and fenced the master, and `sluice demo` exited 1
+    clocks = Clocks()
+    a = keeper(backend, clocks, "master-a")
+    a.acquire()
+    store = _HeldRenewal(backend.store)
+    a.store = store
+    errors: list[BaseException] = []
+
+    def renew() -> None:
+        try:
+            a.renew()
+        except BaseException as exc:  # noqa: BLE001 - the assertion below names it
+            errors.append(exc)
+
+    renewing = threading.Thread(target=renew)
+    renewing.start()
+    assert store.entered.wait(10)
+    releasing = threading.Thread(target=a.release)
+    releasing.start()
+    time.sleep(0.3)  # the release is issued while the renewal's write is still on its way
+    store.go.set()
+    renewing.join(10)
+    releasing.join(10)
+    assert errors == []
+    assert read_lease(backend.store, "job-l").lease.released
+    a.renew()  # a heartbeat after the end is a no-op, not a take-over
+    with pytest.raises(LeaseLost, match="released"):
+        a.check("write")
