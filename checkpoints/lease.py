@@ -63,7 +63,6 @@ from checkpoints.errors import (
     LeaseLost,
     ObjectNotFound,
     PreconditionFailed,
-    StorageUnavailable,
 )
 from checkpoints.layout import lease_key
 from engine.errors import JobDefinitionError
@@ -137,15 +136,11 @@ class LeaseView:
 def read_lease(store: ObjectStore, job_id: str) -> LeaseView | None:
     """The job's lease and its entity tag, or None when no master ever held one."""
     key = lease_key(job_id)
-    for _ in range(5):
-        try:
-            before = store.head(key)
-            data = store.get_bytes(key)
-        except ObjectNotFound:
-            return None
-        if store.head(key).etag == before.etag:  # the tag must describe these bytes
-            return LeaseView(JobLease.from_json(data, store.key_uri(key)), before.etag)
-    raise StorageUnavailable(f"{store.key_uri(key)} kept changing while it was read")
+    try:
+        data, etag = store.get_with_etag(key)
+    except ObjectNotFound:
+        return None
+    return LeaseView(JobLease.from_json(data, store.key_uri(key)), etag)
 
 
 def _wall_ms() -> int:

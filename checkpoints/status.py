@@ -127,13 +127,10 @@ def write_status(store: ObjectStore, status: StatusDocument, fencing_token: int 
         return
     for _ in range(_WRITE_ATTEMPTS):
         try:
-            info = store.head(key)
-            current = store.get_bytes(key)
+            current, etag = store.get_with_etag(key)
         except ObjectNotFound:
-            info = None
-        if info is not None:
-            if store.head(key).etag != info.etag:
-                continue  # changed between head and get: the tag must describe the bytes judged
+            etag = None
+        if etag is not None:
             try:
                 written_by = (StatusDocument.from_json(current, store.key_uri(key)).extra or {}).get("fencing_token")
             except CorruptSnapshotError:
@@ -142,10 +139,10 @@ def write_status(store: ObjectStore, status: StatusDocument, fencing_token: int 
                 raise LeaseLost(f"job {status.job_id!r}: the status document was written under fencing token "
                                 f"{written_by}, newer than this master's {fencing_token}; not publishing over it")
         try:
-            if info is None:
+            if etag is None:
                 store.put_if_absent(key, data)
             else:
-                store.put_if_match(key, data, info.etag)
+                store.put_if_match(key, data, etag)
             return
         except PreconditionFailed:
             continue  # another write landed in between: judge that one

@@ -24,7 +24,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from typing import Iterable, Iterator
-from checkpoints.errors import ObjectNotFound
+from checkpoints.errors import ObjectNotFound, StorageUnavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +108,17 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def copy(self, source_key: str, target_key: str, source_store: ObjectStore | None = None) -> None:
         """Copy an object; server-side when both keys live in the same backend, else through this process."""
+
+    def get_with_etag(self, key: str, attempts: int = 5) -> tuple[bytes, str]:
+        """The object's bytes and the entity tag that describes them, for a conditional write over what was read:
+        head, get, head again, retried while a write lands in between (:class:`StorageUnavailable` after
+        ``attempts``); :class:`ObjectNotFound` when there is none."""
+        for _ in range(attempts):
+            before = self.head(key)
+            data = self.get_bytes(key)
+            if self.head(key).etag == before.etag:
+                return data, before.etag
+        raise StorageUnavailable(f"{self.key_uri(key)} kept changing while it was read")
 
     def key_uri(self, key: str) -> str:
         return self.uri.rstrip("/") + "/" + key

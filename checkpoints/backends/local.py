@@ -96,9 +96,10 @@ class LocalFileSystemStore(ObjectStore):
         return self._read(key, read)
 
     def head(self, key: str) -> ObjectInfo:
-        found = self._current(self._path(key))
+        path = self._path(key)
+        found = self._current(path)
         if found is None:
-            raise ObjectNotFound(f"no object {self.key_uri(key)}")
+            raise self._not_found(key, path)
         _path, st, version = found
         return _info(key, st, version)
 
@@ -262,15 +263,18 @@ class LocalFileSystemStore(ObjectStore):
         for _ in range(_READ_ATTEMPTS):
             found = self._current(path)
             if found is None:
-                raise ObjectNotFound(f"no object {self.key_uri(key)}")
+                raise self._not_found(key, path)
             try:
                 with open(found[0], "rb") as f:
                     return read(f)
             except FileNotFoundError:
                 continue  # replaced (plain) or deleted (an old version) between lookup and open
-            except IsADirectoryError as exc:
-                raise ObjectNotFound(f"{self.key_uri(key)} is a folder, not an object") from exc
         raise StorageUnavailable(f"{self.key_uri(key)}: its content kept changing under {_READ_ATTEMPTS} reads")
+
+    def _not_found(self, key: str, path: Path) -> ObjectNotFound:
+        if path.is_dir():
+            return ObjectNotFound(f"{self.key_uri(key)} is a folder, not an object")
+        return ObjectNotFound(f"no object {self.key_uri(key)}")
 
     def _link_version(self, path: Path, tmp: Path, version: int, replaces: str | None = None,
                       base: tuple[Path, int] | None = None) -> str:

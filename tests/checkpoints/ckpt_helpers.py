@@ -225,3 +225,17 @@ def stop_purchases_job(base: Any, runtime: str, drain: bool = False, savepoint_f
         master.wait()
         client.close()
     return stop["operation"]["location"], running
+
+
+def increment_once(store: Any, key: str) -> bool:
+    """One read / ``put_if_match`` increment of the integer in ``key``: True if it landed, False if another write
+    came first.  The storage tests' child processes import it too (this folder on their ``sys.path``)."""
+    from checkpoints.errors import PreconditionFailed, StorageUnavailable
+
+    try:
+        data, etag = store.get_with_etag(key)
+        store.put_if_match(key, str(int(data) + 1).encode(), etag)
+    except (PreconditionFailed, StorageUnavailable):  # a write landed between reading and writing, or while reading
+        return False
+    return True
+

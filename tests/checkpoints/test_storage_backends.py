@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+HELPERS = Path(__file__).resolve().parent  # ckpt_helpers, for the child processes
+
+from ckpt_helpers import increment_once
 
 from checkpoints import (
     InvalidStorageUri,
@@ -160,21 +163,11 @@ def test_filesystem_conditional_writes_are_safe_across_processes(tmp_path):
     script = textwrap.dedent(
         f"""
         import sys
+        sys.path.insert(0, {str(HELPERS)!r})
         from checkpoints.backends import LocalFileSystemStore
-        from checkpoints.errors import PreconditionFailed
+        from ckpt_helpers import increment_once
         store = LocalFileSystemStore({str(root)!r})
-        wins = 0
-        for _ in range(40):
-            info = store.head("counter")
-            value = int(store.get_bytes("counter"))
-            if store.head("counter").etag != info.etag:
-                continue
-            try:
-                store.put_if_match("counter", str(value + 1).encode(), info.etag)
-                wins += 1
-            except PreconditionFailed:
-                pass
-        print(wins)
+        print(sum(increment_once(store, "counter") for _ in range(40)))
         """
     )
     procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=str(REPO_ROOT)) for _ in range(4)]
@@ -201,36 +194,20 @@ def test_a_filesystem_writer_frozen_mid_write_never_blocks_another_and_cannot_wi
     store = LocalFileSystemStore(root)
     store.put_bytes("counter", b"0")
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(HELPERS)!r})
         from checkpoints.backends import LocalFileSystemStore
-        from checkpoints.errors import ObjectNotFound, PreconditionFailed
+        from ckpt_helpers import increment_once
         store = LocalFileSystemStore({str(root)!r})
         wins = 0
-        while True:
-            try:
-                info = store.head("counter")
-                value = int(store.get_bytes("counter"))
-                if store.head("counter").etag != info.etag:
-                    continue
-                store.put_if_match("counter", str(value + 1).encode(), info.etag)
-                wins += 1
-            except PreconditionFailed:
-                continue
-            if store.exists("stop"):
-                break
+        while not store.exists("stop"):
+            wins += increment_once(store, "counter")
         print(wins)
         """)], stdout=subprocess.PIPE, cwd=str(REPO_ROOT))
 
-    def increment_once() -> None:
-        while True:
-            info = store.head("counter")
-            value = int(store.get_bytes("counter"))
-            if store.head("counter").etag != info.etag:
-                continue
-            try:
-                store.put_if_match("counter", str(value + 1).encode(), info.etag)
-                return
-            except PreconditionFailed:
-                continue
+    def increment_until_it_lands() -> None:
+        while not increment_once(store, "counter"):
+            pass
 
     rng = random.Random(17)
     mine, blocked = 0, 0
@@ -239,7 +216,7 @@ def test_a_filesystem_writer_frozen_mid_write_never_blocks_another_and_cannot_wi
         for _ in range(60):
             time.sleep(rng.uniform(0.001, 0.02))
             os.kill(child.pid, signal.SIGSTOP)
-            writer = threading.Thread(target=increment_once, daemon=True)
+            writer = threading.Thread(target=increment_until_it_lands, daemon=True)
             writer.start()
             writer.join(timeout=10)
             if writer.is_alive():  # held up by the frozen child: let it go so the thread can finish
