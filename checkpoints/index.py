@@ -109,17 +109,11 @@ class IndexView:
 def read_index(store: ObjectStore, job_id: str) -> IndexView:
     """The current index of ``job_id`` and its entity tag; an empty view when none was written yet."""
     key = index_key(job_id)
-    try:
-        info = store.head(key)
-        data = store.get_bytes(key)
+    try:  # the tag must describe these bytes: re-read while a write lands in between, a bounded number of times
+        data, etag = store.get_with_etag(key)
     except ObjectNotFound:
         return IndexView(RetainedCheckpointsIndex(job_id=job_id), None)
-    # re-read the tag if the object changed between head and get: the tag must describe these bytes
-    after = store.head(key)
-    if after.etag != info.etag:
-        return read_index(store, job_id)
-    index = RetainedCheckpointsIndex.from_json(data, store.key_uri(key))
-    return IndexView(index, info.etag)
+    return IndexView(RetainedCheckpointsIndex.from_json(data, store.key_uri(key)), etag)
 
 
 def fence_index(store: ObjectStore, job_id: str, writer_id: str, fencing_token: int, clock_ms: int) -> IndexView:

@@ -230,3 +230,27 @@ def test_once_the_index_names_a_checkpoint_no_storage_error_fails_adding_it(s3_b
     result = fresh.add_checkpoint(metadata)
     assert read_index(store, "job-f5").index.ids() == [2]
     assert result.subsumed_ids == (1,) and any("cannot read subsumed checkpoint 1" in w for w in result.warnings)
+
+
+class EverChanging(RetryAfterLostResponse):
+    """A store whose objects seem rewritten between every two reads (a new entity tag on each head)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.heads = 0
+
+    def head(self, key):
+        from dataclasses import replace
+
+        self.heads += 1
+        return replace(self.inner.head(key), etag=f'"{self.heads}"')
+
+
+def test_an_index_that_never_holds_still_while_read_is_storage_unavailable_not_endless_rereading(backend):
+    # reading the index re-read it while its tag changed, by recursion, with no bound
+    storage = CheckpointStorage(backend.store, "job-f6")
+    complete_checkpoint(storage, RetainedCheckpointStore(storage, retained=2), 1)
+    store = EverChanging(backend.store)
+    with pytest.raises(StorageUnavailable, match="kept changing"):
+        read_index(store, "job-f6")
+    assert store.heads == 10  # five attempts, each a head before and after the read
