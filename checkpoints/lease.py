@@ -220,6 +220,7 @@ class LeaseKeeper:
         key = lease_key(self.job_id)
         attempted: int | None = None  # the token of a write whose outcome we did not learn
         sent = self._monotonic()
+        next_note = self._monotonic()  # when to say again what this master is waiting for
         while True:
             current = read_lease(self.store, self.job_id)
             now = self._wall_ms()
@@ -239,6 +240,10 @@ class LeaseKeeper:
                         "Only one master may run per job id. Stop that one first (`sluice stop "
                         f"{self.job_id} --storage ...`), or, if it died, start this one again after its lease "
                         "expires (or with --lease-wait SECONDS)")
+                if self._monotonic() >= next_note:
+                    log.info("job %s: waiting up to %.0f s more for the lease: %s", self.job_id, remaining,
+                             current.lease.describe(now))
+                    next_note = self._monotonic() + 10.0
                 time.sleep(min(1.0, remaining, max(0.05, (current.lease.expires_ms() - now) / 1000)))
                 continue
             token = (current.lease.fencing_token if current is not None else 0) + 1

@@ -94,7 +94,8 @@ def test_after_an_outage_longer_than_the_ttl_the_holder_renews_and_writes_again_
     assert read_lease(backend.store, "job-l").lease.fencing_token == 1
 
 
-def test_waiting_outlasts_a_crashed_holders_lease(backend, monkeypatch):
+def test_waiting_outlasts_a_crashed_holders_lease_and_says_what_it_waits_for(backend, monkeypatch, caplog):
+    caplog.set_level("INFO", logger="checkpoints.lease")
     clocks = Clocks()
     keeper(backend, clocks, "crashed").acquire()
     # checkpoints.lease.time is the time module: only this thread's sleeps are the lease's waits; a thread left
@@ -104,6 +105,8 @@ def test_waiting_outlasts_a_crashed_holders_lease(backend, monkeypatch):
                         lambda s: clocks.advance(s) if threading.get_ident() == waiter else real_sleep(s))
     assert keeper(backend, clocks, "next").acquire(wait_s=30).fencing_token == 2
     assert clocks.mono - 1000.0 == pytest.approx(10, abs=1.1)
+    waits = [r.getMessage() for r in caplog.records if "waiting up to" in r.getMessage()]
+    assert waits and "master crashed" in waits[0] and "expires in" in waits[0], caplog.text
 
 
 def test_fencing_the_index_makes_a_former_writers_next_index_write_fail(backend):
