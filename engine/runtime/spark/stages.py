@@ -314,11 +314,12 @@ def _run_subtask(node: Any, uid: str, node_id: int, routes: Routes, rows: RowBuf
         nums = mine.column("_num").to_pylist()
         firsts = decoded
         decoded = pre.apply_all(decoded, nums)
-        operator.key_selector = _PartialKeys.of(operator.key_selector, firsts, decoded, nums)
+        operator.key_selector = _PartialKeys.of(operator.key_selector, firsts, decoded,
+                                                [num is not None for num in nums])
     records = list(map(StreamRecord, decoded, mine.column("_ts").to_pylist()))
     if fold_input is not None:
         records, firsts, partials = fold_input.with_partials(records, mine)
-        operator.key_selector = _PartialKeys.of(operator.key_selector, firsts, partials, [0] * len(partials))
+        operator.key_selector = _PartialKeys.of(operator.key_selector, firsts, partials, [True] * len(partials))
     if pre is None:  # pre-aggregated rows are folded records: their count is not the records sent here
         router.subtask_records_in = (node_id, len(broadcast_records) + len(records))
     if records:
@@ -355,12 +356,12 @@ class _PartialKeys:
             self.dead_letter_of = explain
 
     @classmethod
-    def of(cls, selector: Any, firsts: list[Any], values: list[Any], nums: list[int | None]) -> Any:
-        """``selector``, or the selector of ``values`` (``firsts`` with their aggregates ``nums`` set) when one of
-        them is a partial record."""
+    def of(cls, selector: Any, firsts: list[Any], values: list[Any], partial: list[bool]) -> Any:
+        """``selector``, or the selector of ``values`` when one of them is a partial record (``partial``: which are;
+        ``firsts``: the records they were built from, as they came)."""
         keys: dict[int, Any] = {}
-        for first, value, num in zip(firsts, values, nums):
-            if num is not None:
+        for first, value, is_partial in zip(firsts, values, partial):
+            if is_partial:
                 try:
                     keys[id(value)] = selector(first)
                 except Exception:  # noqa: BLE001, S110 - the operator calls the selector on it again, dead-letters it
