@@ -42,6 +42,9 @@ class RecordWriter:
         self._keyed = partitioning is Partitioning.HASH and key_selector is not None
         self._buffers: list[list[StreamRecord]] = [[] for _ in channels]
         self._rr = start % max(1, len(channels))
+        #: key -> target channel, for keys of str and int and tuples of them only (:func:`_cacheable`): Python's
+        #: equality merges keys the codec (and Flink) keep apart — 1, 1.0 and True, or (1, "a") and (1.0, "a") —
+        #: which land in different key groups
         self._target_cache: dict[Any, int] = {}
         #: records put on the channels (counted per buffer as it is flushed: Flink's numRecordsOut of the task)
         self.records_sent = 0
@@ -118,13 +121,13 @@ class RecordWriter:
             except Exception as exc:  # a key selector failing on a record is bad data, not a bug in the job
                 key_failure(key_selector, record.value, exc, self.dead_letter)
                 continue
-            try:
-                target = cache[key]
-            except KeyError:
-                target = self._compute_target(key)
-                if len(cache) < _KEY_CACHE_LIMIT:
-                    cache[key] = target
-            except TypeError:  # unhashable key: compute without caching
+            if _cacheable(key):
+                target = cache.get(key)
+                if target is None:
+                    target = self._compute_target(key)
+                    if len(cache) < _KEY_CACHE_LIMIT:
+                        cache[key] = target
+            else:
                 target = self._compute_target(key)
             buffers[target].append(record)
 
@@ -132,16 +135,14 @@ class RecordWriter:
         key = key_or_dead_letter(self.key_selector, record.value, self.dead_letter)  # type: ignore[arg-type]
         if key is NO_KEY:
             return None
-        cache = self._target_cache
-        try:
-            return cache[key]
-        except KeyError:
-            pass
-        except TypeError:  # unhashable key: compute without caching
+        if not _cacheable(key):
             return self._compute_target(key)
-        target = self._compute_target(key)
-        if len(cache) < _KEY_CACHE_LIMIT:
-            cache[key] = target
+        cache = self._target_cache
+        target = cache.get(key)
+        if target is None:
+            target = self._compute_target(key)
+            if len(cache) < _KEY_CACHE_LIMIT:
+                cache[key] = target
         return target
 
     def _compute_target(self, key: Any) -> int:
@@ -209,3 +210,12 @@ class FanOutOutput(Output):
             op.process_watermark_status(status)
         for w in self.all_writers():
             w.broadcast(WatermarkStatusElement(status))
+
+
+def _cacheable(key: Any) -> bool:
+    """Whether ``key`` may look up a dict of keys: among str, int and flat tuples of them, equal means encoded
+    alike (a bool, a float or a nested tuple could equal a key that encodes otherwise: 1.0 == 1 == True)."""
+    t = type(key)
+    if t is str or t is int:
+        return True
+    return t is tuple and all(type(e) is str or type(e) is int for e in key)
