@@ -231,6 +231,7 @@ class LeaseKeeper:
                     self._view = current
                     self._valid_until = sent + (self.ttl_ms - self.safety_margin_ms) / 1000
                     self._lost = None
+                    self._released = False
                 return current.lease
             if current is not None and current.lease.is_live(now) and current.lease.holder != self.holder:
                 remaining = deadline - self._monotonic()
@@ -262,6 +263,7 @@ class LeaseKeeper:
                 self._view = LeaseView(lease, etag)
                 self._valid_until = sent + (self.ttl_ms - self.safety_margin_ms) / 1000
                 self._lost = None
+                self._released = False
             log.info("job %s: lease acquired (fencing token %d, ttl %.1f s)%s", self.job_id, token,
                      self.ttl_ms / 1000, "" if current is None else
                      f"; previous holder {current.lease.holder} "

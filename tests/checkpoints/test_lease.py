@@ -238,3 +238,15 @@ def test_a_release_during_a_renewal_in_flight_is_a_clean_end_not_a_take_over(bac
     a.renew()  # a heartbeat after the end is a no-op, not a take-over
     with pytest.raises(LeaseLost, match="released"):
         a.check("write")
+
+
+def test_a_keeper_that_released_its_lease_renews_again_once_it_acquires_it_again(backend):
+    clocks = Clocks()
+    a = keeper(backend, clocks, "master-a")
+    a.acquire()
+    a.release()
+    assert a.acquire().fencing_token == 2
+    clocks.advance(5)
+    a.renew()
+    assert read_lease(backend.store, "job-l").lease.renewed_ms == clocks.wall
+    a.check("write")
