@@ -46,6 +46,7 @@ from engine.elements import MIN_WATERMARK
 from engine.errors import CorruptSnapshotError, UnsupportedFormatVersion
 from engine.state import codec
 from engine.state.key_groups import KeyGroupRange
+from engine.state.key_identity import key_identity
 from engine.state.snapshot import decode_namespace, encode_namespace
 
 TIMERS_FORMAT_VERSION = 1
@@ -312,19 +313,19 @@ class InternalTimerService:
     # -- registration (current key) ---------------------------------------------------------------
     def register_event_time_timer(self, namespace: Any, time: int) -> None:
         kc = self._key_context
-        self._event_time.add(kc.get_current_key(), namespace, time, kc.current_key_group)
+        self._event_time.add(_identity(kc), namespace, time, kc.current_key_group)
 
     def delete_event_time_timer(self, namespace: Any, time: int) -> None:
         kc = self._key_context
-        self._event_time.remove(kc.get_current_key(), namespace, time, kc.current_key_group)
+        self._event_time.remove(_identity(kc), namespace, time, kc.current_key_group)
 
     def register_processing_time_timer(self, namespace: Any, time: int) -> None:
         kc = self._key_context
-        self._processing_time.add(kc.get_current_key(), namespace, time, kc.current_key_group)
+        self._processing_time.add(_identity(kc), namespace, time, kc.current_key_group)
 
     def delete_processing_time_timer(self, namespace: Any, time: int) -> None:
         kc = self._key_context
-        self._processing_time.remove(kc.get_current_key(), namespace, time, kc.current_key_group)
+        self._processing_time.remove(_identity(kc), namespace, time, kc.current_key_group)
 
     def register_event_time_timer_for_key(self, key: Any, key_group: int, namespace: Any, time: int) -> None:
         """Register for an explicit key (batch paths that know the key group and skip set_current_key)."""
@@ -422,7 +423,7 @@ class InternalTimerService:
                 continue
             key = key_cache.get(ek)
             if key is None:
-                key = key_cache[ek] = _hashable(codec.decode(ek))
+                key = key_cache[ek] = key_identity(_hashable(codec.decode(ek)), ek)
             ns = ns_cache.get(en)
             if ns is None:
                 ns = ns_cache[en] = decode_namespace(en)
@@ -464,3 +465,13 @@ def _validate_timer_table(table: Any, max_parallelism: int) -> None:
             f"timer table was written with max_parallelism {written}, the job now has {max_parallelism}: "
             "the number of key groups cannot change across a restore"
         )
+
+
+def _identity(key_context: Any) -> Any:
+    """The current key as timers hold it: its identity when the context is a keyed state backend
+    (engine/state/key_identity.py), else the key."""
+    identity = getattr(key_context, "current_key_identity", _NONE)
+    return key_context.get_current_key() if identity is _NONE else identity
+
+
+_NONE = object()

@@ -53,6 +53,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgspec
 
 from engine.errors import CorruptSnapshotError, StateSerializationError
+from engine.state.key_identity import TypedKey
 from engine.row import Row, RowKind
 from engine.windowing.windows import Window
 
@@ -68,6 +69,8 @@ _JSON_DECODER = msgspec.json.Decoder()
 
 def _to_jsonable(value: Any, path: str, key: bool = False) -> Any:
     """``value`` as plain JSON data; ``key``: write equal keys alike (module docstring)."""
+    if type(value) is TypedKey:  # a key's identity inside a keyed operator is written as the key
+        value = value.value
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):

@@ -10,9 +10,10 @@ key group, ``(key, namespace) -> value``.  Operations act on the backend's
 current key and the state object's current namespace; the hot path is a list
 index, one flag check and one dict operation.
 
-Keys must be hashable (return a tuple, not a list, from ``key_by``).  Keys are
-compared with Python equality inside the backend and encoded with
-:func:`engine.state.codec.encode_key` for key groups and snapshots.
+Keys must be hashable (return a tuple, not a list, from ``key_by``).  The backend
+holds a key's identity (engine/state/key_identity.py: ``1``, ``1.0`` and ``True``
+are three keys, as in Flink), hands the key itself to ``get_current_key``, and
+encodes keys with :func:`engine.state.codec.encode_key` for key groups and snapshots.
 
 The state objects and their per-group tables are in :mod:`engine.state.heap_states`.
 """
@@ -30,6 +31,7 @@ from engine.state.descriptors import (
     StateDescriptor,
 )
 from engine.state.heap_states import STATE_KINDS, InternalKvState, StateTable
+from engine.state.key_identity import TypedKey, key_identity, key_value
 from engine.state.key_groups import KeyGroupRange, key_group_for_encoded_key
 from engine.state.ttl import base_kind, drop_expired, ttl_state_class
 from engine.state.snapshot import (
@@ -83,9 +85,18 @@ class HeapKeyedStateBackend:
 
     # ---- keys -------------------------------------------------------------------------------
     def set_current_key(self, key: Any) -> None:
-        """Make ``key`` the key every state object acts on (computes and checks its key group)."""
+        """Make ``key`` the key every state object acts on (computes and checks its key group).  State is keyed by
+        the key's identity (engine/state/key_identity.py): ``1``, ``1.0`` and ``True`` are three keys."""
         t = type(key)
-        if t is str or t is int:
+        if t is TypedKey:  # an identity already: its text is the encoded key
+            group = self._encoded_key_cache.get(key.text)
+            if group is None:
+                group = self._key_group_of_encoded(key.text, key.value)
+                cache = self._encoded_key_cache
+                if len(cache) >= _KEY_CACHE_LIMIT:
+                    cache.clear()
+                cache[key.text] = group
+        elif t is str or t is int:
             group = self._simple_key_cache.get(key)
             if group is None:
                 group = self._key_group_of_encoded(codec.encode_key(key), key)
@@ -108,6 +119,7 @@ class HeapKeyedStateBackend:
                 if len(cache) >= _KEY_CACHE_LIMIT:
                     cache.clear()
                 cache[encoded] = group
+            key = key_identity(key, encoded)
         self._current_key = key
         self._group_index = group - self._start
         self.current_key_group = group
@@ -123,6 +135,11 @@ class HeapKeyedStateBackend:
         return group
 
     def get_current_key(self) -> Any:
+        return key_value(self._current_key)
+
+    @property
+    def current_key_identity(self) -> Any:
+        """The current key as state and timers hold it (engine/state/key_identity.py)."""
         return self._current_key
 
     # ---- state objects ----------------------------------------------------------------------
@@ -269,7 +286,7 @@ class HeapKeyedStateBackend:
                         f"{group}, but the key hashes to another group"
                     )
                 try:
-                    key = _hashable(codec.decode(encoded_key))
+                    key = key_identity(_hashable(codec.decode(encoded_key)), encoded_key)
                 except CorruptSnapshotError as exc:
                     raise CorruptSnapshotError(f"state table {name!r} column 'key': row {row}: {exc}") from exc
                 key_cache[encoded_key] = key

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable
 
 from engine.api.functions import AggregateFunction, Function, ProcessWindowContext, ProcessWindowFunction, ReduceFunction, WindowFunction
 from engine.errors import JobDefinitionError
+from engine.state.key_identity import key_value
 
 
 class IncrementalAggregation(AggregateFunction):
@@ -139,6 +140,7 @@ class InternalWindowFunction:
         return result
 
     def emit_inputs(self, key: Any, window: Any, context: ProcessWindowContext, inputs: list) -> Iterable[Any]:
+        key = key_value(key)  # the user's key, not the operator's identity of it (engine/state/key_identity.py)
         if self._process is not None:
             out = self._process.process(key, context, inputs)
         elif self._apply is not None:

@@ -61,6 +61,7 @@ from engine.operators.base import (
 from engine.operators.keyed_process import KeyedOperatorSnapshot
 from engine.operators.keyed_restore import restore_keyed_snapshots
 from engine.state.descriptors import AggregatingStateDescriptor, ListStateDescriptor, StateDescriptor
+from engine.state.key_identity import key_identity
 from engine.state.key_groups import KeyGroupRange
 from engine.state.keyed_state import HeapKeyedStateBackend
 from engine.timers import InternalTimer, InternalTimerService
@@ -256,7 +257,8 @@ class WindowOperator(OneInputStreamOperator):
             )
             return DEAD
         try:
-            return self.key_selector(record.value)  # type: ignore[misc]
+            # the key's identity (engine/state/key_identity.py): 1, 1.0 and True group apart, as in Flink
+            return key_identity(self.key_selector(record.value))  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001 - a failing key selector is a data problem: dead letter
             self._dead_letter(record.value, exc, dead_letter_stage(exc))
             return DEAD

@@ -2,12 +2,11 @@
 keys, as they are three Java objects of three types in Flink (and three pickles in PyFlink's ``key_by``).
 
 Each is encoded with its type (engine/state/codec.py ``encode_key``: ``1``, ``1.0``, ``true``) and so has a key
-group of its own.  The local runtime's keyed edge cached targets by Python equality: ``1.0`` went to the subtask of
-``1``, whose keyed state backend refused it as a routing bug, and the job failed at any parallelism above 1.
-
-Partial: the window operators still group a batch's records by Python equality (per-key dicts, timers), so within
-one subtask a window merges ``1``, ``1.0`` and ``True`` (the strict xfail below shows it; the fix is a type-exact
-key identity in every per-key dict of engine/windowing and engine/state, not done yet)."""
+group of its own.  Inside a keyed subtask, state, timers and the window operators hold a key's identity
+(engine/state/key_identity.py), so keys that meet in one subtask stay apart too; functions get the key as it came.
+Two defects this covers: the local runtime's keyed edge cached targets by Python equality (``1.0`` went to the
+subtask of ``1``, whose backend refused it, and the job failed at parallelism above 1), and a window merged such
+keys when they met in one subtask."""
 
 from __future__ import annotations
 
@@ -15,7 +14,17 @@ import sys
 
 import pytest
 
-from engine import StreamExecutionEnvironment, Time, TumblingEventTimeWindows, WatermarkStrategy
+from engine import (
+    EventTimeSessionWindows,
+    KeyedProcessFunction,
+    ProcessWindowFunction,
+    StreamExecutionEnvironment,
+    Time,
+    TumblingEventTimeWindows,
+    Types,
+    ValueStateDescriptor,
+    WatermarkStrategy,
+)
 from engine.state.codec import encode_key
 from engine.state.key_groups import key_group_for_encoded_key
 
@@ -69,6 +78,47 @@ def test_keys_equal_in_python_but_of_other_types_are_routed_apart_on_spark(spark
     assert _run("spark", 2, "rolling") == EXPECTED["rolling"]
 
 
-@pytest.mark.xfail(strict=True, reason="the window operators group by Python equality within a subtask (module doc)")
-def test_a_window_keeps_keys_equal_in_python_but_of_other_types_apart() -> None:
-    assert _run("local", 1, "window") == EXPECTED["window"]
+@pytest.mark.parametrize("parallelism", [1, 4])
+def test_a_window_keeps_keys_equal_in_python_but_of_other_types_apart(parallelism: int) -> None:
+    assert _run("local", parallelism, "window") == EXPECTED["window"]
+
+
+class _KeyAndCount(ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield _typed(key), len(list(elements))
+
+
+class _CountPerKey(KeyedProcessFunction):
+    def open(self, runtime_context) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.INT()))
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        ctx.timer_service().register_event_time_timer(ctx.timestamp() + 100_000)
+        yield _typed(ctx.get_current_key()), n
+
+    def on_timer(self, timestamp, ctx):
+        yield _typed(ctx.get_current_key()), -self.count.value()
+
+
+@pytest.mark.parametrize("runtime", ["local", "spark"])
+def test_functions_get_each_key_as_it_came_and_state_and_timers_keep_them_apart(runtime: str, request) -> None:
+    if runtime == "spark":
+        request.getfixturevalue("spark")
+        from pyspark import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime(runtime)
+    env.set_parallelism(1)
+    env.set_runtime_option("epoch_records", 4)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e[2])
+    keyed = env.from_collection(EVENTS).assign_timestamps_and_watermarks(strategy).key_by(lambda e: e[0])
+    got, _ = env.execute_and_collect_streams({
+        "sessions": keyed.window(EventTimeSessionWindows.with_gap(Time.seconds(30))).process(_KeyAndCount()),
+        "process": keyed.process(_CountPerKey())})
+    typed = [_typed(k) for k in KEYS]
+    assert sorted(got["sessions"], key=repr) == sorted(((k, 2) for k in typed), key=repr)
+    expected = [(k, n) for k in typed for n in (1, 2, -2, -2)]  # two timers per key (two timestamps)
+    assert sorted(got["process"], key=repr) == sorted(expected, key=repr)

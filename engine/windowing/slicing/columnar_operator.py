@@ -22,6 +22,7 @@ from engine.windowing.slicing.columnar import ColumnarWindows, GridTooSparse
 from engine.windowing.slicing.slicing_operator import SlicingWindowOperator
 from engine.windowing.variant import WindowOperatorVariant
 from engine.windowing.window_operator import DEAD, WINDOW_CONTENTS_STATE, WindowOperatorSnapshot
+from engine.state.key_identity import key_identity
 
 
 class _ColumnarSnapshot(WindowOperatorSnapshot):
@@ -85,7 +86,7 @@ class ColumnarSlicingWindowOperator(SlicingWindowOperator):
         keys: list[Any] | None = None
         if None not in timestamps:
             try:
-                keys = list(map(self.key_selector, values))  # type: ignore[arg-type]
+                keys = list(map(key_identity, map(self.key_selector, values)))  # type: ignore[arg-type]
             except Exception:  # noqa: BLE001 - a failing selector: the loop below dead-letters it
                 pass
         if keys is None:

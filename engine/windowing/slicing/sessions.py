@@ -47,6 +47,7 @@ from engine.timers import TimerServiceSnapshot, _rows_in_registration_order
 from engine.windowing.aggregations import set_field
 from engine.windowing.assigners import merge_time_windows
 from engine.windowing.windows import TimeWindow
+from engine.state.key_identity import key_identity
 
 _DEAD = -1
 
@@ -138,7 +139,7 @@ class SessionWindows:
                 continue
             value = record.value
             try:
-                key = key_selector(value)
+                key = key_identity(key_selector(value))  # 1, 1.0 and True are three sessions' keys (key_identity.py)
             except Exception as exc:  # noqa: BLE001 - a failing key selector is a data problem: dead letter
                 dead_letter(record, exc)
                 continue
