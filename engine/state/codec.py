@@ -53,7 +53,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgspec
 
 from engine.errors import CorruptSnapshotError, StateSerializationError
-from engine.state.key_identity import TypedKey
 from engine.row import Row, RowKind
 from engine.windowing.windows import Window
 
@@ -65,6 +64,32 @@ _TEMPORAL_TAGS = frozenset(("$dt", "$dz", "$d", "$tm", "$td", "$dec"))
 _VALUE_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 _KEY_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False)
 _JSON_DECODER = msgspec.json.Decoder()
+
+
+class TypedKey:
+    """A key whose Python equality could merge it with a key of another type (a float, a bool, a tuple or Row
+    holding one, ...), compared by its codec text: the identity keyed operators hold (engine/state/key_identity.py).
+    Encoded as the key it wraps."""
+
+    __slots__ = ("value", "text", "_hash")
+
+    def __init__(self, value: Any, text: str) -> None:
+        self.value = value
+        self.text = text
+        self._hash = hash(text)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is TypedKey and other.text == self.text  # type: ignore[attr-defined]
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
 
 
 def _to_jsonable(value: Any, path: str, key: bool = False) -> Any:

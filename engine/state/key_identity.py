@@ -11,29 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.state.codec import TypedKey, encode_key
 
-class TypedKey:
-    """A key whose Python equality could merge it with a key of another type (a float, a bool, a tuple or Row
-    holding one, ...), compared by its codec text."""
-
-    __slots__ = ("value", "text", "_hash")
-
-    def __init__(self, value: Any, text: str) -> None:
-        self.value = value
-        self.text = text
-        self._hash = hash(text)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is TypedKey and other.text == self.text  # type: ignore[attr-defined]
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __repr__(self) -> str:
-        return repr(self.value)
+__all__ = ["TypedKey", "key_identity", "key_value", "plain_key"]
 
 
 def plain_key(key: Any) -> bool:
@@ -49,8 +29,6 @@ def key_identity(key: Any, text: str | None = None) -> Any:
     if type(key) is TypedKey or plain_key(key):
         return key
     if text is None:
-        from engine.state.codec import encode_key
-
         text = encode_key(key)
     return TypedKey(key, text)
 
