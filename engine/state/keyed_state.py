@@ -88,15 +88,7 @@ class HeapKeyedStateBackend:
         """Make ``key`` the key every state object acts on (computes and checks its key group).  State is keyed by
         the key's identity (engine/state/key_identity.py): ``1``, ``1.0`` and ``True`` are three keys."""
         t = type(key)
-        if t is TypedKey:  # an identity already: its text is the encoded key
-            group = self._encoded_key_cache.get(key.text)
-            if group is None:
-                group = self._key_group_of_encoded(key.text, key.value)
-                cache = self._encoded_key_cache
-                if len(cache) >= _KEY_CACHE_LIMIT:
-                    cache.clear()
-                cache[key.text] = group
-        elif t is str or t is int:
+        if t is str or t is int:
             group = self._simple_key_cache.get(key)
             if group is None:
                 group = self._key_group_of_encoded(codec.encode_key(key), key)
@@ -105,13 +97,16 @@ class HeapKeyedStateBackend:
                     cache.clear()
                 cache[key] = group
         else:
-            try:
-                hash(key)
-            except TypeError:
-                raise JobDefinitionError(
-                    "key", key, "must be hashable", "Return a tuple instead of a list (or dict) from key_by"
-                ) from None
-            encoded = codec.encode_key(key)
+            if t is TypedKey:  # an identity already: its text is the encoded key
+                encoded = key.text
+            else:
+                try:
+                    hash(key)
+                except TypeError:
+                    raise JobDefinitionError(
+                        "key", key, "must be hashable", "Return a tuple instead of a list (or dict) from key_by"
+                    ) from None
+                encoded = codec.encode_key(key)
             group = self._encoded_key_cache.get(encoded)
             if group is None:
                 group = self._key_group_of_encoded(encoded, key)

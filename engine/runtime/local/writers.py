@@ -22,6 +22,7 @@ from engine.runtime.keyed_edges import NO_KEY, key_or_dead_letter, keyable
 from engine.runtime.local.channels import Channel
 from engine.state.codec import encode_key
 from engine.state.key_groups import key_group_for_encoded_key, operator_index_for_key_group
+from engine.state.key_identity import plain_key
 
 _KEY_CACHE_LIMIT = 1 << 18
 
@@ -42,9 +43,9 @@ class RecordWriter:
         self._keyed = partitioning is Partitioning.HASH and key_selector is not None
         self._buffers: list[list[StreamRecord]] = [[] for _ in channels]
         self._rr = start % max(1, len(channels))
-        #: key -> target channel, for keys of str and int and tuples of them only (:func:`_cacheable`): Python's
-        #: equality merges keys the codec (and Flink) keep apart — 1, 1.0 and True, or (1, "a") and (1.0, "a") —
-        #: which land in different key groups
+        #: key -> target channel, only for keys that are their own identity (engine/state/key_identity.py
+        #: ``plain_key``): Python's equality merges keys the codec (and Flink) keep apart — 1, 1.0 and True, or
+        #: (1, "a") and (1.0, "a") — which land in different key groups
         self._target_cache: dict[Any, int] = {}
         #: records put on the channels (counted per buffer as it is flushed: Flink's numRecordsOut of the task)
         self.records_sent = 0
@@ -121,7 +122,7 @@ class RecordWriter:
             except Exception as exc:  # a key selector failing on a record is bad data, not a bug in the job
                 key_failure(key_selector, record.value, exc, self.dead_letter)
                 continue
-            if _cacheable(key):
+            if plain_key(key):
                 target = cache.get(key)
                 if target is None:
                     target = self._compute_target(key)
@@ -135,7 +136,7 @@ class RecordWriter:
         key = key_or_dead_letter(self.key_selector, record.value, self.dead_letter)  # type: ignore[arg-type]
         if key is NO_KEY:
             return None
-        if not _cacheable(key):
+        if not plain_key(key):
             return self._compute_target(key)
         cache = self._target_cache
         target = cache.get(key)
@@ -211,11 +212,3 @@ class FanOutOutput(Output):
         for w in self.all_writers():
             w.broadcast(WatermarkStatusElement(status))
 
-
-def _cacheable(key: Any) -> bool:
-    """Whether ``key`` may look up a dict of keys: among str, int and flat tuples of them, equal means encoded
-    alike (a bool, a float or a nested tuple could equal a key that encodes otherwise: 1.0 == 1 == True)."""
-    t = type(key)
-    if t is str or t is int:
-        return True
-    return t is tuple and all(type(e) is str or type(e) is int for e in key)
