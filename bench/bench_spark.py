@@ -34,7 +34,9 @@ fields named instead of functions (``with_timestamp_assigner("ts")``, ``key_by("
 ``column-serial`` the column form without pipelined epochs (runtime option ``pipeline_epochs=False``; every
 other side runs the default, engine/runtime/spark/job.py: one Spark job per epoch instead of two);
 ``column-upload`` the column form with each checkpoint's state written by an upload job after the barrier (runtime
-option ``snapshot_in_window_tasks=False``; by default the window tasks write it, engine/runtime/spark/checkpointing.py).
+option ``snapshot_in_window_tasks=False``; by default the window tasks write it, engine/runtime/spark/checkpointing.py);
+``column-rdd``/``lambda-rdd`` and ``column-frames``/``lambda-frames`` a form with each epoch's stages placed on RDDs
+or as DataFrames and Spark SQL (runtime option ``epoch_shape``, engine/runtime/spark/epoch_rdds.py).
 
 Usage: ``python -m bench.bench_spark --events 2000000 --keys 1000 --skew 1.1 --files 20 [--repeat 3]
 [--sides native,lambda,column]`` runs one cell in this process.
@@ -58,7 +60,6 @@ watermark.  A mismatch is an AssertionError and a non-zero exit; tests/bench/tes
 
 from __future__ import annotations
 
-from dataclasses import asdict
 import argparse
 import itertools
 import json
@@ -68,12 +69,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from bench.bench_spark_native import bench_spark_conf, run_native_window_sum
-from bench.common import (CpuMeter, JvmThreadCpu, PeakTreeRss, generate_purchase_events, interleave_into_splits, peak_rss_mb,
-                          per_event_us, print_result_line, process_peak_rss_mb, spark_jvm_pid)
+from bench.common import (
+    CpuMeter,
+    JvmThreadCpu,
+    PeakTreeRss,
+    generate_purchase_events,
+    interleave_into_splits,
+    peak_rss_mb,
+    per_event_us,
+    print_result_line,
+    process_peak_rss_mb,
+    spark_jvm_pid,
+)
 
 
 def _ts_ms(e: dict, ts: Any) -> int:
@@ -307,6 +319,11 @@ def check_results(dataset: Any, window: str, outputs: dict[str, str],
     return counts
 
 
+#: what --sides takes
+SIDES = ("native", "lambda", "column", "column-elements", "column-serial", "column-upload", "column-rdd",
+         "column-frames", "lambda-rdd", "lambda-frames")
+
+
 # ---- one cell -------------------------------------------------------------------------------------------------
 
 
@@ -316,7 +333,9 @@ def _run_side(spark: Any, side: str, dataset: Any, window: str, where: str, para
         return asdict(run_native_window_sum(spark, dataset, window=window, sink="parquet", work_dir=where,
                                             watermark_delay=f"{WATERMARK_DELAY_MS // 1000} seconds"))
     options = {"column-elements": {"preaggregation": False}, "column-serial": {"pipeline_epochs": False},
-               "column-upload": {"snapshot_in_window_tasks": False}}.get(side)
+               "column-upload": {"snapshot_in_window_tasks": False}, "column-rdd": {"epoch_shape": "rdd"},
+               "column-frames": {"epoch_shape": "dataframe"}, "lambda-rdd": {"epoch_shape": "rdd"},
+               "lambda-frames": {"epoch_shape": "dataframe"}}.get(side)
     return run_sluice(dataset, window, where, parallelism, splits_dir, form=side.split("-")[0], options=options)
 
 
@@ -449,7 +468,9 @@ def main(argv: list[str] | None = None) -> None:
                              "every window on the element path (runtime option preaggregation=False), "
                              "column-serial: the column form without pipelined epochs (runtime option "
                              "pipeline_epochs=False), column-upload: the column form with checkpoints written by an "
-                             "upload job (runtime option snapshot_in_window_tasks=False)")
+                             "upload job (runtime option snapshot_in_window_tasks=False); column-rdd, lambda-rdd, "
+                             "column-frames, lambda-frames: a form with each epoch's stages on RDDs or on DataFrames "
+                             "(runtime option epoch_shape, engine/runtime/spark/epoch_rdds.py)")
     parser.add_argument("--repeat", type=int, help="runs per side and window, the sides taking turns (medians "
                                                    "reported); default 3, 1 with --smoke")
     parser.add_argument("--driver-memory", help="the one local JVM every side of a cell shares (the issue's "
@@ -473,9 +494,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.files < 1:
         parser.error("--files must be at least 1")
     sides = args.sides.split(",")
-    if not sides or not set(sides) <= {"native", "lambda", "column", "column-elements", "column-serial",
-                                       "column-upload"}:
-        parser.error("--sides takes native, lambda, column, column-elements, column-serial and/or column-upload")
+    if not sides or not set(sides) <= set(SIDES):
+        parser.error(f"--sides takes {', '.join(SIDES)}")
     windows = args.windows.split(",")
     if not set(windows) <= set(WINDOW_MS):
         parser.error("--windows takes tumbling and/or sliding")

@@ -65,6 +65,9 @@ RUNTIME_OPTIONS: tuple[RuntimeOption, ...] = (
                   "run epoch n's window stages in one Spark job with epoch n+1's reads", "true"),
     RuntimeOption("snapshot_in_window_tasks", "bool", ("spark",),
                   "window tasks write a checkpoint's state files in its barrier's epoch (off: an upload job)", "true"),
+    RuntimeOption("epoch_shape", "str", ("spark",),
+                  "place each epoch's stages on RDDs ('rdd', where the plan allows) or with DataFrames and Spark SQL "
+                  "('dataframe')", "rdd"),
     RuntimeOption("storage_options", "dict", ("spark",), "options for checkpoint storage, e.g. endpoint_url"),
     RuntimeOption("max_checkpoint_history", "int", BOTH, "checkpoint records the driver keeps in memory", 1000),
     RuntimeOption("max_dead_letters", "int", BOTH, "dead letters the driver keeps in memory", 10000),

@@ -527,7 +527,7 @@ class SparkCheckpointing:
                 uploaded: dict[int, dict] = {}
                 if state is not None:
                     fn = write_state_files(location, uid, v.parallelism, job.max_parallelism, checkpoint_id, v.head)
-                    for subtask, ack in state.mapInArrow(fn, ACK_DDL).collect():
+                    for subtask, ack in job.frames.collect_over(state, fn, ACK_DDL):
                         uploaded[subtask] = json.loads(ack)
                 for i in range(v.parallelism):
                     window_acks[f"{uid}#{i}"] = TaskStateSnapshot({uid: acknowledged(v, uid, i, uploaded.get(i))})

@@ -1,5 +1,9 @@
 """Where an epoch's rows go in Spark: the DataFrames and SQL the job master builds for each epoch.
 
+This is the ``epoch_shape="dataframe"`` plumbing; the default, ``"rdd"``, places the same rows on the RDD layer
+(engine/runtime/spark/epoch_rdds.py, a subclass of :class:`EpochFrames`) and falls back to this one for the plans it
+does not take (a broadcast process vertex).
+
 :class:`EpochFrames` places an epoch's work (engine/runtime/spark/job.py runs the epoch loop):
 
 * a source vertex's unfinished splits as one Spark partition each (``range(n)`` in n partitions, through the
@@ -44,7 +48,8 @@ Measured with bench/bench_spark_driver.py (column form, tumbling, medians over t
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from engine.errors import IllegalStateError
 from engine.graph.transformations import (
@@ -213,6 +218,24 @@ class EpochFrames:
             out[frame].append((dest, value, tag))
         return out
 
+    def checkpointed_union(self, frames: list[Any]) -> Any:
+        """``frames`` as one, materialized as a local checkpoint by the first job that computes it."""
+        return union(frames).localCheckpoint(eager=False)
+
+    def state_of(self, out: Any, node_id: int) -> Any:
+        """Keyed vertex ``node_id``'s state rows among a window stage's output ``out``."""
+        return out.where(f"_dest = {DEST_STATE} AND _tag = '{node_id}'")
+
+    def collect_over(self, rows: Any, fn: Callable, ddl: str) -> list[tuple]:
+        """One Spark job: ``fn`` (a ``mapInArrow`` function) over each partition of ``rows``, its rows (schema
+        ``ddl``) collected as tuples."""
+        return [tuple(r) for r in rows.mapInArrow(fn, ddl).collect()]
+
+    def task_rows(self, n: int, fn: Callable) -> Any:
+        """The rows ``fn`` (a ``mapInArrow`` function over ``range(n)``'s ids, one per task) gives, computed and
+        locally checkpointed now."""
+        return self.spark.range(0, n, numPartitions=n).mapInArrow(fn, self._row_schema()).localCheckpoint(eager=True)
+
     def sql(self, query: str, frames: dict[str, Any]) -> Any:
         """``query`` over ``frames`` (each named ``{name}`` in it; no other brace in the text): a chain of
         DataFrame calls as one SQL text, parsed and analysed once, in a handful of py4j round trips — a DataFrame
@@ -250,7 +273,7 @@ class EpochFrames:
                     for group in by_parallelism.values()]
             for group, out in zip(by_parallelism.values(), outs):
                 for v in group:
-                    state[v.head.id] = out.where(f"_dest = {DEST_STATE} AND _tag = '{v.head.id}'")
+                    state[v.head.id] = self.state_of(out, v.head.id)
             stage_outputs.extend(outs)
             window_outputs.extend(outs)
             done.update(v.head.id for v in ready)

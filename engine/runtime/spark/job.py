@@ -21,7 +21,8 @@ Epoch n, driven by :meth:`SparkJob.step`:
    layout does not take, first folded per (key, pane) in Spark SQL
    (engine/runtime/spark/preaggregation.py) — plus its keyed state rows from
    epoch n-1, ``_kg`` computed in Spark SQL, shuffled so Spark partition i holds subtask i's key
-   groups (the DataFrames and SQL: epoch_frames.py), and runs the shared WindowOperator once per (vertex,
+   groups (on RDDs, engine/runtime/spark/epoch_rdds.py, or as DataFrames and SQL, epoch_frames.py: runtime option
+   ``epoch_shape``), and runs the shared WindowOperator once per (vertex,
    subtask) over its key groups: records judged against W(n-1), then W(n) fires timers.  The new
    state rows stay in Spark, materialized with ``localCheckpoint`` so lineage never grows across
    epochs; every window stage of the epoch is computed by one more Spark job.  A
@@ -98,7 +99,7 @@ from engine.histories import BoundedHistory, history_limits
 from engine.runtime.duration_histogram import DurationHistogram
 from engine.runtime.handle import CheckpointRecord, JobExecutionResult, JobStatusReport, stable_job_id
 from engine.runtime.spark.chains import build_routes
-from engine.runtime.spark.epoch_frames import KEYED_VERTICES, EpochFrames, union, upstream_of
+from engine.runtime.spark.epoch_frames import KEYED_VERTICES, EpochFrames, upstream_of
 from engine.runtime.spark.operator_counts import OperatorCounts
 from engine.runtime.spark.rows import (
     DEST_DEAD_LETTER,
@@ -203,8 +204,9 @@ class SparkJob:
                 if isinstance(node, SinkTransformation) and node.id not in self.collect_targets:
                     sink = node.sink
                     self.sink_writers[node.id] = sink.create_writer() if hasattr(sink, "create_writer") else sink
-        #: the DataFrames and SQL of each epoch (epoch_frames.py)
-        self.frames = EpochFrames(self.spark, self.routes, self.max_parallelism, self.windows)
+        #: each epoch's Spark plumbing: DataFrames and SQL (epoch_frames.py) or RDDs (epoch_rdds.py, runtime option
+        #: ``epoch_shape``)
+        self.frames = self._epoch_plumbing()
         # a positive auto-watermark interval is once per epoch here (engine/api/execution_config.py); 0 is never
         self.frames.periodic_watermarks = self.env.get_config().get_auto_watermark_interval() != 0
         self.records_read = 0
@@ -230,6 +232,17 @@ class SparkJob:
         self.checkpointing = SparkCheckpointing(self)
         restore_if_requested(self.checkpointing)
         self.splits.release_finished()
+
+    def _epoch_plumbing(self) -> EpochFrames:
+        """The epoch shape the runtime option ``epoch_shape`` asks for, where the plan allows it."""
+        if self.runtime.epoch_shape == "rdd":
+            from engine.runtime.spark.epoch_rdds import EpochRdds, rdd_shape_refusal
+
+            refusal = rdd_shape_refusal(self.routes, self.windows)
+            if refusal is None:
+                return EpochRdds(self.spark, self.routes, self.max_parallelism, self.windows)
+            log.info("job %r runs its epochs as DataFrames, not RDDs: %s", self.job_name, refusal)
+        return EpochFrames(self.spark, self.routes, self.max_parallelism, self.windows)
 
     # ---- control handle: the shape of the local runtime's LocalJobClient (engine/master/api.py JobControl) ------
     def trigger_savepoint(self, target_dir: str | None = None) -> Future:
@@ -458,7 +471,7 @@ class SparkJob:
         frames = (self.frames.source_frame(v, self.splits.unfinished_of(v.id), self.runtime.epoch_records, now_ms,
                                            before, staging) for v in self.sources)
         source_frames = [f for f in frames if f is not None]
-        return union(source_frames).localCheckpoint(eager=False) if source_frames else None
+        return self.frames.checkpointed_union(source_frames) if source_frames else None
 
     def _apply_reports(self, source_rows: list[Any], now_ms: int, before: int) -> tuple[int, int]:
         """Advance the splits by the split reports among the reads' rows: (the watermark after the reads, the

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import CorruptSnapshotError, JobDefinitionError
-from engine.runtime.spark.rows import ROW_DDL
 from engine.runtime.spark.state_files import read_state_rows, window_uid
 
 if TYPE_CHECKING:
@@ -76,8 +75,7 @@ def restore_if_requested(checkpointing: SparkCheckpointing) -> None:
             uid = saved_windows[position]
         fn = read_state_rows(uri, options, uid, v.head.id, v.parallelism, job.max_parallelism, job.watermark,
                              meta.checkpoint_id)
-        job.state[v.head.id] = job.spark.range(0, v.parallelism, numPartitions=v.parallelism) \
-            .mapInArrow(fn, ROW_DDL).localCheckpoint(eager=True)
+        job.state[v.head.id] = job.frames.task_rows(v.parallelism, fn)
     # each sink's pending transactions, by operator uid (either runtime's snapshot), else by plan order
     nodes = {n.id: n for v in job.plan.vertices for n in v.nodes}
     writers = [(nodes[int(task_id.split("-", 1)[1])].operator_uid(), writer)

@@ -52,7 +52,9 @@ class SparkRuntime:
     reads one Spark job, engine/runtime/spark/job.py "Pipelined epochs"), ``snapshot_in_window_tasks`` (default
     True: a periodic checkpoint is triggered when an epoch starts and each window task writes its state files at the
     epoch's end, in the epoch's own Spark job; False: a separate upload job after the barrier,
-    engine/runtime/spark/checkpointing.py "Window tasks write their state"), ``max_epochs`` (stop after that
+    engine/runtime/spark/checkpointing.py "Window tasks write their state"), ``epoch_shape`` (default ``"rdd"``:
+    each epoch's stages placed on the RDD layer, engine/runtime/spark/epoch_rdds.py, for the plans it takes, else as
+    DataFrames and Spark SQL; ``"dataframe"``: always the latter, engine/runtime/spark/epoch_frames.py), ``max_epochs`` (stop after that
     many epochs: for unbounded sources in tests and benchmarks), ``epoch_interval_ms`` (default 0: the
     next epoch starts as soon as one ends; N > 0 works like Structured Streaming's processing-time
     trigger: an epoch starts no sooner than N ms after the previous one started, at once if that one
@@ -87,6 +89,10 @@ class SparkRuntime:
         self.snapshot_in_window_tasks = opts.get("snapshot_in_window_tasks", True)
         if not isinstance(self.snapshot_in_window_tasks, bool):
             raise JobDefinitionError("snapshot_in_window_tasks", self.snapshot_in_window_tasks, "must be a bool")
+        self.epoch_shape = opts.get("epoch_shape", "rdd")
+        if self.epoch_shape not in ("dataframe", "rdd"):
+            raise JobDefinitionError("epoch_shape", self.epoch_shape,
+                                     "must be 'dataframe' (Spark SQL) or 'rdd' (engine/runtime/spark/epoch_rdds.py)")
         if self.max_epochs is not None:
             _positive_int("max_epochs", self.max_epochs)
         self.epoch_interval_ms = opts.get("epoch_interval_ms", 0)
