@@ -7,7 +7,8 @@ local part is the reading task's (engine/runtime/spark/chains.py ``Router._to_wi
 chain hands the window in one call are folded per (key, pane) as they come, in Python, one row per
 pair carrying the pair's first record whole, at that record's sequence, and the pane's aggregate as
 ``_num``), and the job master folds in Spark SQL after its one shuffle by subtask, where the rows land
-(epoch_frames.py ``_window_frame``): a separate Spark SQL partial fold before the shuffle cost a second
+(epoch_frames.py ``_window_frame``; on the RDD layer, the window task folds them with pyarrow before its operator
+reads them, epoch_rdds.py ``_fold_partials``): a separate Spark SQL partial fold before the shuffle cost a second
 exchange and two more sorts per epoch for little.
 
 **Which windows.**  A window vertex qualifies (:func:`preaggregation_for`) when the predicate that

@@ -64,7 +64,8 @@ from engine.state.key_groups import KeyGroupRange
 
 _FLUSH_ROWS = 8192
 
-#: the input columns :func:`window_stage` reads (the job master selects them, epoch_frames.py ``_window_frame``)
+#: the input columns :func:`window_stage` reads (the job master selects them: epoch_frames.py and epoch_rdds.py
+#: ``_window_frame``)
 WINDOW_STAGE_COLUMNS = ("_dest", "_kg", "_node", "_ts", "_value", "_blob", "_num")
 
 
