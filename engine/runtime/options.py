@@ -66,8 +66,7 @@ RUNTIME_OPTIONS: tuple[RuntimeOption, ...] = (
     RuntimeOption("snapshot_in_window_tasks", "bool", ("spark",),
                   "window tasks write a checkpoint's state files in its barrier's epoch (off: an upload job)", "true"),
     RuntimeOption("epoch_shape", "str", ("spark",),
-                  "place each epoch's stages on RDDs ('rdd', where the plan allows) or with DataFrames and Spark SQL "
-                  "('dataframe')", "rdd"),
+                  "place each epoch's stages on RDDs ('rdd') or with DataFrames and Spark SQL ('dataframe')", "rdd"),
     RuntimeOption("storage_options", "dict", ("spark",), "options for checkpoint storage, e.g. endpoint_url"),
     RuntimeOption("max_checkpoint_history", "int", BOTH, "checkpoint records the driver keeps in memory", 1000),
     RuntimeOption("max_dead_letters", "int", BOTH, "dead letters the driver keeps in memory", 10000),

@@ -1,8 +1,7 @@
 """Where an epoch's rows go in Spark: the DataFrames and SQL the job master builds for each epoch.
 
 This is the ``epoch_shape="dataframe"`` plumbing; the default, ``"rdd"``, places the same rows on the RDD layer
-(engine/runtime/spark/epoch_rdds.py, a subclass of :class:`EpochFrames`) and falls back to this one for the plans it
-does not take (a broadcast process vertex).
+(engine/runtime/spark/epoch_rdds.py, a subclass of :class:`EpochFrames`).
 
 :class:`EpochFrames` places an epoch's work (engine/runtime/spark/job.py runs the epoch loop):
 

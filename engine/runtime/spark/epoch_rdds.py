@@ -24,8 +24,8 @@ A window whose reading tasks' partials the DataFrame shape folds again in Spark 
 preaggregation.py ``preaggregate``; the lambda form's built-in min/max) has them folded by its window task, with
 pyarrow's hash aggregate, before its operator reads them (:func:`_fold_partials`).
 
-**What it does not take** (:func:`rdd_shape_refusal`): a broadcast process vertex (its broadcast rows are copied to
-every subtask by SQL).  A job with one runs the DataFrame shape, and says so in its log (INFO).
+A broadcast process vertex's broadcast-side rows are copied to each of its subtasks by the placing task, as the
+subtask's first key group (the DataFrame shape's ``explode``).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from engine.graph.transformations import BroadcastProcessTransformation
 from engine.runtime.snapshot_metadata import source_split_key
 from engine.runtime.spark.epoch_frames import EpochFrames
 from engine.runtime.spark.rows import (
+    DEST_BROADCAST,
     DEST_COLUMNS,
     DEST_DEAD_LETTER,
     DEST_DRIVER,
@@ -59,14 +60,6 @@ _DRIVER_DESTS = np.array([DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLI
                           DEST_OPERATOR_COUNTS, DEST_STATE_ACK], np.int32)
 #: the order of a subtask's rows, as the DataFrame shape's ``SORT BY _node, _kg, _split, _offset`` (nulls first)
 _ORDER = [(name, "ascending", "at_start") for name in ("_node", "_kg", "_split", "_offset")]
-
-
-def rdd_shape_refusal(routes: Any, windows: list[Any]) -> str | None:
-    """Why the RDD shape cannot run a job with these keyed vertices, or None when it can."""
-    for v in windows:
-        if isinstance(v.head, BroadcastProcessTransformation):
-            return f"broadcast process vertex {v.head.id} ({v.head.name})"
-    return None
 
 
 def batch_bytes(batch: pa.RecordBatch) -> bytes:
@@ -103,13 +96,19 @@ def _collecting(fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch
 
 
 def _placing(record_dests: tuple[int, ...], column_tags: tuple[str, ...], state_tags: tuple[str, ...],
-             parallelism: int, max_parallelism: int) -> Callable[[bytes], Iterator[tuple[int, bytes]]]:
+             broadcast_tags: tuple[str, ...], parallelism: int, max_parallelism: int
+             ) -> Callable[[bytes], Iterator[tuple[int, bytes]]]:
     """The map side of a window stage's shuffle: an element's rows for these vertices, cut by subtask.
 
     Rows taken: records for ``record_dests``, column fold partials tagged ``column_tags``, state rows tagged
-    ``state_tags``.  Each gets ``_kg`` (a record's from its key, the others carry theirs) and ``_node`` (the vertex
-    it is for), as the DataFrame shape's projection writes them."""
+    ``state_tags``, broadcast-side records of the broadcast process vertices tagged ``broadcast_tags``.  Each gets
+    ``_kg`` (a record's from its key, the others carry theirs) and ``_node`` (the vertex it is for), as the DataFrame
+    shape's projection writes them; a broadcast row goes to every subtask, as its first key group."""
+    from engine.state.key_groups import key_group_range_for_operator
+
     dests = np.array(record_dests, np.int32)
+    firsts = [key_group_range_for_operator(max_parallelism, parallelism, i).start_key_group
+              for i in range(parallelism)]
 
     def place(blob: bytes) -> Iterator[tuple[int, bytes]]:
         from engine.state.key_hash import key_groups_of
@@ -118,7 +117,7 @@ def _placing(record_dests: tuple[int, ...], column_tags: tuple[str, ...], state_
         dest = table.column("_dest").to_numpy()
         records = np.isin(dest, dests)
         mask = records.copy()
-        for code, tags in ((DEST_COLUMNS, column_tags), (DEST_STATE, state_tags)):
+        for code, tags in ((DEST_COLUMNS, column_tags), (DEST_STATE, state_tags), (DEST_BROADCAST, broadcast_tags)):
             if tags:
                 tagged = pc.fill_null(pc.is_in(table.column("_tag"), value_set=pa.array(tags)), False)
                 mask |= (dest == code) & tagged.to_numpy(zero_copy_only=False)
@@ -135,14 +134,26 @@ def _placing(record_dests: tuple[int, ...], column_tags: tuple[str, ...], state_
         if not records.all():
             tags = pc.cast(table.column("_tag").filter(pa.array(~records)), pa.int32())
             node[~records] = tags.to_numpy(zero_copy_only=False)
+        broadcast = dest == DEST_BROADCAST
+        kg[broadcast] = firsts[0]
         subtask = (kg.astype(np.int64) * parallelism) // max_parallelism
         placed = pa.table({"_dest": table.column("_dest"), "_kg": pa.array(kg, pa.int32()),
                            "_node": pa.array(node, pa.int32()), "_split": table.column("_split"),
                            "_offset": table.column("_offset"), "_ts": table.column("_ts"), "_key": table.column("_key"),
                            "_value": table.column("_value"), "_blob": table.column("_blob"),
                            "_num": table.column("_num")})
+        if broadcast.any():
+            copies = placed.filter(pa.array(broadcast))
+            kg_index = copies.schema.get_field_index("_kg")
+            for i, first in enumerate(firsts):
+                copy = copies.set_column(kg_index, "_kg", pa.array(np.full(len(copies), first, np.int32)))
+                yield i, batch_bytes(copy.combine_chunks().to_batches()[0])
+            if broadcast.all():
+                return
+            placed = placed.filter(pa.array(~broadcast))
+            subtask = subtask[~broadcast]
         for s in np.unique(subtask):
-            part = placed if len(placed) and (subtask == s).all() else placed.filter(pa.array(subtask == s))
+            part = placed if (subtask == s).all() else placed.filter(pa.array(subtask == s))
             yield int(s), batch_bytes(part.combine_chunks().to_batches()[0])
     return place
 
@@ -272,6 +283,7 @@ class EpochRdds(EpochFrames):
         mp = self.max_parallelism
         fold_tags = tuple(str(i) for i in ids if i in self.routes.preaggregations
                           and self.routes.preaggregations[i].fold)
+        broadcast_tags = tuple(str(v.head.id) for v in group if isinstance(v.head, BroadcastProcessTransformation))
         # One Python pass per input partition would be a Python task per read split and state partition on the
         # shuffle's map side (the DataFrame shape's runs in the JVM): coalesced, the map side is ``parallelism``
         # tasks, each placing its share of the inputs' elements.  A read holds no state row of these vertices, and a
@@ -280,7 +292,7 @@ class EpochRdds(EpochFrames):
         if parts:
             inputs = parts[0] if len(parts) == 1 else self.sc.union(parts)
             placed = inputs.coalesce(parallelism).flatMap(
-                _placing(ids, fold_tags, tuple(str(i) for i in ids), parallelism, mp))
+                _placing(ids, fold_tags, tuple(str(i) for i in ids), broadcast_tags, parallelism, mp))
         else:
             placed = self.sc.emptyRDD()
         columns = (*WINDOW_STAGE_COLUMNS, *(("_split", "_offset") if fold_tags else ()))

@@ -234,14 +234,11 @@ class SparkJob:
         self.splits.release_finished()
 
     def _epoch_plumbing(self) -> EpochFrames:
-        """The epoch shape the runtime option ``epoch_shape`` asks for, where the plan allows it."""
+        """The epoch shape the runtime option ``epoch_shape`` asks for."""
         if self.runtime.epoch_shape == "rdd":
-            from engine.runtime.spark.epoch_rdds import EpochRdds, rdd_shape_refusal
+            from engine.runtime.spark.epoch_rdds import EpochRdds
 
-            refusal = rdd_shape_refusal(self.routes, self.windows)
-            if refusal is None:
-                return EpochRdds(self.spark, self.routes, self.max_parallelism, self.windows)
-            log.info("job %r runs its epochs as DataFrames, not RDDs: %s", self.job_name, refusal)
+            return EpochRdds(self.spark, self.routes, self.max_parallelism, self.windows)
         return EpochFrames(self.spark, self.routes, self.max_parallelism, self.windows)
 
     # ---- control handle: the shape of the local runtime's LocalJobClient (engine/master/api.py JobControl) ------

@@ -53,8 +53,8 @@ class SparkRuntime:
     True: a periodic checkpoint is triggered when an epoch starts and each window task writes its state files at the
     epoch's end, in the epoch's own Spark job; False: a separate upload job after the barrier,
     engine/runtime/spark/checkpointing.py "Window tasks write their state"), ``epoch_shape`` (default ``"rdd"``:
-    each epoch's stages placed on the RDD layer, engine/runtime/spark/epoch_rdds.py, for the plans it takes, else as
-    DataFrames and Spark SQL; ``"dataframe"``: always the latter, engine/runtime/spark/epoch_frames.py), ``max_epochs`` (stop after that
+    each epoch's stages placed on the RDD layer, engine/runtime/spark/epoch_rdds.py; ``"dataframe"``: as DataFrames and
+    Spark SQL, engine/runtime/spark/epoch_frames.py), ``max_epochs`` (stop after that
     many epochs: for unbounded sources in tests and benchmarks), ``epoch_interval_ms`` (default 0: the
     next epoch starts as soon as one ends; N > 0 works like Structured Streaming's processing-time
     trigger: an epoch starts no sooner than N ms after the previous one started, at once if that one
