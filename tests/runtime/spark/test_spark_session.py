@@ -26,6 +26,20 @@ def test_python_workers_run_the_interpreter_running_sluice(spark):
     assert os.getpid() not in {r.pid for r in rows}  # workers are separate processes
 
 
+def test_python_workers_talk_to_the_jvm_over_a_unix_socket(spark):
+    """Over loopback TCP each Python task waited about 40 ms for its input (engine/runtime/spark/session.py): the
+    workers' daemon must have been started for a Unix domain socket."""
+    def report(batches):
+        import os as _os
+
+        for batch in batches:
+            yield pa.RecordBatch.from_pydict(
+                {"uds": [_os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED", "")] * batch.num_rows})
+
+    rows = spark.range(0, 4, numPartitions=2).mapInArrow(report, "uds string").collect()
+    assert {r.uds.lower() for r in rows} == {"true"}
+
+
 def test_session_is_configured_for_local_runs(spark):
     conf = spark.sparkContext.getConf()
     assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
