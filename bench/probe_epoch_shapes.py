@@ -56,7 +56,10 @@ wall median, freeze         360 ms                 301 ms
 =========================  =====================  =====================
 
 So with the collector's walk gone the RDD shape costs less than half the DataFrame shape's CPU per epoch: the
-per-epoch plumbing on RDDs is the design change to make next.
+per-epoch plumbing on RDDs is the design change to make next.  Made on 2026-12-08: engine/runtime/spark/epoch_rdds.py,
+the default ``epoch_shape``; together with the Python workers on a Unix domain socket (each Python task had waited
+about 40 ms for its input over loopback TCP, which this probe's wall times include) it took the column form from
+1.3-1.7x to 2.5-4.1x native Spark on issue 16's 2M cells (README, "Runtimes").
 
 Usage: ``python -m bench.probe_epoch_shapes [--splits 10] [--subtasks 2] [--rows 1000] [--epochs 10] [--rounds 3]
 [--no-freeze-survivors]``.
