@@ -234,6 +234,8 @@ class EpochRdds(EpochFrames):
     def __init__(self, spark: Any, routes: Any, max_parallelism: int, windows: list[Any]) -> None:
         super().__init__(spark, routes, max_parallelism, windows)
         self.sc = spark.sparkContext
+        #: window stage outputs built since the last Spark job: the next ``driver_rows`` computes them
+        self._uncomputed: list[Any] = []
 
     def _cut(self, rdd: Any) -> Any:
         """``rdd`` marked for a local checkpoint, behind a plain RDD: PySpark would otherwise fuse the next
@@ -264,7 +266,9 @@ class EpochRdds(EpochFrames):
     def driver_rows_by_frame(self, frames: list[Any]) -> list[list[Any]]:
         parts = [f.flatMap(_rows_for_driver(i)) for i, f in enumerate(frames)]
         out: list[list[Any]] = [[] for _ in frames]
-        for dest, value, tag, frame in (parts[0] if len(parts) == 1 else self.sc.union(parts)).collect():
+        rows = (parts[0] if len(parts) == 1 else self.sc.union(parts)).collect()
+        self._uncomputed.clear()
+        for dest, value, tag, frame in rows:
             out[frame].append((dest, value, tag))
         return out
 
@@ -286,12 +290,17 @@ class EpochRdds(EpochFrames):
         broadcast_tags = tuple(str(v.head.id) for v in group if isinstance(v.head, BroadcastProcessTransformation))
         # One Python pass per input partition would be a Python task per read split and state partition on the
         # shuffle's map side (the DataFrame shape's runs in the JVM): coalesced, the map side is ``parallelism``
-        # tasks, each placing its share of the inputs' elements.  A read holds no state row of these vertices, and a
-        # state part nothing else, so one placing function takes both.
+        # tasks, each placing its share of the inputs' elements.  Only what an earlier Spark job computed is
+        # coalesced: an upstream window stage of this epoch is computed by the placing task that reads it, and
+        # coalesced it would run several of its subtasks one after another in one task.  A read holds no state row of
+        # these vertices, and a state part nothing else, so one placing function takes both.
         parts = [*stage_outputs, *(state[i] for i in ids if state[i] is not None)]
-        if parts:
-            inputs = parts[0] if len(parts) == 1 else self.sc.union(parts)
-            placed = inputs.coalesce(parallelism).flatMap(
+        computed = [p for p in parts if not any(p is w for w in self._uncomputed)]
+        inputs = [p for p in parts if any(p is w for w in self._uncomputed)]
+        if computed:
+            inputs.insert(0, (computed[0] if len(computed) == 1 else self.sc.union(computed)).coalesce(parallelism))
+        if inputs:
+            placed = (inputs[0] if len(inputs) == 1 else self.sc.union(inputs)).flatMap(
                 _placing(ids, fold_tags, tuple(str(i) for i in ids), broadcast_tags, parallelism, mp))
         else:
             placed = self.sc.emptyRDD()
@@ -305,7 +314,9 @@ class EpochRdds(EpochFrames):
         pres = self.routes.preaggregations
         folds = {i: (pres[i].kind, pres[i].offset, pres[i].pane) for i in ids
                  if i in pres and pres[i].column is None and pres[i].sql and stage_outputs}
-        return self._cut(shuffled.mapPartitions(_windowing(fn, columns, folds), preservesPartitioning=True))
+        out = self._cut(shuffled.mapPartitions(_windowing(fn, columns, folds), preservesPartitioning=True))
+        self._uncomputed.append(out)
+        return out
 
 
 def _identity(subtask: int) -> int:
