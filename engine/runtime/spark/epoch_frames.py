@@ -106,9 +106,10 @@ def upstream_keyed(v: Any) -> set[int]:
     return {u.head.id for u in upstream_of(v) if isinstance(u.head, KEYED_VERTICES)}
 
 
-#: the destinations whose rows the driver collects (:meth:`EpochFrames.driver_rows`)
-_DRIVER_DESTS = ", ".join(str(d) for d in (DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLIT, DEST_STAGED,
-                                           DEST_OPERATOR_COUNTS, DEST_STATE_ACK))
+#: the destinations whose rows the driver collects (:meth:`EpochFrames.driver_rows`; epoch_rdds.py filters by them too)
+DRIVER_DESTS = (DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLIT, DEST_STAGED, DEST_OPERATOR_COUNTS,
+                DEST_STATE_ACK)
+_DRIVER_DESTS = ", ".join(str(d) for d in DRIVER_DESTS)
 
 
 def union(frames: list[Any]) -> Any:

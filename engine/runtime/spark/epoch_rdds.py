@@ -39,25 +39,12 @@ import pyarrow.compute as pc
 
 from engine.graph.transformations import BroadcastProcessTransformation
 from engine.runtime.snapshot_metadata import source_split_key
-from engine.runtime.spark.epoch_frames import EpochFrames
-from engine.runtime.spark.rows import (
-    DEST_BROADCAST,
-    DEST_COLUMNS,
-    DEST_DEAD_LETTER,
-    DEST_DRIVER,
-    DEST_METRICS,
-    DEST_OPERATOR_COUNTS,
-    DEST_SPLIT,
-    DEST_STAGED,
-    DEST_STATE,
-    DEST_STATE_ACK,
-    ipc_table,
-)
+from engine.runtime.spark.epoch_frames import DRIVER_DESTS, EpochFrames
+from engine.runtime.spark.rows import DEST_BROADCAST, DEST_COLUMNS, DEST_STATE, ipc_table
 from engine.runtime.spark.stages import WINDOW_STAGE_COLUMNS, source_stage, window_stage
 from engine.watermarks.strategy import WatermarkStrategy
 
-_DRIVER_DESTS = np.array([DEST_DRIVER, DEST_DEAD_LETTER, DEST_METRICS, DEST_SPLIT, DEST_STAGED,
-                          DEST_OPERATOR_COUNTS, DEST_STATE_ACK], np.int32)
+_DRIVER_DESTS = np.array(DRIVER_DESTS, np.int32)
 #: the order of a subtask's rows, as the DataFrame shape's ``SORT BY _node, _kg, _split, _offset`` (nulls first)
 _ORDER = [(name, "ascending", "at_start") for name in ("_node", "_kg", "_split", "_offset")]
 
